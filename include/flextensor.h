@@ -1,0 +1,38 @@
+/*
+ * libflextensor public API.  The library works without any call to this API
+ * (LD_PRELOAD=libflextensor.so FT_ENABLED=1 program); these functions let a
+ * program or a test ask what it has observed.  Resolve them with
+ * dlsym(RTLD_DEFAULT, "ft_version") to stay runnable without the library.
+ *
+ * All functions are thread-safe and may be called at any time, also before
+ * the first CUDA call (they then report the library idle).
+ */
+#ifndef FLEXTENSOR_H
+#define FLEXTENSOR_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FT_API_VERSION 1
+
+/* Library version, e.g. "0.1.0".  Never NULL. */
+const char *ft_version(void);
+
+/* 1 when the library observes CUDA calls in this process (FT_ENABLED=1 and
+ * the CUDA driver was found), 0 otherwise. */
+int ft_is_observing(void);
+
+/* Reads counter `name` (see `flextensor-config --stats` for the list) into
+ * *value.  Returns 0, or -1 for an unknown name or a NULL argument. */
+int ft_stat_get(const char *name, unsigned long long *value);
+
+/* Writes out what the FT_TRACE file has buffered.  Returns 0, or -1 when no
+ * trace is open. */
+int ft_flush_trace(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

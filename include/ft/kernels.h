@@ -1,0 +1,51 @@
+/*
+ * Kernel metadata cache: parameter layout and name per launch handle.  The
+ * handle given to cuLaunchKernel(Ex) is a CUfunction or a CUkernel (ATen
+ * launches CUkernels); the layout comes from cuFuncGetParamInfo, falling back
+ * to cuKernelGetParamInfo.  Entries are immutable once published; lookups
+ * take no lock.  Thread-safe.
+ */
+#ifndef FT_KERNELS_H
+#define FT_KERNELS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ft/real.h"
+#include "ft/scan.h"
+
+#define FT_KERNEL_SLOTS 65536 /* power of two */
+#define FT_MAX_PARAMS 4096
+
+struct ft_kernel {
+	const void *handle;
+	const char *name;       /* mangled, as the driver gives it; "?" if unknown */
+	uint64_t id;            /* order of first sight, > 0 */
+	int known;              /* layout known (nparams may be 0) */
+	int is_kernel;          /* CUkernel rather than CUfunction */
+	struct ft_layout layout;
+	struct ft_kernel *next_retired;
+	struct ft_param params[];
+};
+
+struct ft_kernels {
+	const struct ft_real *real;
+	_Atomic(struct ft_kernel *) *slot;
+	pthread_mutex_t lock;
+	unsigned used;
+	uint64_t next_id;
+	struct ft_kernel *retired; /* flushed entries, freed at destroy */
+};
+
+int ft_kernels_init(struct ft_kernels *k, const struct ft_real *real);
+void ft_kernels_destroy(struct ft_kernels *k);
+/* Metadata for a handle, queried from the driver on first sight.  Never NULL
+ * except when out of memory or the table is full (then the launch is not
+ * scanned). */
+const struct ft_kernel *ft_kernels_get(struct ft_kernels *k, const void *handle);
+/* Forgets every handle (a module or library was unloaded: handles may be
+ * reused).  Entries stay allocated until destroy, for concurrent readers. */
+void ft_kernels_flush(struct ft_kernels *k);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * Configuration: FT_* environment variables and an INI file, declared once in
+ * src/common/options.def.  Precedence: environment > file > default.
+ * Loading never exits: it reports every problem through a callback and
+ * returns how many there were; the caller decides (the library exits with
+ * status 2, flextensor-config prints them).
+ */
+#ifndef FT_OPTIONS_H
+#define FT_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define FT_CTYPE_BOOL  bool
+#define FT_CTYPE_INT   long
+#define FT_CTYPE_FLOAT double /* NAN = none */
+#define FT_CTYPE_ENUM  int    /* index into choices; -1 = none */
+#define FT_CTYPE_PATH  char * /* NULL = none; owned */
+
+enum ft_opt_id {
+#define FT_OPT(name, ...) FT_OPT_##name,
+#define FT_OPT_REFUSED(name, why)
+#include "../../src/common/options.def"
+#undef FT_OPT
+#undef FT_OPT_REFUSED
+	FT_OPT_COUNT
+};
+
+enum ft_opt_source { FT_SRC_DEFAULT, FT_SRC_FILE, FT_SRC_ENV };
+
+struct ft_options {
+#define FT_OPT(name, type, ...) FT_CTYPE_##type name;
+#define FT_OPT_REFUSED(name, why)
+#include "../../src/common/options.def"
+#undef FT_OPT
+#undef FT_OPT_REFUSED
+	unsigned char source[FT_OPT_COUNT];
+};
+
+/* Enum values of transfer_mode, offload_timing, log_level, ... are indices
+ * into the option's choices, in the order options.def lists them. */
+enum { FT_TM_ALLOCATION_BLOCK, FT_TM_RAW_BLOCK, FT_TM_STRATEGY };
+enum { FT_TIMING_OFF, FT_TIMING_EAGER, FT_TIMING_CUDA_GRAPH };
+
+typedef void (*ft_opt_report_fn)(void *ud, const char *message);
+
+/* Defaults only; never fails. */
+void ft_options_defaults(struct ft_options *o);
+/* Defaults, then the file named by FT_CONFIG_FILE, then every FT_* variable
+ * of envp.  Returns the number of problems reported (0 = usable). */
+int ft_options_load(struct ft_options *o, char *const *envp,
+		    ft_opt_report_fn report, void *ud);
+void ft_options_free(struct ft_options *o);
+
+/* Calls report with one info line per PLANNED option set away from its
+ * default (accepted, not acted on yet). */
+void ft_options_note_planned(const struct ft_options *o,
+			     ft_opt_report_fn report, void *ud);
+/* Writes the option table (name, value, source, default, help) to fd;
+ * markdown != 0 writes the README table instead. */
+void ft_options_dump(const struct ft_options *o, int fd, int markdown);
+
+/* Levenshtein-based "did you mean": best candidate with similarity >= 0.6 or
+ * NULL.  candidates is NULL-terminated. */
+const char *ft_did_you_mean(const char *word, const char *const *candidates);
+
+#endif

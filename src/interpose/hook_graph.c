@@ -1,0 +1,211 @@
+/*
+ * Stream capture, graphs, contexts, module lifetime and TMA descriptors.
+ * A captured kernel never passes through cuLaunchKernel at replay, so the
+ * trace links the pieces: capture_begin/capture_end (capture id -> graph),
+ * graph_instantiate (graph -> exec), graph_launch (exec, stream); captured
+ * launches carry the capture id.
+ */
+#include "hooks.h"
+
+#define OBSERVING() (ft_lib_ensure(), ft_observing())
+#define H(x) ((uint64_t)(uintptr_t)(x))
+
+static void capture_begun(const char *api, CUstream s, int ptsz, CUresult rc)
+{
+	if (rc == CUDA_SUCCESS) {
+		atomic_fetch_add(&ft_g.active_captures, 1);
+		FT_STAT_INC(&ft_g.stats, captures);
+	}
+	ft_obs_event("capture_begin", api, rc, "stream", H(s), "capture",
+		     rc == CUDA_SUCCESS ? ft_obs_capture_id(s, ptsz) : 0);
+}
+
+#define BEGIN_CAPTURE(sym, ptsz)                                               \
+	CUresult sym(CUstream s, CUstreamCaptureMode mode)                     \
+	{                                                                      \
+		CUresult rc = FT_CALL(sym, s, mode);                           \
+		if (OBSERVING())                                               \
+			capture_begun(#sym, s, ptsz, rc);                      \
+		return rc;                                                     \
+	}
+BEGIN_CAPTURE(cuStreamBeginCapture_v2, 0)
+BEGIN_CAPTURE(cuStreamBeginCapture_v2_ptsz, 1)
+
+#define BEGIN_CAPTURE_TO_GRAPH(sym, ptsz)                                      \
+	CUresult sym(CUstream s, CUgraph g, const CUgraphNode *deps,           \
+		     const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode) \
+	{                                                                      \
+		CUresult rc = FT_CALL(sym, s, g, deps, data, n, mode);         \
+		if (OBSERVING())                                               \
+			capture_begun(#sym, s, ptsz, rc);                      \
+		return rc;                                                     \
+	}
+BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph, 0)
+BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz, 1)
+
+#define END_CAPTURE(sym, ptsz)                                                 \
+	CUresult sym(CUstream s, CUgraph *g)                                   \
+	{                                                                      \
+		if (!OBSERVING())                                              \
+			return FT_CALL(sym, s, g);                             \
+		uint64_t id = ft_obs_capture_id(s, ptsz);                      \
+		CUresult rc = FT_CALL(sym, s, g);                              \
+		int n = atomic_load(&ft_g.active_captures);                    \
+		while (n > 0 && !atomic_compare_exchange_weak(&ft_g.active_captures, \
+							      &n, n - 1))      \
+			;                                                      \
+		ft_obs_event("capture_end", #sym, rc, "capture", id, "graph",  \
+			     rc == CUDA_SUCCESS && g ? H(*g) : 0);             \
+		return rc;                                                     \
+	}
+END_CAPTURE(cuStreamEndCapture, 0)
+END_CAPTURE(cuStreamEndCapture_ptsz, 1)
+
+static void instantiated(const char *api, CUgraph g, CUgraphExec *e, CUresult rc)
+{
+	if (rc == CUDA_SUCCESS)
+		FT_STAT_INC(&ft_g.stats, graph_instantiates);
+	ft_obs_event("graph_instantiate", api, rc, "graph", H(g), "exec",
+		     rc == CUDA_SUCCESS && e ? H(*e) : 0);
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long flags)
+{
+	CUresult rc = FT_CALL(cuGraphInstantiateWithFlags, e, g, flags);
+	if (OBSERVING())
+		instantiated("cuGraphInstantiateWithFlags", g, e, rc);
+	return rc;
+}
+
+#define INSTANTIATE_PARAMS(sym)                                                \
+	CUresult sym(CUgraphExec *e, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p) \
+	{                                                                      \
+		CUresult rc = FT_CALL(sym, e, g, p);                           \
+		if (OBSERVING())                                               \
+			instantiated(#sym, g, e, rc);                          \
+		return rc;                                                     \
+	}
+INSTANTIATE_PARAMS(cuGraphInstantiateWithParams)
+INSTANTIATE_PARAMS(cuGraphInstantiateWithParams_ptsz)
+
+#define GRAPH_ON_STREAM(sym, ev, counted)                                      \
+	CUresult sym(CUgraphExec e, CUstream s)                                \
+	{                                                                      \
+		CUresult rc = FT_CALL(sym, e, s);                              \
+		if (OBSERVING()) {                                             \
+			if (counted && rc == CUDA_SUCCESS)                     \
+				FT_STAT_INC(&ft_g.stats, graph_launches);      \
+			ft_obs_event(ev, #sym, rc, "exec", H(e), "stream", H(s)); \
+		}                                                              \
+		return rc;                                                     \
+	}
+GRAPH_ON_STREAM(cuGraphUpload, "graph_upload", 0)
+GRAPH_ON_STREAM(cuGraphUpload_ptsz, "graph_upload", 0)
+GRAPH_ON_STREAM(cuGraphLaunch, "graph_launch", 1)
+GRAPH_ON_STREAM(cuGraphLaunch_ptsz, "graph_launch", 1)
+
+CUresult cuGraphExecDestroy(CUgraphExec e)
+{
+	CUresult rc = FT_CALL(cuGraphExecDestroy, e);
+	if (OBSERVING())
+		ft_obs_event("graph_exec_destroy", "cuGraphExecDestroy", rc, "exec",
+			     H(e), NULL, 0);
+	return rc;
+}
+
+/* Contexts: which device later allocations belong to. */
+CUresult cuCtxSetCurrent(CUcontext c)
+{
+	CUresult rc = FT_CALL(cuCtxSetCurrent, c);
+	if (OBSERVING())
+		ft_obs_event("ctx_set", "cuCtxSetCurrent", rc, "ctx", H(c), NULL, 0);
+	return rc;
+}
+
+CUresult cuCtxPushCurrent_v2(CUcontext c)
+{
+	CUresult rc = FT_CALL(cuCtxPushCurrent_v2, c);
+	if (OBSERVING())
+		ft_obs_event("ctx_push", "cuCtxPushCurrent_v2", rc, "ctx", H(c), NULL, 0);
+	return rc;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice dev)
+{
+	CUresult rc = FT_CALL(cuDevicePrimaryCtxRetain, c, dev);
+	if (OBSERVING())
+		ft_obs_event("ctx_retain", "cuDevicePrimaryCtxRetain", rc, "ctx",
+			     rc == CUDA_SUCCESS && c ? H(*c) : 0, "device", (uint64_t)dev);
+	return rc;
+}
+
+/* Unloading a module frees its kernel handles, which may be reused. */
+CUresult cuModuleUnload(CUmodule m)
+{
+	CUresult rc = FT_CALL(cuModuleUnload, m);
+	if (rc == CUDA_SUCCESS && OBSERVING())
+		ft_kernels_flush(&ft_g.kernels);
+	return rc;
+}
+
+CUresult cuLibraryUnload(CUlibrary l)
+{
+	CUresult rc = FT_CALL(cuLibraryUnload, l);
+	if (rc == CUDA_SUCCESS && OBSERVING())
+		ft_kernels_flush(&ft_g.kernels);
+	return rc;
+}
+
+/* TMA descriptors: remember which global address each encoded map holds. */
+CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank,
+				void *addr, const cuuint64_t *dim,
+				const cuuint64_t *strides, const cuuint32_t *box,
+				const cuuint32_t *estrides, CUtensorMapInterleave il,
+				CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+				CUtensorMapFloatOOBfill oob)
+{
+	CUresult rc = FT_CALL(cuTensorMapEncodeTiled, m, t, rank, addr, dim, strides,
+			      box, estrides, il, sw, l2, oob);
+	if (rc == CUDA_SUCCESS && OBSERVING())
+		ft_obs_tensormap("cuTensorMapEncodeTiled", m, H(addr));
+	return rc;
+}
+
+CUresult cuTensorMapEncodeIm2col(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank,
+				 void *addr, const cuuint64_t *dim,
+				 const cuuint64_t *strides, const int *lower,
+				 const int *upper, cuuint32_t ch, cuuint32_t px,
+				 const cuuint32_t *estrides, CUtensorMapInterleave il,
+				 CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+				 CUtensorMapFloatOOBfill oob)
+{
+	CUresult rc = FT_CALL(cuTensorMapEncodeIm2col, m, t, rank, addr, dim, strides,
+			      lower, upper, ch, px, estrides, il, sw, l2, oob);
+	if (rc == CUDA_SUCCESS && OBSERVING())
+		ft_obs_tensormap("cuTensorMapEncodeIm2col", m, H(addr));
+	return rc;
+}
+
+CUresult cuTensorMapEncodeIm2colWide(CUtensorMap *m, CUtensorMapDataType t,
+				     cuuint32_t rank, void *addr, const cuuint64_t *dim,
+				     const cuuint64_t *strides, int lower, int upper,
+				     cuuint32_t ch, cuuint32_t px,
+				     const cuuint32_t *estrides, CUtensorMapInterleave il,
+				     CUtensorMapIm2ColWideMode mode, CUtensorMapSwizzle sw,
+				     CUtensorMapL2promotion l2, CUtensorMapFloatOOBfill oob)
+{
+	CUresult rc = FT_CALL(cuTensorMapEncodeIm2colWide, m, t, rank, addr, dim,
+			      strides, lower, upper, ch, px, estrides, il, mode, sw,
+			      l2, oob);
+	if (rc == CUDA_SUCCESS && OBSERVING())
+		ft_obs_tensormap("cuTensorMapEncodeIm2colWide", m, H(addr));
+	return rc;
+}
+
+CUresult cuTensorMapReplaceAddress(CUtensorMap *m, void *addr)
+{
+	CUresult rc = FT_CALL(cuTensorMapReplaceAddress, m, addr);
+	if (rc == CUDA_SUCCESS && OBSERVING())
+		ft_obs_tensormap("cuTensorMapReplaceAddress", m, H(addr));
+	return rc;
+}

@@ -1,0 +1,210 @@
+/*
+ * The library context and its lifecycle.  Nothing runs at load time (no
+ * constructor): LD_PRELOAD reaches every child process, and one that never
+ * touches CUDA must not pay for us.  The first hook reached, by any route,
+ * runs the initialisation once: options (bad ones end the process with
+ * status 2 before any CUDA work), logging, the real driver table, the
+ * routing table, and when FT_ENABLED=1 the observers.
+ */
+#include "lib.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "flextensor.h"
+
+extern char **environ;
+
+struct ft_lib ft_g;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static __thread int in_init;
+
+int ft_lib_in_init(void)
+{
+	return in_init;
+}
+
+static void report_error(void *ud, const char *msg)
+{
+	(void)ud;
+	ft_log_write(FT_LOG_ERROR, "%s", msg);
+}
+
+static void report_info(void *ud, const char *msg)
+{
+	(void)ud;
+	ft_info("%s", msg);
+}
+
+static void load_real(void)
+{
+	void *h = ft_g.libcuda;
+#define FT_HOOK(sym, base, ver, sfx) \
+	ft_g.real.sym = (__typeof__(ft_g.real.sym))ft_real_dlsym(h, #sym);
+#define FT_USE FT_HOOK
+#define FT_RT_HOOK(sym)
+#include "hooks.def"
+#undef FT_HOOK
+#undef FT_USE
+#undef FT_RT_HOOK
+	Dl_info info;
+	if (ft_g.real.cuGetProcAddress_v2 &&
+	    dladdr((void *)ft_g.real.cuGetProcAddress_v2, &info))
+		ft_g.libcuda_base = info.dli_fbase;
+}
+
+static void print_stats(void)
+{
+	for (int i = 0; i < FT_STAT_COUNT; i++)
+		ft_info("stat %-20s %12llu  %s", ft_stats_name(i),
+			(unsigned long long)ft_stats_read(&ft_g.stats, i),
+			ft_stats_help(i));
+}
+
+static void at_exit(void)
+{
+	if (!ft_g.enabled)
+		return;
+	print_stats();
+	if (ft_trace_on(&ft_g.trace)) {
+		struct cJSON *rec = ft_trace_begin("stats");
+		for (int i = 0; i < FT_STAT_COUNT; i++)
+			ft_trace_num(rec, ft_stats_name(i),
+				     (double)ft_stats_read(&ft_g.stats, i));
+		ft_trace_emit(&ft_g.trace, rec);
+		ft_trace_flush(&ft_g.trace);
+	}
+}
+
+/* Fork: hold every lock across fork so the child never inherits one taken;
+ * in the child, forget the parent's device state (its CUDA context is not
+ * usable there) and whatever the parent had buffered for the trace. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&ft_g.trace.lock);
+	pthread_mutex_lock(&ft_g.kernels.lock);
+	pthread_mutex_lock(&ft_g.tmaps->lock);
+	pthread_rwlock_wrlock(&ft_g.reg.lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_rwlock_unlock(&ft_g.reg.lock);
+	pthread_mutex_unlock(&ft_g.tmaps->lock);
+	pthread_mutex_unlock(&ft_g.kernels.lock);
+	pthread_mutex_unlock(&ft_g.trace.lock);
+}
+
+static void fork_child(void)
+{
+	fork_parent();
+	ft_registry_clear(&ft_g.reg);
+	ft_kernels_flush(&ft_g.kernels);
+	ft_trace_after_fork(&ft_g.trace);
+	atomic_store(&ft_g.active_captures, 0);
+}
+
+static int start_observers(void)
+{
+	ft_g.tmaps = calloc(1, sizeof(*ft_g.tmaps));
+	if (!ft_g.tmaps || ft_registry_init(&ft_g.reg) ||
+	    ft_kernels_init(&ft_g.kernels, &ft_g.real)) {
+		ft_error("out of memory while starting; passing every call through");
+		return -1;
+	}
+	ft_tmaps_init(ft_g.tmaps);
+	ft_g.trace.fd = -1;
+	if (ft_g.opt.trace) {
+		int rc = ft_trace_open(&ft_g.trace, ft_g.opt.trace);
+		if (rc) {
+			ft_error("FT_TRACE=%s: cannot open the file: %s; choose a writable path",
+				 ft_g.opt.trace, strerror(-rc));
+			_exit(2);
+		}
+	}
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	atexit(at_exit);
+	return 0;
+}
+
+static void init_once(void)
+{
+	if (ft_options_load(&ft_g.opt, environ, report_error, NULL)) {
+		ft_log_write(FT_LOG_ERROR,
+			     "refusing to run with this configuration: fix the FT_* "
+			     "settings above (`flextensor-config --help` lists them)");
+		_exit(2);
+	}
+	int rc = ft_log_configure(ft_g.opt.log_level, ft_g.opt.log_file);
+	if (rc) {
+		ft_log_write(FT_LOG_ERROR, "FT_LOG_FILE=%s: cannot open the file: %s",
+			     ft_g.opt.log_file, strerror(-rc));
+		_exit(2);
+	}
+	ft_options_note_planned(&ft_g.opt, report_info, NULL);
+
+	ft_g.libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NODELETE);
+	if (!ft_g.libcuda) {
+		ft_warn("cannot load libcuda.so.1 (%s); passing every call through",
+			dlerror());
+		return;
+	}
+	load_real();
+	ft_routes_build(&ft_g.real);
+	if (!ft_g.opt.enabled) {
+		ft_debug("FT_ENABLED=0: passing every call through");
+		return;
+	}
+	if (start_observers())
+		return;
+	int drv = 0;
+	if (ft_g.real.cuDriverGetVersion)
+		ft_g.real.cuDriverGetVersion(&drv);
+	ft_g.enabled = 1;
+	ft_info("libflextensor %s observing (CUDA driver %d.%d)%s%s", ft_version(),
+		drv / 1000, drv % 1000 / 10, ft_g.opt.trace ? ", trace " : "",
+		ft_g.opt.trace ? ft_g.opt.trace : "");
+}
+
+void ft_lib_init_slow(void)
+{
+	if (in_init)
+		return;
+	in_init = 1;
+	pthread_once(&once, init_once);
+	atomic_store_explicit(&ft_g.ready, 1, memory_order_release);
+	in_init = 0;
+}
+
+/* Public API (include/flextensor.h). */
+
+FT_EXPORT const char *ft_version(void)
+{
+	return FT_VERSION;
+}
+
+FT_EXPORT int ft_is_observing(void)
+{
+	return atomic_load(&ft_g.ready) && ft_g.enabled;
+}
+
+FT_EXPORT int ft_stat_get(const char *name, unsigned long long *value)
+{
+	int id = name ? ft_stats_find(name) : -1;
+	if (id < 0 || !value)
+		return -1;
+	*value = (unsigned long long)ft_stats_read(&ft_g.stats, id);
+	return 0;
+}
+
+FT_EXPORT int ft_flush_trace(void)
+{
+	if (!ft_is_observing() || !ft_trace_on(&ft_g.trace))
+		return -1;
+	ft_trace_flush(&ft_g.trace);
+	return 0;
+}

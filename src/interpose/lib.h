@@ -1,0 +1,103 @@
+/*
+ * Interposer-private state and helpers shared by the hook files: the one
+ * library context, lazy initialisation, the call-through macro and the
+ * observation entry points (observe.c) that turn hook arguments into
+ * registry updates, scans, counters and trace records.
+ */
+#ifndef FT_INTERPOSE_LIB_H
+#define FT_INTERPOSE_LIB_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "ft/cuda.h"
+#include "ft/kernels.h"
+#include "ft/log.h"
+#include "ft/options.h"
+#include "ft/real.h"
+#include "ft/registry.h"
+#include "ft/scan.h"
+#include "ft/stats.h"
+#include "ft/trace.h"
+
+#define FT_EXPORT __attribute__((visibility("default")))
+
+struct ft_lib {
+	_Atomic int ready;      /* initialisation finished (successfully or not) */
+	int enabled;            /* FT_ENABLED=1 and the driver was found */
+	struct ft_options opt;
+	struct ft_real real;
+	void *libcuda;
+	const void *libcuda_base;
+	struct ft_registry reg;
+	struct ft_kernels kernels;
+	struct ft_tmaps *tmaps;
+	struct ft_trace trace;
+	struct ft_stats stats;
+	_Atomic uint64_t launch_seq;
+	_Atomic int active_captures;
+};
+
+extern struct ft_lib ft_g;
+
+void ft_lib_init_slow(void);
+/* Nonzero while this thread runs the initialisation (re-entry guard). */
+int ft_lib_in_init(void);
+
+static inline void ft_lib_ensure(void)
+{
+	if (__builtin_expect(!atomic_load_explicit(&ft_g.ready, memory_order_acquire), 0))
+		ft_lib_init_slow();
+}
+
+static inline int ft_observing(void)
+{
+	return ft_g.enabled;
+}
+
+/* Calls the real driver function sym; CUDA_ERROR_NOT_FOUND when the driver
+ * lacks it (only reachable through our direct export). */
+#define FT_CALL(sym, ...)                                                     \
+	(ft_lib_ensure(), ft_g.real.sym ? ft_g.real.sym(__VA_ARGS__)          \
+					: CUDA_ERROR_NOT_FOUND)
+
+/* routes.c */
+void ft_routes_build(const struct ft_real *real);
+/* The hook for the exact symbol the driver's pointer p implements, when that
+ * symbol belongs to the family of requested (base names equal); else p. */
+void *ft_route(void *p, const char *requested);
+/* Hook exported under exactly this name, or NULL (FT_HOOK and FT_RT_HOOK). */
+void *ft_hook_by_name(const char *name);
+/* Real libcuda pointer for this exact hooked name, or NULL. */
+void *ft_real_by_name(const char *name);
+int ft_is_runtime_hook(const char *name);
+
+/* dlsym.c: the real dlsym, never our override. */
+void *ft_real_dlsym(void *handle, const char *symbol);
+
+/* observe.c */
+void ft_obs_alloc(const char *api, uint64_t base, uint64_t size, int kind,
+		  CUstream stream);
+void ft_obs_free(const char *api, uint64_t base);
+void ft_obs_unmap(const char *api, uint64_t base, uint64_t size);
+void ft_obs_copy(const char *api, uint64_t dst, uint64_t src, uint64_t bytes,
+		 CUstream stream);
+void ft_obs_memset(const char *api, uint64_t dst, uint64_t bytes, CUstream stream);
+struct ft_launch {
+	const char *api;
+	CUfunction f;
+	CUstream stream;
+	int ptsz;
+	unsigned grid[3], block[3], smem;
+	void **params, **extra;
+};
+void ft_obs_launch(const struct ft_launch *l, CUresult rc);
+/* Generic record for capture, graph, context, module and VMM handle events:
+ * h1/h2 are named handles (NULL name = absent). */
+void ft_obs_event(const char *ev, const char *api, CUresult rc,
+		  const char *k1, uint64_t h1, const char *k2, uint64_t h2);
+/* Capture id of the capture stream s belongs to, or 0. */
+uint64_t ft_obs_capture_id(CUstream s, int ptsz);
+void ft_obs_tensormap(const char *api, const CUtensorMap *map, uint64_t addr);
+
+#endif
