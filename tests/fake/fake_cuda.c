@@ -1,0 +1,505 @@
+/*
+ * A fake CUDA driver (libcuda.so.1) for tests on machines without a GPU.
+ * Exports the symbols libflextensor hooks or calls, with real semantics where
+ * the tests observe them: allocations are host memory, copies and memsets
+ * move bytes, kernels are host functions fed from kernelParams or an extra
+ * buffer, parameter layouts come from cuFuncGetParamInfo (CUfunction handles)
+ * or cuKernelGetParamInfo (CUkernel handles only, like ATen's), and
+ * cuGetProcAddress picks the exact versioned / per-thread symbol as the real
+ * driver does.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include <cudaTypedefs.h>
+
+#include "fake.h"
+
+#undef cuGetProcAddress
+#define API __attribute__((visibility("default")))
+
+/* ---- memory: a bump allocator over one anonymous mapping ---- */
+static char *arena;
+static size_t arena_used;
+static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
+#define ARENA (256u << 20)
+
+static void *bump(size_t n)
+{
+	pthread_mutex_lock(&arena_lock);
+	if (!arena) {
+		arena = mmap(NULL, ARENA, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (arena == MAP_FAILED)
+			abort();
+	}
+	size_t off = (arena_used + 255) & ~(size_t)255;
+	void *p = NULL;
+	if (off + n <= ARENA) {
+		p = arena + off;
+		arena_used = off + n;
+	}
+	pthread_mutex_unlock(&arena_lock);
+	return p;
+}
+
+#define ALLOC_OR_FAIL(dst, n)                                                  \
+	do {                                                                   \
+		void *p_ = bump(n);                                            \
+		if (!p_)                                                       \
+			return CUDA_ERROR_OUT_OF_MEMORY;                       \
+		dst = p_;                                                      \
+	} while (0)
+
+API CUresult cuInit(unsigned flags) { (void)flags; return CUDA_SUCCESS; }
+API CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
+API CUresult cuCtxGetDevice(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
+
+API CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n)
+{
+	void *p;
+	ALLOC_OR_FAIL(p, n);
+	*d = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
+API CUresult cuMemAllocPitch_v2(CUdeviceptr *d, size_t *pitch, size_t w, size_t h,
+				unsigned e)
+{
+	(void)e;
+	*pitch = (w + 511) & ~(size_t)511;
+	return cuMemAlloc_v2(d, *pitch * h);
+}
+API CUresult cuMemAllocManaged(CUdeviceptr *d, size_t n, unsigned f) { (void)f; return cuMemAlloc_v2(d, n); }
+API CUresult cuMemFree_v2(CUdeviceptr d) { (void)d; return CUDA_SUCCESS; }
+API CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) { (void)s; return cuMemAlloc_v2(d, n); }
+API CUresult cuMemAllocAsync_ptsz(CUdeviceptr *d, size_t n, CUstream s) { (void)s; return cuMemAlloc_v2(d, n); }
+API CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { (void)d; (void)s; return CUDA_SUCCESS; }
+API CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { (void)d; (void)s; return CUDA_SUCCESS; }
+API CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { (void)f; ALLOC_OR_FAIL(*p, n); return CUDA_SUCCESS; }
+API CUresult cuMemFreeHost(void *p) { (void)p; return CUDA_SUCCESS; }
+API CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned f) { (void)p; (void)n; (void)f; return CUDA_SUCCESS; }
+API CUresult cuMemHostUnregister(void *p) { (void)p; return CUDA_SUCCESS; }
+
+/* VMM: a reservation is arena space; handles are counters; map is a no-op
+ * because the bytes already live at the address. */
+static unsigned long long next_handle = 1;
+API CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t a, CUdeviceptr addr,
+				 unsigned long long f)
+{
+	(void)a; (void)addr; (void)f;
+	return cuMemAlloc_v2(p, n);
+}
+API CUresult cuMemAddressFree(CUdeviceptr p, size_t n) { (void)p; (void)n; return CUDA_SUCCESS; }
+API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n,
+			 const CUmemAllocationProp *prop, unsigned long long f)
+{
+	(void)n; (void)prop; (void)f;
+	*h = __atomic_fetch_add(&next_handle, 1, __ATOMIC_RELAXED);
+	return CUDA_SUCCESS;
+}
+API CUresult cuMemRelease(CUmemGenericAllocationHandle h) { (void)h; return CUDA_SUCCESS; }
+API CUresult cuMemMap(CUdeviceptr p, size_t n, size_t o, CUmemGenericAllocationHandle h,
+		      unsigned long long f)
+{
+	(void)p; (void)n; (void)o; (void)h; (void)f;
+	return CUDA_SUCCESS;
+}
+API CUresult cuMemUnmap(CUdeviceptr p, size_t n) { (void)p; (void)n; return CUDA_SUCCESS; }
+
+/* ---- copies and memsets ---- */
+#define H(x) ((void *)(uintptr_t)(x))
+API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy(H(d), s, n); return CUDA_SUCCESS; }
+API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { return cuMemcpyHtoD_v2(d, s, n); }
+API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; return cuMemcpyHtoD_v2(d, s, n); }
+API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; return cuMemcpyHtoD_v2(d, s, n); }
+API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, H(s), n); return CUDA_SUCCESS; }
+API CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { return cuMemcpyDtoH_v2(d, s, n); }
+API CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memmove(H(d), H(s), n); return CUDA_SUCCESS; }
+API CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return cuMemcpyAsync(d, s, n, st); }
+API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		((unsigned *)H(d))[i] = v;
+	return CUDA_SUCCESS;
+}
+API CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned v, size_t n) { return cuMemsetD32_v2(d, v, n); }
+API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { (void)s; memset(H(d), v, n); return CUDA_SUCCESS; }
+API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return cuMemsetD8Async(d, v, n, s); }
+
+/* ---- kernels ---- */
+struct kdesc {
+	const char *name;
+	unsigned nparams;
+	struct { unsigned off, size; } p[4];
+	void (*run)(const unsigned char *buf);
+};
+
+static void run_vec_add(const unsigned char *b)
+{
+	float *a, *x, *c;
+	int n;
+	memcpy(&a, b, 8); memcpy(&x, b + 8, 8); memcpy(&c, b + 16, 8); memcpy(&n, b + 24, 4);
+	for (int i = 0; i < n; i++)
+		c[i] = a[i] + x[i];
+}
+
+static void run_scale(const unsigned char *b)
+{
+	struct fake_scale_args s;
+	memcpy(&s, b, sizeof(s));
+	for (int i = 0; i < s.n; i++)
+		s.y[i] = s.s * s.x[i];
+}
+
+/* The fake TMA encoding hides the address (xor, in word 5) so that only the
+ * library's tensor-map table, not its word scan, can find it. */
+#define TMA_KEY 0x5a5a5a5a5a5a5a5aULL
+static void run_tma_sum(const unsigned char *b)
+{
+	uint64_t enc;
+	float *out;
+	int n;
+	memcpy(&enc, b + 40, 8); memcpy(&out, b + 128, 8); memcpy(&n, b + 136, 4);
+	const float *g = (const float *)(uintptr_t)(enc ^ TMA_KEY);
+	float s = 0;
+	for (int i = 0; i < n; i++)
+		s += g[i];
+	out[0] = s;
+}
+
+static const struct kdesc kernels[] = {
+	{ "vec_add", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add },
+	{ "scale", 1, { { 0, sizeof(struct fake_scale_args) } }, run_scale },
+	{ "tma_sum", 3, { { 0, 128 }, { 128, 8 }, { 136, 4 } }, run_tma_sum },
+};
+#define NK (sizeof(kernels) / sizeof(kernels[0]))
+
+/* Handles: CUfunction = &fhandle[i], CUkernel = &khandle[i]. */
+static char fhandle[NK], khandle[NK];
+
+API CUfunction fake_function(const char *name)
+{
+	for (size_t i = 0; i < NK; i++)
+		if (!strcmp(kernels[i].name, name))
+			return (CUfunction)&fhandle[i];
+	return NULL;
+}
+
+API CUkernel fake_kernel(const char *name)
+{
+	for (size_t i = 0; i < NK; i++)
+		if (!strcmp(kernels[i].name, name))
+			return (CUkernel)&khandle[i];
+	return NULL;
+}
+
+static const struct kdesc *desc_of(const void *h)
+{
+	const char *c = h;
+	if (c >= fhandle && c < fhandle + NK)
+		return &kernels[c - fhandle];
+	if (c >= khandle && c < khandle + NK)
+		return &kernels[c - khandle];
+	return NULL;
+}
+
+static int is_function(const void *h)
+{
+	const char *c = h;
+	return c >= fhandle && c < fhandle + NK;
+}
+
+API CUresult cuFuncGetParamInfo(CUfunction f, size_t i, size_t *off, size_t *size)
+{
+	if (!is_function(f))
+		return CUDA_ERROR_INVALID_HANDLE;
+	const struct kdesc *k = desc_of(f);
+	if (i >= k->nparams)
+		return CUDA_ERROR_INVALID_VALUE;
+	*off = k->p[i].off;
+	*size = k->p[i].size;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuKernelGetParamInfo(CUkernel kh, size_t i, size_t *off, size_t *size)
+{
+	if (is_function(kh) || !desc_of(kh))
+		return CUDA_ERROR_INVALID_HANDLE;
+	const struct kdesc *k = desc_of(kh);
+	if (i >= k->nparams)
+		return CUDA_ERROR_INVALID_VALUE;
+	*off = k->p[i].off;
+	*size = k->p[i].size;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuFuncGetName(const char **name, CUfunction f)
+{
+	if (!is_function(f))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*name = desc_of(f)->name;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuKernelGetName(const char **name, CUkernel k)
+{
+	if (is_function(k) || !desc_of(k))
+		return CUDA_ERROR_INVALID_HANDLE;
+	*name = desc_of(k)->name;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t, cuuint32_t rank,
+				    void *addr, const cuuint64_t *dim,
+				    const cuuint64_t *strides, const cuuint32_t *box,
+				    const cuuint32_t *es, CUtensorMapInterleave il,
+				    CUtensorMapSwizzle sw, CUtensorMapL2promotion l2,
+				    CUtensorMapFloatOOBfill oob)
+{
+	(void)strides; (void)box; (void)es; (void)il; (void)sw; (void)l2; (void)oob;
+	memset(m, 0, sizeof(*m));
+	uint64_t w[16] = { 0x7e7e, t, rank, dim ? dim[0] : 0, 0,
+			   (uint64_t)(uintptr_t)addr ^ TMA_KEY };
+	memcpy(m, w, sizeof(w));
+	return CUDA_SUCCESS;
+}
+
+/* ---- launches, streams, capture, graphs ---- */
+static unsigned long launches;
+API unsigned long fake_launch_count(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }
+
+struct recorded {
+	const struct kdesc *k;
+	unsigned char buf[256];
+};
+static struct {
+	CUstream stream;
+	unsigned long long id;
+	int active;
+	struct recorded r[64];
+	unsigned n;
+} cap;
+static unsigned long long next_capture = 1;
+
+struct fake_graph {
+	struct recorded r[64];
+	unsigned n;
+};
+
+static CUresult do_launch(CUfunction f, CUstream s, void **params, void **extra)
+{
+	const struct kdesc *k = desc_of(f);
+	unsigned char buf[256] = { 0 };
+	if (!k)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (params) {
+		for (unsigned i = 0; i < k->nparams; i++)
+			memcpy(buf + k->p[i].off, params[i], k->p[i].size);
+	} else if (extra) {
+		const void *b = NULL;
+		size_t n = 0;
+		for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+				b = extra[i + 1];
+			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+				n = *(size_t *)extra[i + 1];
+		}
+		if (!b || n > sizeof(buf))
+			return CUDA_ERROR_INVALID_VALUE;
+		memcpy(buf, b, n);
+	} else {
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	if (cap.active && s == cap.stream) {
+		if (cap.n == 64)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		cap.r[cap.n].k = k;
+		memcpy(cap.r[cap.n++].buf, buf, sizeof(buf));
+		return CUDA_SUCCESS;
+	}
+	k->run(buf);
+	__atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
+	return CUDA_SUCCESS;
+}
+
+#define LAUNCH(sym)                                                            \
+	API CUresult sym(CUfunction f, unsigned gx, unsigned gy, unsigned gz,  \
+			 unsigned bx, unsigned by, unsigned bz, unsigned sm,   \
+			 CUstream s, void **p, void **e)                       \
+	{                                                                      \
+		(void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)sm; \
+		return do_launch(f, s, p, e);                                  \
+	}
+LAUNCH(cuLaunchKernel)
+LAUNCH(cuLaunchKernel_ptsz)
+
+#define LAUNCH_EX(sym)                                                         \
+	API CUresult sym(const CUlaunchConfig *c, CUfunction f, void **p, void **e) \
+	{                                                                      \
+		return do_launch(f, c->hStream, p, e);                         \
+	}
+LAUNCH_EX(cuLaunchKernelEx)
+LAUNCH_EX(cuLaunchKernelEx_ptsz)
+
+API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+				       unsigned bx, unsigned by, unsigned bz, unsigned sm,
+				       CUstream s, void **p)
+{
+	(void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)sm;
+	return do_launch(f, s, p, NULL);
+}
+
+API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m)
+{
+	(void)m;
+	if (cap.active)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	cap.active = 1;
+	cap.stream = s;
+	cap.n = 0;
+	cap.id = next_capture++;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *st,
+				       cuuint64_t *id, CUgraph *g, const CUgraphNode **d,
+				       const CUgraphEdgeData **e, size_t *n)
+{
+	(void)g; (void)d; (void)e; (void)n;
+	int on = cap.active && s == cap.stream;
+	*st = on ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+	if (id)
+		*id = on ? cap.id : 0;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
+{
+	if (!cap.active || s != cap.stream)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	struct fake_graph *fg = calloc(1, sizeof(*fg));
+	memcpy(fg->r, cap.r, sizeof(cap.r));
+	fg->n = cap.n;
+	cap.active = 0;
+	*g = (CUgraph)fg;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long f)
+{
+	(void)f;
+	*e = (CUgraphExec)g;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
+{
+	(void)s;
+	struct fake_graph *fg = (struct fake_graph *)e;
+	for (unsigned i = 0; i < fg->n; i++) {
+		fg->r[i].k->run(fg->r[i].buf);
+		__atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
+	}
+	return CUDA_SUCCESS;
+}
+
+/* ---- cuGetProcAddress: exact-version, per-thread-aware lookup ---- */
+API CUresult cuGetProcAddress(const char *sym, void **pfn, int ver, cuuint64_t flags);
+API CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t flags,
+				 CUdriverProcAddressQueryResult *st);
+
+struct row {
+	const char *base;
+	int version;
+	int per_thread;
+	void *fn;
+};
+#define R(base, ver, pt, fn) { base, ver, pt, (void *)fn }
+static const struct row rows[] = {
+	R("cuGetProcAddress", 11030, 0, cuGetProcAddress),
+	R("cuGetProcAddress", 12000, 0, cuGetProcAddress_v2),
+	R("cuInit", 2000, 0, cuInit),
+	R("cuDriverGetVersion", 2020, 0, cuDriverGetVersion),
+	R("cuCtxGetDevice", 2000, 0, cuCtxGetDevice),
+	R("cuMemAlloc", 3020, 0, cuMemAlloc_v2),
+	R("cuMemAllocPitch", 3020, 0, cuMemAllocPitch_v2),
+	R("cuMemAllocManaged", 6000, 0, cuMemAllocManaged),
+	R("cuMemFree", 3020, 0, cuMemFree_v2),
+	R("cuMemAllocAsync", 11020, 0, cuMemAllocAsync),
+	R("cuMemAllocAsync", 11020, 1, cuMemAllocAsync_ptsz),
+	R("cuMemFreeAsync", 11020, 0, cuMemFreeAsync),
+	R("cuMemFreeAsync", 11020, 1, cuMemFreeAsync_ptsz),
+	R("cuMemHostAlloc", 2020, 0, cuMemHostAlloc),
+	R("cuMemFreeHost", 2000, 0, cuMemFreeHost),
+	R("cuMemAddressReserve", 10020, 0, cuMemAddressReserve),
+	R("cuMemCreate", 10020, 0, cuMemCreate),
+	R("cuMemMap", 10020, 0, cuMemMap),
+	R("cuMemUnmap", 10020, 0, cuMemUnmap),
+	R("cuMemRelease", 10020, 0, cuMemRelease),
+	R("cuMemAddressFree", 10020, 0, cuMemAddressFree),
+	R("cuMemcpyHtoD", 3020, 0, cuMemcpyHtoD_v2),
+	R("cuMemcpyHtoD", 7000, 1, cuMemcpyHtoD_v2_ptds),
+	R("cuMemcpyHtoDAsync", 3020, 0, cuMemcpyHtoDAsync_v2),
+	R("cuMemcpyHtoDAsync", 7000, 1, cuMemcpyHtoDAsync_v2_ptsz),
+	R("cuMemcpyDtoH", 3020, 0, cuMemcpyDtoH_v2),
+	R("cuMemcpyDtoH", 7000, 1, cuMemcpyDtoH_v2_ptds),
+	R("cuMemcpyAsync", 4000, 0, cuMemcpyAsync),
+	R("cuMemcpyAsync", 7000, 1, cuMemcpyAsync_ptsz),
+	R("cuMemsetD32", 3020, 0, cuMemsetD32_v2),
+	R("cuMemsetD32", 7000, 1, cuMemsetD32_v2_ptds),
+	R("cuMemsetD8Async", 3020, 0, cuMemsetD8Async),
+	R("cuMemsetD8Async", 7000, 1, cuMemsetD8Async_ptsz),
+	R("cuFuncGetParamInfo", 12040, 0, cuFuncGetParamInfo),
+	R("cuKernelGetParamInfo", 12040, 0, cuKernelGetParamInfo),
+	R("cuFuncGetName", 12030, 0, cuFuncGetName),
+	R("cuKernelGetName", 12030, 0, cuKernelGetName),
+	R("cuTensorMapEncodeTiled", 12000, 0, cuTensorMapEncodeTiled),
+	R("cuLaunchKernel", 4000, 0, cuLaunchKernel),
+	R("cuLaunchKernel", 7000, 1, cuLaunchKernel_ptsz),
+	R("cuLaunchKernelEx", 11060, 0, cuLaunchKernelEx),
+	R("cuLaunchKernelEx", 11060, 1, cuLaunchKernelEx_ptsz),
+	R("cuLaunchCooperativeKernel", 9000, 0, cuLaunchCooperativeKernel),
+	R("cuStreamBeginCapture", 10010, 0, cuStreamBeginCapture_v2),
+	R("cuStreamEndCapture", 10000, 0, cuStreamEndCapture),
+	R("cuStreamGetCaptureInfo", 12030, 0, cuStreamGetCaptureInfo_v3),
+	R("cuGraphInstantiate", 11040, 0, cuGraphInstantiateWithFlags),
+	R("cuGraphInstantiateWithFlags", 11040, 0, cuGraphInstantiateWithFlags),
+	R("cuGraphLaunch", 10000, 0, cuGraphLaunch),
+};
+
+static void *lookup(const char *sym, int ver, cuuint64_t flags)
+{
+	const struct row *best = NULL;
+	int want_pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		const struct row *r = &rows[i];
+		if (strcmp(r->base, sym) || r->version > ver)
+			continue;
+		if (r->per_thread && !want_pt)
+			continue;
+		if (!best || r->version > best->version ||
+		    (r->per_thread && !best->per_thread && r->version >= best->version))
+			best = r;
+	}
+	return best ? best->fn : NULL;
+}
+
+API CUresult cuGetProcAddress_v2(const char *sym, void **pfn, int ver, cuuint64_t flags,
+				 CUdriverProcAddressQueryResult *st)
+{
+	if (ver > 13000)
+		return CUDA_ERROR_INVALID_VALUE;
+	*pfn = lookup(sym, ver, flags);
+	if (st)
+		*st = *pfn ? CU_GET_PROC_ADDRESS_SUCCESS : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuGetProcAddress(const char *sym, void **pfn, int ver, cuuint64_t flags)
+{
+	return cuGetProcAddress_v2(sym, pfn, ver, flags, NULL);
+}
