@@ -306,7 +306,12 @@ static void apply(struct loader *l, const char *name, const char *value,
 			l->o->source[i] = (unsigned char)src;
 		return;
 	}
-	const char *s = suggest(shown, src == FT_SRC_ENV);
+	char word[96];
+	if (src == FT_SRC_ENV)
+		env_name(name, word, sizeof(word));
+	else
+		snprintf(word, sizeof(word), "%s", name);
+	const char *s = suggest(word, src == FT_SRC_ENV);
 	fail(l, "%s is not a FlexTensor option%s%s%s; `flextensor-config --help` lists them",
 	     shown, s ? " (did you mean " : "", s ? s : "", s ? "?)" : "");
 }

@@ -101,7 +101,12 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	fork_parent();
+	/* The child's only thread is not the one that took the locks:
+	 * re-create them rather than unlock. */
+	pthread_rwlock_init(&ft_g.reg.lock, NULL);
+	pthread_mutex_init(&ft_g.tmaps->lock, NULL);
+	pthread_mutex_init(&ft_g.kernels.lock, NULL);
+	pthread_mutex_init(&ft_g.trace.lock, NULL);
 	ft_registry_clear(&ft_g.reg);
 	ft_kernels_flush(&ft_g.kernels);
 	ft_trace_after_fork(&ft_g.trace);

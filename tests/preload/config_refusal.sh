@@ -1,0 +1,45 @@
+#!/bin/sh
+# Bad FT_* settings stop a CUDA program with status 2 at its first CUDA call,
+# with messages that name the variable, the value, what is accepted and the
+# nearest known name; a program that never touches CUDA is not affected.
+# usage: config_refusal.sh <libflextensor.so> <cuda program> <non-cuda program>
+set -u
+for v in $(env | sed -n "s/^\(FT_[A-Z_]*\)=.*/\1/p"); do unset "$v"; done
+lib=$1 cuda_prog=$2 plain_prog=$3
+fail=0
+out=$(mktemp)
+trap 'rm -f "$out" "$out.trace"' EXIT
+
+expect() { # expect <status> <needle> env...
+	want=$1 needle=$2
+	shift 2
+	env "$@" LD_PRELOAD="$lib" "$cuda_prog" >/dev/null 2>"$out"
+	st=$?
+	if [ "$st" != "$want" ] || ! grep -qF -- "$needle" "$out"; then
+		echo "FAIL: $* -> status $st (want $want), stderr:"; cat "$out"
+		fail=1
+	else
+		echo "ok: $* -> $st"
+	fi
+}
+
+expect 2 "did you mean FT_NUM_BLOCKS?" FT_ENABLED=1 FT_NUM_BLOCK=8
+expect 2 "expected one of allocation_block_transfer, raw_block_transfer, strategy" \
+	FT_ENABLED=1 FT_TRANSFER_MODE=fast
+expect 2 "FT_MAX_GPU_MEM_FRACTION=1.5 is not valid" FT_ENABLED=1 FT_MAX_GPU_MEM_FRACTION=1.5
+expect 2 "selects PyTorch modules by name" FT_ENABLED=1 FT_INCLUDE_PATTERNS=model.*
+expect 2 "needs FT_ENABLED=1" FT_TRACE=/tmp/ft-refusal.jsonl
+expect 2 "FT_CONFIG_FILE=/nonexistent.ini: cannot open" FT_ENABLED=1 FT_CONFIG_FILE=/nonexistent.ini
+expect 2 "refusing to run" FT_ENABLED=1 FT_LOG_LEVEL=loud
+# Planned options are accepted and said so at info level.
+expect 0 "FT_NUM_BLOCKS=8 accepted" FT_ENABLED=1 FT_NUM_BLOCKS=8 FT_LOG_LEVEL=info \
+	FT_TRACE="$out.trace"
+
+env FT_ENABLED=1 FT_NUM_BLOCK=8 LD_PRELOAD="$lib" "$plain_prog" >/dev/null 2>"$out"
+if [ $? != 0 ] || [ -s "$out" ]; then
+	echo "FAIL: a process without CUDA was disturbed by a bad setting:"; cat "$out"
+	fail=1
+else
+	echo "ok: non-CUDA process untouched by a bad setting"
+fi
+exit $fail

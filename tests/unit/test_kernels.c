@@ -1,0 +1,130 @@
+/* Kernel metadata cache against a table of fake driver functions:
+ * CUfunction handles, CUkernel handles refused by cuFuncGetParamInfo or read
+ * by it as parameterless, unknown handles, names, caching, flush. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ft/kernels.h"
+
+static char func_h, kern_h, unknown_h;
+static int func_queries, kernel_reads_as_empty;
+
+static CUresult func_info(CUfunction f, size_t i, size_t *off, size_t *size)
+{
+	func_queries++;
+	if ((void *)f == &kern_h)
+		return kernel_reads_as_empty ? CUDA_ERROR_INVALID_VALUE
+					     : CUDA_ERROR_INVALID_HANDLE;
+	if ((void *)f != &func_h)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (i >= 2)
+		return CUDA_ERROR_INVALID_VALUE;
+	*off = i * 8;
+	*size = 8;
+	return CUDA_SUCCESS;
+}
+
+static CUresult kern_info(CUkernel k, size_t i, size_t *off, size_t *size)
+{
+	if ((void *)k != &kern_h)
+		return CUDA_ERROR_INVALID_HANDLE;
+	if (i >= 3)
+		return CUDA_ERROR_INVALID_VALUE;
+	*off = i * 16;
+	*size = 16;
+	return CUDA_SUCCESS;
+}
+
+static CUresult func_name(const char **n, CUfunction f)
+{
+	if ((void *)f != &func_h)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*n = "_Z4funcPf";
+	return CUDA_SUCCESS;
+}
+
+static CUresult kern_name(const char **n, CUkernel k)
+{
+	if ((void *)k != &kern_h)
+		return CUDA_ERROR_INVALID_HANDLE;
+	*n = "_Z6kernelv";
+	return CUDA_SUCCESS;
+}
+
+static int setup(void **state)
+{
+	static struct ft_real real;
+	static struct ft_kernels k;
+	memset(&real, 0, sizeof(real));
+	real.cuFuncGetParamInfo = func_info;
+	real.cuKernelGetParamInfo = kern_info;
+	real.cuFuncGetName = func_name;
+	real.cuKernelGetName = kern_name;
+	func_queries = kernel_reads_as_empty = 0;
+	assert_int_equal(ft_kernels_init(&k, &real), 0);
+	*state = &k;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	ft_kernels_destroy(*state);
+	return 0;
+}
+
+static void function_and_kernel(void **state)
+{
+	struct ft_kernels *k = *state;
+	const struct ft_kernel *f = ft_kernels_get(k, &func_h);
+	assert_true(f->known && !f->is_kernel);
+	assert_int_equal(f->layout.nparams, 2);
+	assert_int_equal(f->layout.p[1].offset, 8);
+	assert_string_equal(f->name, "_Z4funcPf");
+	int q = func_queries;
+	assert_ptr_equal(ft_kernels_get(k, &func_h), f); /* cached: no query */
+	assert_int_equal(func_queries, q);
+
+	const struct ft_kernel *kk = ft_kernels_get(k, &kern_h);
+	assert_true(kk->known && kk->is_kernel);
+	assert_int_equal(kk->layout.nparams, 3);
+	assert_string_equal(kk->name, "_Z6kernelv");
+	assert_true(kk->id > f->id);
+
+	const struct ft_kernel *u = ft_kernels_get(k, &unknown_h);
+	assert_false(u->known);
+	assert_string_equal(u->name, "?");
+}
+
+static void kernel_read_as_parameterless(void **state)
+{
+	struct ft_kernels *k = *state;
+	kernel_reads_as_empty = 1;
+	const struct ft_kernel *kk = ft_kernels_get(k, &kern_h);
+	assert_true(kk->known && kk->is_kernel);
+	assert_int_equal(kk->layout.nparams, 3);
+}
+
+static void flush_forgets(void **state)
+{
+	struct ft_kernels *k = *state;
+	ft_kernels_get(k, &func_h);
+	int q = func_queries;
+	ft_kernels_flush(k);
+	ft_kernels_get(k, &func_h);
+	assert_true(func_queries > q);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(function_and_kernel, setup, teardown),
+		cmocka_unit_test_setup_teardown(kernel_read_as_parameterless, setup, teardown),
+		cmocka_unit_test_setup_teardown(flush_forgets, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,191 @@
+/* Options: defaults, env parsing of every type, INI, precedence, the
+ * refusal messages (unknown name with did-you-mean, bad values, refused
+ * upstream options, cross-checks), planned-option notes. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+
+#include <cmocka.h>
+
+#include "ft/options.h"
+
+struct msgs {
+	int n;
+	char text[16][512];
+};
+
+static void collect(void *ud, const char *m)
+{
+	struct msgs *s = ud;
+	if (s->n < 16)
+		snprintf(s->text[s->n++], sizeof(s->text[0]), "%s", m);
+}
+
+static int load(struct ft_options *o, struct msgs *m, char **env)
+{
+	memset(m, 0, sizeof(*m));
+	return ft_options_load(o, env, collect, m);
+}
+
+static void defaults_are_valid(void **state)
+{
+	(void)state;
+	struct ft_options o;
+	struct msgs m;
+	char *env[] = { NULL };
+	assert_int_equal(load(&o, &m, env), 0);
+	assert_false(o.enabled);
+	assert_int_equal(o.discovery_iters, 1);
+	assert_int_equal(o.profiling_iters, 10);
+	assert_int_equal(o.num_blocks, 4);
+	assert_int_equal(o.min_blocks, 4);
+	assert_int_equal(o.transfer_mode, FT_TM_ALLOCATION_BLOCK);
+	assert_true(isnan(o.max_gpu_mem_fraction));
+	assert_true(o.transfer_budget_scale == 1.0);
+	assert_int_equal(o.offload_timing, FT_TIMING_OFF);
+	assert_int_equal(o.vllm_timing_batch, 0);
+	assert_null(o.profile_storage_dir);
+	assert_null(o.trace);
+	assert_int_equal(o.source[FT_OPT_enabled], FT_SRC_DEFAULT);
+	ft_options_free(&o);
+}
+
+static void env_values(void **state)
+{
+	(void)state;
+	struct ft_options o;
+	struct msgs m;
+	char *env[] = { "FT_ENABLED=yes", "FT_NUM_BLOCKS=8", "FT_MIN_BLOCKS=2",
+			"FT_MAX_GPU_MEM_FRACTION=0.3", "FT_TRANSFER_MODE=RAW_BLOCK_TRANSFER",
+			"FT_PROFILE_STORAGE_DIR=/tmp/p", "FT_VLLM_TIMING_BATCH=",
+			"FT_LOG_LEVEL=debug", "FT_TRACE=/tmp/t", "OTHER=1", NULL };
+	assert_int_equal(load(&o, &m, env), 0);
+	assert_true(o.enabled);
+	assert_int_equal(o.num_blocks, 8);
+	assert_true(fabs(o.max_gpu_mem_fraction - 0.3) < 1e-12);
+	assert_int_equal(o.transfer_mode, FT_TM_RAW_BLOCK);
+	assert_string_equal(o.profile_storage_dir, "/tmp/p");
+	assert_int_equal(o.vllm_timing_batch, -1);
+	assert_int_equal(o.log_level, 3);
+	assert_int_equal(o.source[FT_OPT_num_blocks], FT_SRC_ENV);
+	ft_options_free(&o);
+}
+
+static void refusals(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *var, *needle;
+	} cases[] = {
+		{ "FT_TRANSFER_MOD=raw_block_transfer", "did you mean FT_TRANSFER_MODE?" },
+		{ "FT_PROFILING_ITER=3", "did you mean FT_PROFILING_ITERS?" },
+		{ "FT_COMPLETELY_UNRELATED=1", "is not a FlexTensor option; " },
+		{ "FT_NUM_BLOCKS=1", "expected a whole number from 2 to 1024" },
+		{ "FT_NUM_BLOCKS=4x", "FT_NUM_BLOCKS=4x is not valid" },
+		{ "FT_ENABLED=maybe", "expected a boolean" },
+		{ "FT_MAX_GPU_MEM_FRACTION=0", "greater than 0 and at most 1, or none" },
+		{ "FT_MAX_GPU_MEM_FRACTION=nan", "FT_MAX_GPU_MEM_FRACTION=nan is not valid" },
+		{ "FT_TRANSFER_BUDGET_SCALE=none", "expected a number greater than 0" },
+		{ "FT_TRANSFER_MODE=fast", "allocation_block_transfer, raw_block_transfer, strategy" },
+		{ "FT_OFFLOAD_TIMING=always", "expected one of off, eager, cuda_graph" },
+		{ "FT_INCLUDE_PATTERNS=model.*", "selects PyTorch modules by name" },
+		{ "FT_SHM_ENABLED=1", "not supported by libflextensor" },
+		{ "FT_CONFIG_FILE=/nonexistent/ft.ini", "cannot open the file" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ft_options o;
+		struct msgs m;
+		char *env[] = { (char *)cases[i].var, NULL };
+		assert_int_equal(load(&o, &m, env), 1);
+		if (!strstr(m.text[0], cases[i].needle))
+			fail_msg("%s: message '%s' lacks '%s'", cases[i].var, m.text[0],
+				 cases[i].needle);
+		ft_options_free(&o);
+	}
+}
+
+static void cross_checks(void **state)
+{
+	(void)state;
+	struct ft_options o;
+	struct msgs m;
+	char *e1[] = { "FT_MIN_BLOCKS=6", NULL };
+	assert_int_equal(load(&o, &m, e1), 1);
+	assert_non_null(strstr(m.text[0], "larger than FT_NUM_BLOCKS=4"));
+	char *e2[] = { "FT_OFFLOAD_TIMING=eager", "FT_TRANSFER_MODE=strategy", NULL };
+	assert_int_equal(load(&o, &m, e2), 1);
+	assert_non_null(strstr(m.text[0], "needs a block transfer mode"));
+	char *e3[] = { "FT_TRACE=/tmp/x", NULL };
+	assert_int_equal(load(&o, &m, e3), 1);
+	assert_non_null(strstr(m.text[0], "needs FT_ENABLED=1"));
+	/* Several problems are all reported. */
+	char *e4[] = { "FT_NUM_BLOCKS=0", "FT_BAD=1", "FT_ENABLED=2", NULL };
+	assert_int_equal(load(&o, &m, e4), 3);
+	ft_options_free(&o);
+}
+
+static void ini_file(void **state)
+{
+	(void)state;
+	char path[] = "/tmp/ft-test-XXXXXX.ini";
+	int fd = mkstemps(path, 4);
+	assert_true(fd >= 0);
+	const char *text = "; comment\n[flextensor]\nnum_blocks = 6\nprofiling_iters = 3\n"
+			   "max_gpu_mem_fraction = 0.5\n";
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	char cf[256];
+	snprintf(cf, sizeof(cf), "FT_CONFIG_FILE=%s", path);
+	struct ft_options o;
+	struct msgs m;
+	/* env beats file beats default */
+	char *env[] = { cf, "FT_PROFILING_ITERS=7", NULL };
+	assert_int_equal(load(&o, &m, env), 0);
+	assert_int_equal(o.num_blocks, 6);
+	assert_int_equal(o.source[FT_OPT_num_blocks], FT_SRC_FILE);
+	assert_int_equal(o.profiling_iters, 7);
+	assert_int_equal(o.source[FT_OPT_profiling_iters], FT_SRC_ENV);
+	assert_true(o.max_gpu_mem_fraction == 0.5);
+	ft_options_free(&o);
+
+	fd = open(path, O_WRONLY | O_TRUNC);
+	text = "[flextensor]\nnum_blok = 6\n[other]\nx = 1\n";
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+	char *env2[] = { cf, NULL };
+	assert_int_equal(load(&o, &m, env2), 2);
+	assert_non_null(strstr(m.text[0], "did you mean num_blocks?"));
+	assert_non_null(strstr(m.text[1], "unknown section [other]"));
+	ft_options_free(&o);
+	unlink(path);
+}
+
+static void planned_notes(void **state)
+{
+	(void)state;
+	struct ft_options o;
+	struct msgs m, notes = { 0 };
+	char *env[] = { "FT_ENABLED=1", "FT_NUM_BLOCKS=8", "FT_LOG_LEVEL=info", NULL };
+	assert_int_equal(load(&o, &m, env), 0);
+	ft_options_note_planned(&o, collect, &notes);
+	assert_int_equal(notes.n, 1);
+	assert_non_null(strstr(notes.text[0], "FT_NUM_BLOCKS=8 accepted"));
+	ft_options_free(&o);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(defaults_are_valid), cmocka_unit_test(env_values),
+		cmocka_unit_test(refusals),           cmocka_unit_test(cross_checks),
+		cmocka_unit_test(ini_file),           cmocka_unit_test(planned_notes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
