@@ -34,7 +34,6 @@ struct ft_lib {
 	struct ft_tmaps *tmaps;
 	struct ft_trace trace;
 	struct ft_stats stats;
-	_Atomic uint64_t launch_seq;
 	_Atomic int active_captures;
 };
 

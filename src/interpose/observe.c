@@ -185,12 +185,13 @@ void ft_obs_launch(const struct ft_launch *l, CUresult rc)
 	const struct ft_kernel *k = ft_kernels_get(&ft_g.kernels, l->f);
 	int scanned = ft_scan_launch(&ft_g.reg, ft_g.tmaps, k && k->known ? &k->layout : NULL,
 				     l->params, l->extra, &refs) == 0;
-	uint64_t seq = atomic_fetch_add_explicit(&ft_g.launch_seq, 1, memory_order_relaxed);
+	/* The launch counter is also the launch's sequence number. */
+	uint64_t seq = FT_STAT_INC(&ft_g.stats, launches);
 	uint64_t cap = ft_obs_capture_id(l->stream, l->ptsz);
 
-	FT_STAT_INC(&ft_g.stats, launches);
 	if (scanned) {
-		FT_STAT_ADD(&ft_g.stats, launch_refs, refs.n);
+		if (refs.n)
+			FT_STAT_ADD(&ft_g.stats, launch_refs, refs.n);
 		if (refs.dropped)
 			FT_STAT_ADD(&ft_g.stats, refs_dropped, refs.dropped);
 	} else {

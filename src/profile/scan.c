@@ -63,9 +63,16 @@ static void add_ref(struct ft_refs *out, const struct ft_alloc *a, uint64_t addr
 					    .param = param, .via = via };
 }
 
+/* [lo, hi) of the registry, read once per launch under the read lock (the
+ * bounds cannot move while it is held), so the per-word reject is two
+ * compares against registers. */
+struct bounds {
+	uint64_t lo, hi;
+};
+
 /* Words of one parameter whose bytes are at host address p and which sits at
  * offset off of the parameter block. */
-static void scan_param(const struct ft_registry *r, struct ft_tmaps *t,
+static void scan_param(const struct ft_registry *r, struct ft_tmaps *t, struct bounds b,
 		       const unsigned char *p, uint32_t off, uint32_t size,
 		       uint32_t param, struct ft_refs *out)
 {
@@ -73,7 +80,7 @@ static void scan_param(const struct ft_registry *r, struct ft_tmaps *t,
 	for (uint32_t w = first; w + 8 <= off + size; w += 8) {
 		uint64_t v;
 		memcpy(&v, p + (w - off), 8);
-		if (!ft_registry_maybe(r, v))
+		if (v - b.lo >= b.hi - b.lo)
 			continue;
 		const struct ft_alloc *a = ft_registry_find_locked(r, v);
 		if (a)
@@ -115,21 +122,27 @@ int ft_scan_launch(struct ft_registry *r, struct ft_tmaps *t,
 		return -1;
 
 	ft_registry_rdlock(r);
+	struct bounds b = { atomic_load_explicit(&r->lo, memory_order_relaxed),
+			    atomic_load_explicit(&r->hi, memory_order_relaxed) };
+	if (b.hi <= b.lo) {
+		ft_registry_unlock(r);
+		return 0;
+	}
 	if (buf && layout) {
 		for (uint32_t i = 0; i < layout->nparams; i++) {
 			const struct ft_param *pp = &layout->p[i];
 			if ((uint64_t)pp->offset + pp->size <= bufsize)
-				scan_param(r, t, buf + pp->offset, pp->offset,
+				scan_param(r, t, b, buf + pp->offset, pp->offset,
 					   pp->size, i, out);
 		}
 	} else if (buf) {
 		/* No layout: every aligned word of the buffer. */
 		for (uint32_t w = 0; w + 8 <= bufsize; w += 8)
-			scan_param(r, t, buf + w, w, 8, w / 8, out);
+			scan_param(r, t, b, buf + w, w, 8, w / 8, out);
 	} else {
 		for (uint32_t i = 0; i < layout->nparams; i++)
 			if (params[i])
-				scan_param(r, t, params[i], layout->p[i].offset,
+				scan_param(r, t, b, params[i], layout->p[i].offset,
 					   layout->p[i].size, i, out);
 	}
 	ft_registry_unlock(r);
