@@ -220,7 +220,8 @@ def run(args):
                              "frees", "stale_evicted", "copies", "memsets", "tensormaps",
                              "captures", "graph_instantiates", "graph_launches",
                              "getproc_hooked", "dlsym_hooked", "entrypoint_hooked")}
-        if args.tag == "trace":
+        if args.tag in ("trace", "expandable"):
+            res["allocator"] = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "default")
             res["coverage_decode"] = param_coverage(model, lib, torch, f_dec)
             res["coverage_prefill"] = param_coverage(model, lib, torch, f_pre)
 
@@ -284,7 +285,7 @@ def compare(args):
         runs[(r["tag"], r["round"])] = r
     plain = [r for (t, _), r in runs.items() if t == "plain"]
     pre = [r for (t, _), r in runs.items() if t == "preload"]
-    trace = [r for (t, _), r in runs.items() if t == "trace"]
+    trace = [r for (t, _), r in runs.items() if t in ("trace", "expandable")]
     rep = {}
     lines = ["# libflextensor foundation check (GPU)", ""]
 
@@ -317,16 +318,20 @@ def compare(args):
 
     # (b) coverage
     if trace:
-        for key in ("coverage_decode", "coverage_prefill"):
-            c = trace[0][key]
-            rep[key] = c
         lines += ["", "## (b) parameter bytes referenced by at least one launch of one forward", "",
-                  "| forward | launches | param bytes | by allocation | by exact address | not referenced |",
-                  "|---|---|---|---|---|---|"]
-        for key in ("coverage_decode", "coverage_prefill"):
-            c = rep[key]
-            lines.append(f"| {key[9:]} | {c['launches']} | {c['param_bytes']} | {100 * c['by_allocation']:.2f}% | "
-                         f"{100 * c['by_exact_address']:.2f}% | {', '.join(c['not_referenced']) or '-'} |")
+                  "| allocator | forward | launches | param bytes | by allocation | by exact address | not referenced |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in trace:
+            for key in ("coverage_decode", "coverage_prefill"):
+                c = r[key]
+                rep[f"{r['allocator']}:{key}"] = c
+                lines.append(f"| {r['allocator']} | {key[9:]} | {c['launches']} | {c['param_bytes']} | "
+                             f"{100 * c['by_allocation']:.2f}% | {100 * c['by_exact_address']:.2f}% | "
+                             f"{', '.join(c['not_referenced']) or '-'} |")
+            st = r["stats"]
+            lines.append(f"| {r['allocator']} | counters | allocs {st['allocs']}, "
+                         f"cuGetProcAddress hooks {st['getproc_hooked']}, dlsym hooks {st['dlsym_hooked']}, "
+                         f"cudaGetDriverEntryPoint hooks {st['entrypoint_hooked']} | | | | |")
 
     # (d) overhead
     lines += ["", "## (d) pass-through overhead (FT_ENABLED=1, no trace), alternating processes", "",
@@ -357,7 +362,8 @@ def compare(args):
     open(os.path.join(args.out, "foundation.md"), "w").write(text)
     json.dump(rep, open(os.path.join(args.out, "foundation.json"), "w"), indent=1, default=str)
     ok = (all(ident.values()) and all(v["profiler_kernels"] == v["library_launches"] for v in k.values())
-          and (not trace or rep["coverage_decode"]["by_allocation"] == 1.0))
+          and all(r[k]["by_allocation"] == 1.0 for r in trace
+                  for k in ("coverage_decode", "coverage_prefill")))
     return 0 if ok else 1
 
 

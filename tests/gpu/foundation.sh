@@ -1,8 +1,9 @@
 #!/bin/sh
 # GPU check of the foundation issue (see foundation.py): plain and preloaded
-# PyTorch processes (outputs, launch counts, graph), one traced process
-# (parameter coverage), then alternating decode-only processes pinned to the
-# same cores (overhead), then the report.  Exits 77 where there is no GPU.
+# PyTorch processes (outputs, launch counts, graph), two traced processes
+# (parameter coverage with the default and the expandable-segments
+# allocator), alternating decode-only processes pinned to the same cores
+# (overhead), then the report.  Exits 77 where there is no GPU.
 # usage: foundation.sh <libflextensor.so> <output dir> [full rounds] [overhead rounds]
 set -u
 lib=$1 out=$2 rounds=${3:-1} ovh_rounds=${4:-5}
@@ -14,7 +15,8 @@ command -v nvidia-smi >/dev/null 2>&1 || { echo "no nvidia-smi: skipping"; exit 
 	2>/dev/null || { echo "no CUDA-capable torch + transformers: skipping"; exit 77; }
 
 mkdir -p "$out"
-rm -f "$out"/plain-* "$out"/preload-* "$out"/trace-* "$out"/ovh-* "$out"/trace.jsonl
+rm -f "$out"/plain-* "$out"/preload-* "$out"/trace-* "$out"/expandable-* "$out"/ovh-* \
+	"$out"/trace.jsonl
 export PYTHONUNBUFFERED=1 PYTHONHASHSEED=0
 for f in $(env | sed -n 's/^\(FT_[A-Z_]*\)=.*/\1/p'); do unset "$f"; done
 pin=
@@ -28,6 +30,11 @@ while [ "$r" -le "$rounds" ]; do
 done
 LD_PRELOAD="$lib" FT_ENABLED=1 FT_TRACE="$out/trace.jsonl" \
 	"$py" "$here/foundation.py" run --tag trace --round 1 --out "$out"
+# PyTorch's expandable segments map VMM handles it gets through
+# cudaGetDriverEntryPointByVersion: the fourth route.
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True LD_PRELOAD="$lib" FT_ENABLED=1 \
+	FT_TRACE="$out/trace-expandable.jsonl" \
+	"$py" "$here/foundation.py" run --tag expandable --round 1 --out "$out"
 r=1
 while [ "$r" -le "$ovh_rounds" ]; do
 	$pin "$py" "$here/foundation.py" overhead --tag plain --round "$r" --out "$out"
