@@ -14,22 +14,14 @@
 static PFN_cuGetProcAddress_v12000 getproc;
 static int failures;
 
-/* "cuMemAlloc_v2" -> "cuMemAlloc"; "_ptsz"/"_ptds" -> per-thread flag. */
 static void *by_getproc(void *ud, const char *exact)
 {
 	(void)ud;
 	char base[128];
-	snprintf(base, sizeof(base), "%s", exact);
-	unsigned long long flags = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
-	size_t n = strlen(base);
-	if (n > 5 && (!strcmp(base + n - 5, "_ptsz") || !strcmp(base + n - 5, "_ptds"))) {
-		base[n -= 5] = 0;
-		flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
-	}
-	if (n > 3 && !strcmp(base + n - 3, "_v2"))
-		base[n - 3] = 0;
-	if (!strcmp(base, "cuGraphInstantiateWithFlags"))
-		strcpy(base, "cuGraphInstantiate");
+	int pt;
+	resolver_name(exact, base, sizeof(base), &pt);
+	unsigned long long flags = pt ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
+				      : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
 	void *p = NULL;
 	CUdriverProcAddressQueryResult st;
 	if (getproc(base, &p, 12080, flags, &st) != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS)

@@ -16,17 +16,9 @@ static void *by_entry_point(void *ud, const char *exact)
 {
 	(void)ud;
 	char base[128];
-	snprintf(base, sizeof(base), "%s", exact);
-	unsigned long long flags = cudaEnableLegacyStream;
-	size_t n = strlen(base);
-	if (n > 5 && !strcmp(base + n - 5, "_ptsz")) {
-		base[n -= 5] = 0;
-		flags = cudaEnablePerThreadDefaultStream;
-	}
-	if (n > 3 && !strcmp(base + n - 3, "_v2"))
-		base[n - 3] = 0;
-	if (!strcmp(base, "cuGraphInstantiateWithFlags"))
-		strcpy(base, "cuGraphInstantiate");
+	int pt;
+	resolver_name(exact, base, sizeof(base), &pt);
+	unsigned long long flags = pt ? cudaEnablePerThreadDefaultStream : cudaEnableLegacyStream;
 	void *p = NULL;
 	enum cudaDriverEntryPointQueryResult st;
 	/* Alternate the two entry points so both are exercised. */

@@ -38,6 +38,19 @@ static int failures;
 	} while (0)
 #define OK(call) CHECK((call) == CUDA_SUCCESS, "%s failed", #call)
 
+void resolver_name(const char *exact, char *base, size_t size, int *per_thread)
+{
+	snprintf(base, size, "%s", exact);
+	size_t n = strlen(base);
+	*per_thread = n > 5 && (!strcmp(base + n - 5, "_ptsz") || !strcmp(base + n - 5, "_ptds"));
+	if (*per_thread)
+		base[n -= 5] = 0;
+	if (n > 3 && !strcmp(base + n - 3, "_v2"))
+		base[n - 3] = 0;
+	if (!strcmp(base, "cuGraphInstantiateWithFlags"))
+		snprintf(base, size, "cuGraphInstantiate");
+}
+
 int api_by_name(struct api *a, void *(*lookup)(void *, const char *), void *ud)
 {
 	int missing = 0;

@@ -10,6 +10,8 @@
 #ifndef FT_TEST_SCENARIO_H
 #define FT_TEST_SCENARIO_H
 
+#include <stddef.h>
+
 #include <cudaTypedefs.h>
 
 struct api {
@@ -42,6 +44,10 @@ void scenario_prepare(void);
 
 /* Returns the number of failed checks (0 = pass); prints each failure. */
 int run_scenario(const struct api *a, const char *route);
+
+/* The name a resolver is asked for, for an exact ELF name:
+ * "cuMemcpyHtoD_v2_ptds" -> "cuMemcpyHtoD", per-thread 1. */
+void resolver_name(const char *exact, char *base, size_t size, int *per_thread);
 
 /* Fills every member with lookup(name) for the exact ELF names. */
 int api_by_name(struct api *a, void *(*lookup)(void *ud, const char *name), void *ud);
