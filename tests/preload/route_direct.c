@@ -19,6 +19,7 @@ int main(void)
 		.htod = cuMemcpyHtoD_v2, .dtoh = cuMemcpyDtoH_v2,
 		.memset32 = cuMemsetD32_v2, .launch = cuLaunchKernel,
 		.launch_ptsz = cuLaunchKernel_ptsz, .launch_ex = cuLaunchKernelEx,
+		.launch_coop = cuLaunchCooperativeKernel,
 		.encode_tiled = cuTensorMapEncodeTiled,
 		.begin_capture = cuStreamBeginCapture_v2,
 		.end_capture = cuStreamEndCapture,

@@ -78,6 +78,7 @@ int api_by_name(struct api *a, void *(*lookup)(void *, const char *), void *ud)
 	GET(launch, "cuLaunchKernel");
 	GET(launch_ptsz, "cuLaunchKernel_ptsz");
 	GET(launch_ex, "cuLaunchKernelEx");
+	GET(launch_coop, "cuLaunchCooperativeKernel");
 	GET(encode_tiled, "cuTensorMapEncodeTiled");
 	GET(begin_capture, "cuStreamBeginCapture_v2");
 	GET(end_capture, "cuStreamEndCapture");
@@ -252,6 +253,12 @@ int run_scenario(const struct api *a, const char *route)
 	for (int i = 0; i < N; i++)
 		CHECK(hout[i] == 0.5f * (3.0f * (float)i + 1.0f), "scale[%d] = %g", i, hout[i]);
 
+	/* 3b: a cooperative launch. */
+	OK(a->launch_coop(add, 1, 1, 1, 64, 1, 1, 0, S, (void *[]){ &C, &C, &B, &n }));
+	OK(a->dtoh(hout, B, bytes));
+	CHECK(hout[5] == 2.0f * (3.0f * 5.0f + 1.0f), "cooperative vec_add[5] = %g", hout[5]);
+	OK(a->htod(B, hy, bytes));
+
 	/* 4: a TMA descriptor whose address only the encode call reveals. */
 	CUtensorMap m;
 	cuuint64_t dim = 16;
@@ -291,6 +298,7 @@ int run_scenario(const struct api *a, const char *route)
 			{ "cuLaunchKernel_ptsz", "vec_add", 3,
 			  { { A, 64, 0 }, { B, 64, 0 }, { D, 0, 0 } }, 0 },
 			{ "cuLaunchKernelEx", "scale", 2, { { C, 0, 0 }, { V, 128, 0 } }, 0 },
+			{ "cuLaunchCooperativeKernel", "vec_add", 2, { { C, 0, 0 }, { B, 0, 0 } }, 0 },
 			{ "cuLaunchKernel", "tma_sum", 2, { { B, 256, 1 }, { D, 16, 0 } }, 0 },
 			{ "cuLaunchKernel", "vec_add", 3, { { A, 0, 0 }, { B, 0, 0 }, { C, 0, 0 } }, 1 },
 			{ "cuLaunchKernel", "vec_add", 2, { { A, 0, 0 }, { B, 0, 0 } }, 0 },
@@ -298,8 +306,8 @@ int run_scenario(const struct api *a, const char *route)
 		const char *path = getenv("FT_TRACE");
 		CHECK(path, "FT_TRACE not set");
 		if (path)
-			check_trace(path, ex, 6, D);
-		CHECK(stat("launches") == 6, "launches = %llu", stat("launches"));
+			check_trace(path, ex, 7, D);
+		CHECK(stat("launches") == 7, "launches = %llu", stat("launches"));
 		CHECK(stat("captured_launches") == 1, "captured = %llu", stat("captured_launches"));
 		CHECK(stat("allocs") == 6, "allocs = %llu", stat("allocs"));
 		CHECK(stat("frees") == 2, "frees = %llu", stat("frees"));

@@ -31,6 +31,7 @@ struct api {
 	PFN_cuLaunchKernel_v4000 launch;
 	PFN_cuLaunchKernel_v7000_ptsz launch_ptsz;
 	PFN_cuLaunchKernelEx_v11060 launch_ex;
+	PFN_cuLaunchCooperativeKernel_v9000 launch_coop;
 	PFN_cuTensorMapEncodeTiled_v12000 encode_tiled;
 	PFN_cuStreamBeginCapture_v10010 begin_capture;
 	PFN_cuStreamEndCapture_v10000 end_capture;
