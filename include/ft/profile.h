@@ -1,0 +1,94 @@
+/*
+ * What discovery and profiling learn, as plain data, and its persistent form
+ * profile.json (written with cJSON, atomically: temporary file, fsync,
+ * rename).  Loading checks everything before anything is used: a missing,
+ * unreadable, corrupt, newer-schema, foreign-model or foreign-device profile
+ * is refused with one reason and the caller falls back to discovery; a
+ * profile is either applied whole or not at all.
+ */
+#ifndef FT_PROFILE_H
+#define FT_PROFILE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FT_PROFILE_SCHEMA 1
+#define FT_PROFILE_FILE "profile.json"
+
+struct ft_stat_ms {
+	double median, min, max;
+	uint32_t samples;
+};
+
+struct ft_trap {
+	char label[32];          /* "trap.7" */
+	char role[16];           /* "embedding", "layer", "head", "other" */
+	uint32_t first_weight;   /* index into ft_profile.weights */
+	uint32_t nweights;       /* consecutive weights, in first-touch order */
+	uint64_t bytes;
+	struct ft_stat_ms compute;
+};
+
+struct ft_curve_point {
+	uint64_t bytes;
+	double ms;
+};
+
+struct ft_profile {
+	int schema;
+	char library[16];
+	struct {
+		char name[128];
+		uint64_t total_bytes;
+		int driver;
+	} device;
+	uint64_t fingerprint;    /* of the ordered weight sizes */
+	uint32_t nweights;
+	uint64_t *weights;       /* sizes, in first-touch order */
+	uint32_t ntraps;
+	struct ft_trap *traps;
+	uint32_t ncurve;
+	struct ft_curve_point *curve;
+	char *plan_json;         /* opaque until the planner exists; NULL = none */
+};
+
+enum ft_profile_refusal {
+	FT_PROFILE_OK = 0,
+	FT_PROFILE_MISSING,      /* no file */
+	FT_PROFILE_UNREADABLE,   /* I/O error */
+	FT_PROFILE_CORRUPT,      /* not JSON, or a field missing or of the wrong type */
+	FT_PROFILE_NEWER,        /* written by a newer schema */
+	FT_PROFILE_OLDER,        /* written by an older schema */
+	FT_PROFILE_INCONSISTENT, /* traps do not cover the weights, fingerprint wrong, ... */
+	FT_PROFILE_OTHER_MODEL,  /* weight sizes differ from this process's */
+	FT_PROFILE_OTHER_DEVICE, /* another GPU model or memory size */
+};
+
+const char *ft_profile_refusal_name(enum ft_profile_refusal r);
+
+/* FNV-1a over the ordered sizes. */
+uint64_t ft_profile_fingerprint(const uint64_t *sizes, uint32_t n);
+
+void ft_profile_free(struct ft_profile *p);
+
+/* Serialises to a malloc'd string (NULL when out of memory). */
+char *ft_profile_to_json(const struct ft_profile *p);
+/* Parses and checks internal consistency; on refusal *why (may be NULL)
+ * gets a sentence and *p is left empty. */
+enum ft_profile_refusal ft_profile_from_json(const char *text, struct ft_profile *p,
+					     char *why, size_t why_len);
+
+/* Writes dir/profile.json atomically.  0 or -errno. */
+int ft_profile_save(const struct ft_profile *p, const char *dir);
+/* Reads dir/profile.json (or the file itself when path names a file). */
+enum ft_profile_refusal ft_profile_load(const char *path, struct ft_profile *p,
+					char *why, size_t why_len);
+
+/* Compatibility of a loaded profile with what this process sees: the same
+ * ordered weight sizes and the same device.  expect may leave device.name
+ * empty or weights NULL to skip that check. */
+enum ft_profile_refusal ft_profile_check_compatible(const struct ft_profile *loaded,
+						    const struct ft_profile *expect,
+						    char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,27 @@
+/*
+ * Traps: weights grouped by the order of their first reader, one trap per
+ * transformer layer.  Layers are found without module names: the sequence of
+ * weight sizes repeats once per layer, so the smallest period that repeats at
+ * least three times over at least half the weights is the layer; what comes
+ * before the first layer is the embedding trap, what comes after the last is
+ * the head trap.  A model without such a period is cut into consecutive
+ * groups of about target_bytes.  Pure C, CPU-tested.
+ */
+#ifndef FT_TRAPS_H
+#define FT_TRAPS_H
+
+#include <stdint.h>
+
+#include "ft/profile.h"
+
+/* Period (in weights) and first index of the repeating layer pattern of
+ * sizes, or 0 when there is none. */
+uint32_t ft_traps_period(const uint64_t *sizes, uint32_t n, uint32_t *start, uint32_t *layers);
+
+/* Groups n weights (sizes in first-touch order) into traps, labelled
+ * "trap.<i>" in order.  Returns the number of traps (*out malloc'd, compute
+ * statistics zero), or -1 when out of memory. */
+int ft_traps_group(const uint64_t *sizes, uint32_t n, uint64_t target_bytes,
+		   struct ft_trap **out);
+
+#endif

@@ -1,0 +1,387 @@
+/*
+ * profile.json: serialisation, parsing with full validation, atomic save,
+ * load with a reason for every refusal (include/ft/profile.h).
+ */
+#include "ft/profile.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *ft_profile_refusal_name(enum ft_profile_refusal r)
+{
+	static const char *const names[] = {
+		[FT_PROFILE_OK] = "ok",
+		[FT_PROFILE_MISSING] = "missing",
+		[FT_PROFILE_UNREADABLE] = "unreadable",
+		[FT_PROFILE_CORRUPT] = "corrupt",
+		[FT_PROFILE_NEWER] = "newer schema",
+		[FT_PROFILE_OLDER] = "older schema",
+		[FT_PROFILE_INCONSISTENT] = "inconsistent",
+		[FT_PROFILE_OTHER_MODEL] = "other model",
+		[FT_PROFILE_OTHER_DEVICE] = "other device",
+	};
+	return (unsigned)r < sizeof(names) / sizeof(names[0]) ? names[r] : "?";
+}
+
+uint64_t ft_profile_fingerprint(const uint64_t *sizes, uint32_t n)
+{
+	uint64_t h = 1469598103934665603ULL;
+	for (uint32_t i = 0; i < n; i++)
+		for (int b = 0; b < 8; b++) {
+			h ^= (sizes[i] >> (8 * b)) & 0xff;
+			h *= 1099511628211ULL;
+		}
+	return h;
+}
+
+void ft_profile_free(struct ft_profile *p)
+{
+	free(p->weights);
+	free(p->traps);
+	free(p->curve);
+	free(p->plan_json);
+	memset(p, 0, sizeof(*p));
+}
+
+static void add_stat(cJSON *o, const char *key, const struct ft_stat_ms *s)
+{
+	cJSON *c = cJSON_AddObjectToObject(o, key);
+	cJSON_AddNumberToObject(c, "median", s->median);
+	cJSON_AddNumberToObject(c, "min", s->min);
+	cJSON_AddNumberToObject(c, "max", s->max);
+	cJSON_AddNumberToObject(c, "samples", s->samples);
+}
+
+char *ft_profile_to_json(const struct ft_profile *p)
+{
+	char hex[24];
+	cJSON *root = cJSON_CreateObject();
+	cJSON_AddNumberToObject(root, "schema", p->schema);
+	cJSON_AddStringToObject(root, "library", p->library);
+	cJSON *dev = cJSON_AddObjectToObject(root, "device");
+	cJSON_AddStringToObject(dev, "name", p->device.name);
+	cJSON_AddNumberToObject(dev, "total_bytes", (double)p->device.total_bytes);
+	cJSON_AddNumberToObject(dev, "driver", p->device.driver);
+	cJSON *model = cJSON_AddObjectToObject(root, "model");
+	snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)p->fingerprint);
+	cJSON_AddStringToObject(model, "fingerprint", hex);
+	cJSON *w = cJSON_AddArrayToObject(model, "weight_bytes");
+	for (uint32_t i = 0; i < p->nweights; i++)
+		cJSON_AddItemToArray(w, cJSON_CreateNumber((double)p->weights[i]));
+	cJSON *traps = cJSON_AddArrayToObject(root, "traps");
+	for (uint32_t i = 0; i < p->ntraps; i++) {
+		const struct ft_trap *t = &p->traps[i];
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddStringToObject(o, "label", t->label);
+		cJSON_AddStringToObject(o, "role", t->role);
+		cJSON_AddNumberToObject(o, "first_weight", t->first_weight);
+		cJSON_AddNumberToObject(o, "weights", t->nweights);
+		cJSON_AddNumberToObject(o, "bytes", (double)t->bytes);
+		add_stat(o, "compute_ms", &t->compute);
+		cJSON_AddItemToArray(traps, o);
+	}
+	cJSON *curve = cJSON_AddArrayToObject(root, "copy_curve");
+	for (uint32_t i = 0; i < p->ncurve; i++) {
+		cJSON *o = cJSON_CreateObject();
+		cJSON_AddNumberToObject(o, "bytes", (double)p->curve[i].bytes);
+		cJSON_AddNumberToObject(o, "ms", p->curve[i].ms);
+		cJSON_AddItemToArray(curve, o);
+	}
+	cJSON *plan = p->plan_json ? cJSON_Parse(p->plan_json) : NULL;
+	cJSON_AddItemToObject(root, "plan", plan ? plan : cJSON_CreateNull());
+	char *text = cJSON_Print(root);
+	cJSON_Delete(root);
+	return text;
+}
+
+/* Parsing: every accessor records the first problem and returns a default. */
+struct rd {
+	enum ft_profile_refusal r;
+	char *why;
+	size_t len;
+};
+
+static void bad(struct rd *rd, enum ft_profile_refusal r, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void bad(struct rd *rd, enum ft_profile_refusal r, const char *fmt, ...)
+{
+	if (rd->r != FT_PROFILE_OK)
+		return;
+	rd->r = r;
+	if (rd->why && rd->len) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(rd->why, rd->len, fmt, ap);
+		va_end(ap);
+	}
+}
+
+static double num(struct rd *rd, const cJSON *o, const char *key, double lo, double hi)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo ||
+	    v->valuedouble > hi) {
+		bad(rd, FT_PROFILE_CORRUPT, "field \"%s\" is missing or not a number in [%g, %g]",
+		    key, lo, hi);
+		return lo;
+	}
+	return v->valuedouble;
+}
+
+static void str(struct rd *rd, const cJSON *o, const char *key, char *out, size_t n)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!cJSON_IsString(v) || strlen(v->valuestring) >= n) {
+		bad(rd, FT_PROFILE_CORRUPT, "field \"%s\" is missing or not a short string", key);
+		out[0] = 0;
+		return;
+	}
+	snprintf(out, n, "%s", v->valuestring);
+}
+
+static const cJSON *child(struct rd *rd, const cJSON *o, const char *key, int array)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (array ? !cJSON_IsArray(v) : !cJSON_IsObject(v)) {
+		bad(rd, FT_PROFILE_CORRUPT, "field \"%s\" is missing or not an %s", key,
+		    array ? "array" : "object");
+		return NULL;
+	}
+	return v;
+}
+
+#define MAX_BYTES 1e15
+#define MAX_MS 1e7
+
+static void read_stat(struct rd *rd, const cJSON *o, struct ft_stat_ms *s)
+{
+	const cJSON *c = child(rd, o, "compute_ms", 0);
+	if (!c)
+		return;
+	s->median = num(rd, c, "median", 0, MAX_MS);
+	s->min = num(rd, c, "min", 0, MAX_MS);
+	s->max = num(rd, c, "max", 0, MAX_MS);
+	s->samples = (uint32_t)num(rd, c, "samples", 0, 1e9);
+	if (s->min > s->median || s->median > s->max)
+		bad(rd, FT_PROFILE_INCONSISTENT, "compute_ms needs min <= median <= max");
+}
+
+static void read_body(struct rd *rd, const cJSON *root, struct ft_profile *p)
+{
+	str(rd, root, "library", p->library, sizeof(p->library));
+	const cJSON *dev = child(rd, root, "device", 0);
+	if (dev) {
+		str(rd, dev, "name", p->device.name, sizeof(p->device.name));
+		p->device.total_bytes = (uint64_t)num(rd, dev, "total_bytes", 0, MAX_BYTES);
+		p->device.driver = (int)num(rd, dev, "driver", 0, 1e6);
+	}
+	const cJSON *model = child(rd, root, "model", 0);
+	const cJSON *w = model ? child(rd, model, "weight_bytes", 1) : NULL;
+	char fp[24] = "";
+	if (model)
+		str(rd, model, "fingerprint", fp, sizeof(fp));
+	p->nweights = w ? (uint32_t)cJSON_GetArraySize(w) : 0;
+	p->weights = calloc(p->nweights + 1, sizeof(*p->weights));
+	uint32_t i = 0;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, w) {
+		if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > MAX_BYTES)
+			bad(rd, FT_PROFILE_CORRUPT, "weight_bytes[%u] is not a size", i);
+		else
+			p->weights[i] = (uint64_t)x->valuedouble;
+		i++;
+	}
+	p->fingerprint = strtoull(fp, NULL, 16);
+	if (rd->r == FT_PROFILE_OK && p->fingerprint != ft_profile_fingerprint(p->weights, p->nweights))
+		bad(rd, FT_PROFILE_INCONSISTENT, "the fingerprint does not match weight_bytes");
+
+	const cJSON *traps = child(rd, root, "traps", 1);
+	p->ntraps = traps ? (uint32_t)cJSON_GetArraySize(traps) : 0;
+	p->traps = calloc(p->ntraps + 1, sizeof(*p->traps));
+	uint32_t next = 0;
+	i = 0;
+	cJSON_ArrayForEach(x, traps) {
+		struct ft_trap *t = &p->traps[i++];
+		str(rd, x, "label", t->label, sizeof(t->label));
+		str(rd, x, "role", t->role, sizeof(t->role));
+		t->first_weight = (uint32_t)num(rd, x, "first_weight", 0, 1e9);
+		t->nweights = (uint32_t)num(rd, x, "weights", 1, 1e9);
+		t->bytes = (uint64_t)num(rd, x, "bytes", 1, MAX_BYTES);
+		read_stat(rd, x, &t->compute);
+		if (rd->r != FT_PROFILE_OK)
+			break;
+		uint64_t sum = 0;
+		if (t->first_weight != next || t->first_weight + t->nweights > p->nweights) {
+			bad(rd, FT_PROFILE_INCONSISTENT,
+			    "trap %s does not continue where the previous one ended", t->label);
+			break;
+		}
+		for (uint32_t k = 0; k < t->nweights; k++)
+			sum += p->weights[t->first_weight + k];
+		if (sum != t->bytes)
+			bad(rd, FT_PROFILE_INCONSISTENT, "trap %s: bytes %llu, its weights sum to %llu",
+			    t->label, (unsigned long long)t->bytes, (unsigned long long)sum);
+		next = t->first_weight + t->nweights;
+	}
+	if (rd->r == FT_PROFILE_OK && next != p->nweights)
+		bad(rd, FT_PROFILE_INCONSISTENT, "the traps cover %u of %u weights", next, p->nweights);
+
+	const cJSON *curve = child(rd, root, "copy_curve", 1);
+	p->ncurve = curve ? (uint32_t)cJSON_GetArraySize(curve) : 0;
+	p->curve = calloc(p->ncurve + 1, sizeof(*p->curve));
+	i = 0;
+	cJSON_ArrayForEach(x, curve) {
+		p->curve[i].bytes = (uint64_t)num(rd, x, "bytes", 1, MAX_BYTES);
+		p->curve[i].ms = num(rd, x, "ms", 0, MAX_MS);
+		if (i && p->curve[i].bytes <= p->curve[i - 1].bytes)
+			bad(rd, FT_PROFILE_INCONSISTENT, "copy_curve sizes must increase");
+		i++;
+	}
+	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(root, "plan");
+	if (plan && !cJSON_IsNull(plan))
+		p->plan_json = cJSON_PrintUnformatted(plan);
+}
+
+enum ft_profile_refusal ft_profile_from_json(const char *text, struct ft_profile *p,
+					     char *why, size_t why_len)
+{
+	struct rd rd = { FT_PROFILE_OK, why, why_len };
+	memset(p, 0, sizeof(*p));
+	if (why && why_len)
+		why[0] = 0;
+	cJSON *root = cJSON_Parse(text);
+	if (!cJSON_IsObject(root)) {
+		bad(&rd, FT_PROFILE_CORRUPT, "not a JSON object");
+		cJSON_Delete(root);
+		return rd.r;
+	}
+	p->schema = (int)num(&rd, root, "schema", 0, 1e6);
+	if (rd.r == FT_PROFILE_OK && p->schema > FT_PROFILE_SCHEMA)
+		bad(&rd, FT_PROFILE_NEWER, "schema %d is newer than this library's %d: upgrade "
+		    "libflextensor or delete the profile", p->schema, FT_PROFILE_SCHEMA);
+	else if (rd.r == FT_PROFILE_OK && p->schema < FT_PROFILE_SCHEMA)
+		bad(&rd, FT_PROFILE_OLDER, "schema %d is older than this library's %d: it will be "
+		    "profiled again", p->schema, FT_PROFILE_SCHEMA);
+	if (rd.r == FT_PROFILE_OK)
+		read_body(&rd, root, p);
+	cJSON_Delete(root);
+	if (rd.r != FT_PROFILE_OK)
+		ft_profile_free(p);
+	return rd.r;
+}
+
+int ft_profile_save(const struct ft_profile *p, const char *dir)
+{
+	char path[4096], tmp[4200];
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return -errno;
+	snprintf(path, sizeof(path), "%s/%s", dir, FT_PROFILE_FILE);
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	char *text = ft_profile_to_json(p);
+	if (!text)
+		return -ENOMEM;
+	int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = -errno;
+	} else {
+		size_t n = strlen(text), off = 0;
+		while (off < n) {
+			ssize_t w = write(fd, text + off, n - off);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				rc = -errno;
+				break;
+			}
+			off += (size_t)w;
+		}
+		if (!rc && (write(fd, "\n", 1) != 1 || fsync(fd)))
+			rc = -errno;
+		if (close(fd) && !rc)
+			rc = -errno;
+		if (!rc && rename(tmp, path))
+			rc = -errno;
+		if (rc)
+			unlink(tmp);
+	}
+	free(text);
+	return rc;
+}
+
+enum ft_profile_refusal ft_profile_load(const char *path, struct ft_profile *p,
+					char *why, size_t why_len)
+{
+	char file[4096];
+	struct stat st;
+	memset(p, 0, sizeof(*p));
+	if (!stat(path, &st) && S_ISDIR(st.st_mode))
+		snprintf(file, sizeof(file), "%s/%s", path, FT_PROFILE_FILE);
+	else
+		snprintf(file, sizeof(file), "%s", path);
+	FILE *f = fopen(file, "r");
+	if (!f) {
+		int e = errno;
+		if (why && why_len)
+			snprintf(why, why_len, "%s: %s", file, strerror(e));
+		return e == ENOENT ? FT_PROFILE_MISSING : FT_PROFILE_UNREADABLE;
+	}
+	char *text = NULL;
+	size_t len = 0, cap = 0;
+	for (;;) {
+		if (len + 65536 > cap) {
+			char *t = realloc(text, cap = len + 65536 + cap);
+			if (!t)
+				break;
+			text = t;
+		}
+		size_t r = fread(text + len, 1, cap - len - 1, f);
+		len += r;
+		if (r == 0)
+			break;
+	}
+	int err = ferror(f);
+	fclose(f);
+	if (!text || err) {
+		free(text);
+		if (why && why_len)
+			snprintf(why, why_len, "%s: read error", file);
+		return FT_PROFILE_UNREADABLE;
+	}
+	text[len] = 0;
+	enum ft_profile_refusal r = ft_profile_from_json(text, p, why, why_len);
+	free(text);
+	return r;
+}
+
+enum ft_profile_refusal ft_profile_check_compatible(const struct ft_profile *l,
+						    const struct ft_profile *e,
+						    char *why, size_t why_len)
+{
+	if (e->weights && (l->nweights != e->nweights ||
+			   memcmp(l->weights, e->weights, e->nweights * sizeof(*e->weights)))) {
+		if (why && why_len)
+			snprintf(why, why_len, "it describes another model (%u weights, "
+				 "fingerprint %016llx; this process has %u, %016llx)",
+				 l->nweights, (unsigned long long)l->fingerprint, e->nweights,
+				 (unsigned long long)ft_profile_fingerprint(e->weights, e->nweights));
+		return FT_PROFILE_OTHER_MODEL;
+	}
+	if (e->device.name[0] && (strcmp(l->device.name, e->device.name) ||
+				  l->device.total_bytes != e->device.total_bytes)) {
+		if (why && why_len)
+			snprintf(why, why_len, "it was measured on %s (%llu bytes), this is %s "
+				 "(%llu bytes)", l->device.name,
+				 (unsigned long long)l->device.total_bytes, e->device.name,
+				 (unsigned long long)e->device.total_bytes);
+		return FT_PROFILE_OTHER_DEVICE;
+	}
+	return FT_PROFILE_OK;
+}

@@ -1,0 +1,77 @@
+/* Trap grouping by the repeating weight-size period (include/ft/traps.h). */
+#include "ft/traps.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_t *layers)
+{
+	for (uint32_t p = 1; p <= n / 3; p++) {
+		/* Longest run of i with s[i] == s[i + p]: it covers [a, b + p). */
+		uint32_t best_a = 0, best_len = 0, a = 0, len = 0;
+		for (uint32_t i = 0; i + p < n; i++) {
+			if (s[i] == s[i + p]) {
+				if (!len)
+					a = i;
+				if (++len > best_len) {
+					best_len = len;
+					best_a = a;
+				}
+			} else {
+				len = 0;
+			}
+		}
+		uint32_t covered = best_len + p;
+		if (best_len && covered / p >= 3 && covered * 2 >= n) {
+			*start = best_a;
+			*layers = covered / p;
+			return p;
+		}
+	}
+	return 0;
+}
+
+static void fill(struct ft_trap *t, unsigned index, const char *role, const uint64_t *s,
+		 uint32_t first, uint32_t count)
+{
+	memset(t, 0, sizeof(*t));
+	snprintf(t->label, sizeof(t->label), "trap.%u", index);
+	snprintf(t->role, sizeof(t->role), "%s", role);
+	t->first_weight = first;
+	t->nweights = count;
+	for (uint32_t i = 0; i < count; i++)
+		t->bytes += s[first + i];
+}
+
+int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_trap **out)
+{
+	struct ft_trap *t = calloc(n + 2, sizeof(*t));
+	uint32_t start = 0, layers = 0, k = 0;
+	if (!t)
+		return -1;
+	uint32_t p = n ? ft_traps_period(s, n, &start, &layers) : 0;
+	if (p) {
+		if (start)
+			fill(&t[k], k, "embedding", s, 0, start), k++;
+		for (uint32_t l = 0; l < layers; l++, k++)
+			fill(&t[k], k, "layer", s, start + l * p, p);
+		uint32_t end = start + layers * p;
+		if (end < n)
+			fill(&t[k], k, "head", s, end, n - end), k++;
+	} else {
+		uint32_t first = 0;
+		uint64_t acc = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			acc += s[i];
+			if (acc >= target || i + 1 == n) {
+				fill(&t[k], k, "other", s, first, i + 1 - first);
+				k++;
+				first = i + 1;
+				acc = 0;
+			}
+		}
+	}
+	*out = t;
+	return (int)k;
+}

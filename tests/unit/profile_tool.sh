@@ -1,0 +1,42 @@
+#!/bin/sh
+# flextensor-profile show / validate / diff on profiles the suite writes.
+# usage: profile_tool.sh <flextensor-profile> <make_profile>
+set -u
+tool=$1 make=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+check() { desc=$1; shift; if "$@"; then echo "ok: $desc"; else echo "FAIL: $desc"; fail=1; fi; }
+
+"$make" "$tmp/a" 32 "NVIDIA H200" 1.0 && "$make" "$tmp/b" 32 "NVIDIA H200" 1.2 &&
+	"$make" "$tmp/c" 30 "NVIDIA H200" 1.0 && "$make" "$tmp/d" 32 "NVIDIA H100" 1.0 ||
+	{ echo "FAIL: make_profile"; exit 1; }
+
+"$tool" show "$tmp/a" >"$tmp/show"; st=$?
+check "show exits 0" [ "$st" = 0 ]
+check "show lists 34 traps with roles" sh -c "grep -qE '^trap.0 +embedding +1 ' '$tmp/show' &&
+	grep -qE '^trap.1 +layer +9 ' '$tmp/show' && grep -qE '^trap.33 +head +2 ' '$tmp/show'"
+check "show prints the copy curve" grep -q "GB/s" "$tmp/show"
+
+"$tool" validate "$tmp/a/profile.json" >"$tmp/out"; st=$?
+check "validate accepts a good profile" [ "$st" = 0 ]
+sed 's/"schema":[[:space:]]*1/"schema": 9/' "$tmp/a/profile.json" >"$tmp/newer.json"
+"$tool" validate "$tmp/newer.json" >"$tmp/out"; st=$?
+check "validate refuses a newer schema (exit 1)" [ "$st" = 1 ]
+check "validate says why" grep -q "refused (newer schema)" "$tmp/out"
+head -c 300 "$tmp/a/profile.json" >"$tmp/cut.json"
+"$tool" validate "$tmp/cut.json" >"$tmp/out"; st=$?
+check "validate refuses a truncated file" sh -c "[ $st = 1 ] && grep -q 'refused (corrupt)' '$tmp/out'"
+"$tool" validate "$tmp/nothing" >"$tmp/out"; st=$?
+check "validate refuses a missing profile" sh -c "[ $st = 1 ] && grep -q 'refused (missing)' '$tmp/out'"
+
+"$tool" diff "$tmp/a" "$tmp/b" >"$tmp/out"; st=$?
+check "diff of timings only exits 0" [ "$st" = 0 ]
+check "diff shows the timing change" grep -q "trap.1: compute median .* (+20.0%)" "$tmp/out"
+"$tool" diff "$tmp/a" "$tmp/c" >"$tmp/out"; st=$?
+check "diff of another model exits 1" sh -c "[ $st = 1 ] && grep -q 'other model' '$tmp/out'"
+"$tool" diff "$tmp/a" "$tmp/d" >"$tmp/out"; st=$?
+check "diff of another device exits 1" sh -c "[ $st = 1 ] && grep -q 'other device' '$tmp/out'"
+"$tool" frobnicate 2>/dev/null; st=$?
+check "bad usage exits 2" [ "$st" = 2 ]
+exit $fail

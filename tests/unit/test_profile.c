@@ -1,0 +1,169 @@
+/* profile.json: round trip, atomic save and load, every refusal reason,
+ * compatibility with this process's model and device. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ft/profile.h"
+#include "ft/traps.h"
+#include "llama_sizes.h"
+
+/* A Llama-shaped profile with made-up timings. */
+static void make(struct ft_profile *p, uint32_t layers)
+{
+	memset(p, 0, sizeof(*p));
+	p->schema = FT_PROFILE_SCHEMA;
+	snprintf(p->library, sizeof(p->library), "0.1.0");
+	snprintf(p->device.name, sizeof(p->device.name), "NVIDIA H200");
+	p->device.total_bytes = 150754820096ULL;
+	p->device.driver = 13000;
+	p->nweights = llama_sizes(&p->weights, layers, 4096, 14336, 1024, 128256, 0);
+	p->fingerprint = ft_profile_fingerprint(p->weights, p->nweights);
+	p->ntraps = (uint32_t)ft_traps_group(p->weights, p->nweights, 256 << 20, &p->traps);
+	for (uint32_t i = 0; i < p->ntraps; i++)
+		p->traps[i].compute = (struct ft_stat_ms){ 1.0 + i * 0.01, 0.9, 1.5 + i, 10 };
+	p->ncurve = 3;
+	p->curve = calloc(3, sizeof(*p->curve));
+	p->curve[0] = (struct ft_curve_point){ 65536, 0.004 };
+	p->curve[1] = (struct ft_curve_point){ 1 << 20, 0.0218 };
+	p->curve[2] = (struct ft_curve_point){ 64 << 20, 1.24 };
+}
+
+static void round_trip(void **state)
+{
+	(void)state;
+	struct ft_profile a, b;
+	char why[256];
+	make(&a, 32);
+	char *text = ft_profile_to_json(&a);
+	assert_non_null(text);
+	assert_int_equal(ft_profile_from_json(text, &b, why, sizeof(why)), FT_PROFILE_OK);
+	assert_int_equal(b.nweights, a.nweights);
+	assert_memory_equal(b.weights, a.weights, a.nweights * sizeof(uint64_t));
+	assert_int_equal(b.fingerprint, a.fingerprint);
+	assert_int_equal(b.ntraps, 34);
+	assert_string_equal(b.traps[33].label, "trap.33");
+	assert_string_equal(b.traps[33].role, "head");
+	assert_true(b.traps[7].compute.median == a.traps[7].compute.median);
+	assert_int_equal(b.ncurve, 3);
+	assert_true(b.curve[2].ms == 1.24);
+	assert_string_equal(b.device.name, "NVIDIA H200");
+	assert_null(b.plan_json);
+	assert_int_equal(ft_profile_check_compatible(&b, &a, why, sizeof(why)), FT_PROFILE_OK);
+	free(text);
+	ft_profile_free(&a);
+	ft_profile_free(&b);
+}
+
+/* Edits the JSON text of a valid profile and expects one refusal. */
+static void refusals(void **state)
+{
+	(void)state;
+	struct ft_profile a, b;
+	make(&a, 4);
+	char *good = ft_profile_to_json(&a);
+	static const struct {
+		const char *find, *replace;
+		enum ft_profile_refusal want;
+		const char *needle;
+	} cases[] = {
+		{ "\"schema\":\t1", "\"schema\":\t7", FT_PROFILE_NEWER, "newer" },
+		{ "\"schema\":\t1", "\"schema\":\t0", FT_PROFILE_OLDER, "older" },
+		{ "{", "[", FT_PROFILE_CORRUPT, "not a JSON object" },
+		{ "\"traps\"", "\"trapz\"", FT_PROFILE_CORRUPT, "\"traps\"" },
+		{ "\"median\":\t1,", "\"median\":\t\"fast\",", FT_PROFILE_CORRUPT, "median" },
+		{ "\"median\":\t1,", "\"median\":\t100,", FT_PROFILE_INCONSISTENT, "min <= median" },
+		{ "\"fingerprint\":\t\"", "\"fingerprint\":\t\"1", FT_PROFILE_INCONSISTENT, "fingerprint" },
+		{ "\"first_weight\":\t1,", "\"first_weight\":\t2,", FT_PROFILE_INCONSISTENT, "continue" },
+		{ "\"bytes\":\t65536", "\"bytes\":\t99999999", FT_PROFILE_INCONSISTENT, "increase" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		const char *at = strstr(good, cases[i].find);
+		if (!at)
+			fail_msg("case %zu: '%s' not in the profile text", i, cases[i].find);
+		char *bad = malloc(strlen(good) + 64);
+		size_t pre = (size_t)(at - good);
+		memcpy(bad, good, pre);
+		strcpy(bad + pre, cases[i].replace);
+		strcat(bad, at + strlen(cases[i].find));
+		char why[256];
+		enum ft_profile_refusal r = ft_profile_from_json(bad, &b, why, sizeof(why));
+		if (r != cases[i].want || !strstr(why, cases[i].needle))
+			fail_msg("case %zu: got %s '%s', want %s '%s'", i, ft_profile_refusal_name(r),
+				 why, ft_profile_refusal_name(cases[i].want), cases[i].needle);
+		assert_null(b.weights); /* nothing half-applied */
+		free(bad);
+	}
+	free(good);
+	/* Traps that stop short of the last weights. */
+	a.ntraps--;
+	char *shortened = ft_profile_to_json(&a);
+	char why[256];
+	assert_int_equal(ft_profile_from_json(shortened, &b, why, sizeof(why)),
+			 FT_PROFILE_INCONSISTENT);
+	assert_non_null(strstr(why, "the traps cover 37 of 39 weights"));
+	free(shortened);
+	a.ntraps++;
+	ft_profile_free(&a);
+}
+
+static void save_load_compat(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/ft-profile-XXXXXX";
+	assert_non_null(mkdtemp(dir));
+	struct ft_profile a, b, other;
+	char why[512], path[600];
+	assert_int_equal(ft_profile_load(dir, &b, why, sizeof(why)), FT_PROFILE_MISSING);
+	make(&a, 8);
+	assert_int_equal(ft_profile_save(&a, dir), 0);
+	snprintf(path, sizeof(path), "%s/profile.json.tmp.%d", dir, (int)getpid());
+	assert_int_not_equal(access(path, F_OK), 0); /* temporary file renamed away */
+	assert_int_equal(ft_profile_load(dir, &b, why, sizeof(why)), FT_PROFILE_OK);
+	snprintf(path, sizeof(path), "%s/profile.json", dir);
+	ft_profile_free(&b);
+	assert_int_equal(ft_profile_load(path, &b, why, sizeof(why)), FT_PROFILE_OK);
+
+	make(&other, 9); /* another model */
+	assert_int_equal(ft_profile_check_compatible(&b, &other, why, sizeof(why)),
+			 FT_PROFILE_OTHER_MODEL);
+	assert_non_null(strstr(why, "another model"));
+	ft_profile_free(&other);
+	make(&other, 8);
+	snprintf(other.device.name, sizeof(other.device.name), "NVIDIA H100 80GB HBM3");
+	assert_int_equal(ft_profile_check_compatible(&b, &other, why, sizeof(why)),
+			 FT_PROFILE_OTHER_DEVICE);
+	assert_non_null(strstr(why, "H100"));
+	/* Skipped checks: no device name, no weights. */
+	other.device.name[0] = 0;
+	free(other.weights);
+	other.weights = NULL;
+	assert_int_equal(ft_profile_check_compatible(&b, &other, why, sizeof(why)), FT_PROFILE_OK);
+
+	FILE *f = fopen(path, "w");
+	fputs("{\"schema\": 1, \"library\": ", f); /* truncated file */
+	fclose(f);
+	ft_profile_free(&b);
+	assert_int_equal(ft_profile_load(dir, &b, why, sizeof(why)), FT_PROFILE_CORRUPT);
+	unlink(path);
+	rmdir(dir);
+	ft_profile_free(&a);
+	ft_profile_free(&other);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(round_trip),
+		cmocka_unit_test(refusals),
+		cmocka_unit_test(save_load_compat),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,131 @@
+/* Trap grouping by the layer period, its fallback, and the copy curve. */
+#include <math.h>
+#include <stdio.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ft/copy_curve.h"
+#include "ft/traps.h"
+#include "llama_sizes.h"
+
+/* Traps cover the weights in order, without gaps or overlaps. */
+static void check_cover(const struct ft_trap *t, int k, const uint64_t *s, uint32_t n)
+{
+	uint32_t next = 0;
+	for (int i = 0; i < k; i++) {
+		char label[32];
+		snprintf(label, sizeof(label), "trap.%d", i);
+		assert_string_equal(t[i].label, label);
+		assert_int_equal(t[i].first_weight, next);
+		assert_true(t[i].nweights > 0);
+		uint64_t b = 0;
+		for (uint32_t j = 0; j < t[i].nweights; j++)
+			b += s[next + j];
+		assert_int_equal(t[i].bytes, b);
+		next += t[i].nweights;
+	}
+	assert_int_equal(next, n);
+}
+
+static void llama_shapes(void **state)
+{
+	(void)state;
+	static const struct {
+		uint32_t layers;
+		uint64_t d, ffn, kv, vocab;
+		int tied;
+	} cases[] = {
+		{ 32, 4096, 14336, 1024, 128256, 0 }, /* Llama-3-8B */
+		{ 80, 8192, 28672, 1024, 128256, 0 }, /* Llama-3-70B */
+		{ 28, 3584, 18944, 512, 152064, 0 },  /* Qwen2-7B */
+		{ 16, 2048, 8192, 512, 128256, 1 },   /* Llama-3.2-1B, tied */
+		{ 3, 1024, 2816, 1024, 8192, 0 },     /* three layers: still a period */
+	};
+	for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+		uint64_t *s;
+		uint32_t n = llama_sizes(&s, cases[c].layers, cases[c].d, cases[c].ffn, cases[c].kv,
+					 cases[c].vocab, cases[c].tied);
+		struct ft_trap *t;
+		int k = ft_traps_group(s, n, 256 << 20, &t);
+		assert_int_equal(k, cases[c].layers + 2);
+		check_cover(t, k, s, n);
+		assert_string_equal(t[0].role, "embedding");
+		assert_int_equal(t[0].nweights, 1);
+		for (uint32_t l = 1; l <= cases[c].layers; l++) {
+			assert_string_equal(t[l].role, "layer");
+			assert_int_equal(t[l].nweights, 9);
+			assert_int_equal(t[l].bytes, t[1].bytes);
+		}
+		assert_string_equal(t[k - 1].role, "head");
+		assert_int_equal(t[k - 1].nweights, cases[c].tied ? 1 : 2);
+		free(t);
+		free(s);
+	}
+}
+
+static void no_period_falls_back(void **state)
+{
+	(void)state;
+	/* Two layers only, and a model of unrelated sizes. */
+	uint64_t *s;
+	uint32_t n = llama_sizes(&s, 2, 1024, 2816, 1024, 8192, 0);
+	struct ft_trap *t;
+	uint32_t start, layers;
+	assert_int_equal(ft_traps_period(s, n, &start, &layers), 0);
+	int k = ft_traps_group(s, n, 8 << 20, &t);
+	check_cover(t, k, s, n);
+	for (int i = 0; i < k; i++) {
+		assert_string_equal(t[i].role, "other");
+		/* each group reaches the target or ends the model */
+		assert_true(t[i].bytes >= (8 << 20) || i == k - 1);
+	}
+	free(t);
+	free(s);
+
+	uint64_t odd[40];
+	for (int i = 0; i < 40; i++)
+		odd[i] = 1000 + (uint64_t)i * 7919 % 997;
+	k = ft_traps_group(odd, 40, 5000, &t);
+	check_cover(t, k, odd, 40);
+	free(t);
+	assert_int_equal(ft_traps_group(odd, 0, 5000, &t), 0);
+	free(t);
+}
+
+static void copy_curve(void **state)
+{
+	(void)state;
+	const struct ft_curve_point c[] = {
+		{ 64 << 10, 0.004 }, { 1 << 20, 0.0218 }, { 16 << 20, 0.31 }, { 256 << 20, 4.97 },
+	};
+	assert_true(ft_curve_ms(c, 4, 1024) == 0.004);       /* latency floor */
+	assert_true(ft_curve_ms(c, 4, 1 << 20) == 0.0218);   /* on a point */
+	double mid = ft_curve_ms(c, 4, 4 << 20);             /* log-log between */
+	assert_true(mid > 0.0218 && mid < 0.31);
+	assert_true(fabs(mid - exp(log(0.0218) + (log(0.31) - log(0.0218)) / 2)) < 1e-9);
+	/* beyond the last point: the last point's bandwidth */
+	assert_true(fabs(ft_curve_ms(c, 4, 1ULL << 30) - 4.97 * 4) < 1e-9);
+	/* monotonic over the range */
+	double prev = 0;
+	for (uint64_t b = 1 << 10; b < (2ULL << 30); b *= 2) {
+		double ms = ft_curve_ms(c, 4, b);
+		assert_true(ms >= prev);
+		prev = ms;
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(llama_shapes),
+		cmocka_unit_test(no_period_falls_back),
+		cmocka_unit_test(copy_curve),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
