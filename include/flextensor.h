@@ -27,6 +27,27 @@ int ft_is_observing(void);
  * *value.  Returns 0, or -1 for an unknown name or a NULL argument. */
 int ft_stat_get(const char *name, unsigned long long *value);
 
+/* Phases, upstream's meaning: the library spends max(1, FT_DISCOVERY_ITERS)
+ * passes in DISCOVERY, max(1, FT_PROFILING_ITERS) in PROFILING, then is in
+ * INFERENCE.  A pass is one iteration of the program's loop (one forward),
+ * found by the library itself (graph replays, the repeating order of the
+ * memory eager launches touch) unless the program marks passes. */
+enum { FT_DISCOVERY = 0, FT_PROFILING = 1, FT_INFERENCE = 2 };
+
+/* Marks the end of one pass (call once per iteration, after the forward).
+ * Once called, only marks count passes.  Returns the number of passes
+ * completed so far, or -1 when the library is not observing. */
+long long ft_mark_pass(void);
+
+/* The current phase (0 DISCOVERY, 1 PROFILING, 2 INFERENCE), or -1 when
+ * the library is not observing. */
+int ft_phase(void);
+
+/* Passes a program must run before INFERENCE:
+ * max(1, FT_DISCOVERY_ITERS) + max(1, FT_PROFILING_ITERS); 0 when the
+ * library is not observing. */
+unsigned long long ft_iters_before_inference(void);
+
 /* Writes out what the FT_TRACE file has buffered.  Returns 0, or -1 when no
  * trace is open. */
 int ft_flush_trace(void);

@@ -1,18 +1,31 @@
 /*
  * Pass detection without framework help.  A pass is one forward (one
- * iteration of the program's loop).  Three sources, in order of authority:
+ * iteration of the program's loop).  Sources, in order of authority:
  *
  *  1. ft_mark_pass() from the program: once called, it alone counts passes.
- *  2. A graph replay whose capture read tracked memory is one pass.
- *  3. Eager launches: the first-touch order of weight-like regions repeats
- *     every pass.  A region is one (allocation, offset) a launch referred
- *     to.  Weight-like regions are touched by few launches per pass; the
- *     activation buffers a layer reuses are touched by every layer and are
- *     left out.  When a weight-like region among the first few of the pass
- *     is touched again, a new pass may have begun there; it is confirmed
- *     once the next weight-like regions touched follow the order this pass
- *     learned (and cancelled when they do not).  The boundary is placed at
- *     the candidate launch, retroactively.
+ *  2. A replay of a graph whose capture referenced tracked memory.
+ *  3. Eager launches: the first-touch order of the regions (allocation,
+ *     offset) that launches refer to repeats every pass.  A region touched
+ *     once so far, first touched in the first tenth of the pass, that is
+ *     touched again is a candidate anchor: a new pass may begin at this
+ *     launch.  A later touch of a region nearer the start of the order
+ *     moves the candidate there.  It is confirmed when eight regions touched
+ *     once so far and lying after the anchor in the order are touched again
+ *     before more than matched + 4 new regions appear (a false candidate in
+ *     the middle of a pass meets mostly new regions: the next layers'
+ *     weights); the boundary is then placed at the candidate launch and the
+ *     launches since are replayed into the new pass.  Nothing repeating for
+ *     max(256, 3 x the last pass) launches restarts the learning (a new
+ *     model, or a first pass polluted by weight initialisation).
+ *
+ * Measured on tests/data/h200-workloads (unit test passes_fixture): for the
+ * first model of the recording (transformers Llama, DynamicCache,
+ * prefill/decode alternation, varying lengths) every forward boundary is
+ * found and none invented.  Known limits, seen on the later models of the
+ * same recording: after a model is replaced in the same process the tied
+ * second model's boundaries were not found, and for the hand-written
+ * decoder the boundaries were found with the right period but rotated by a
+ * few launches from the forward's first launch.
  *
  * Pure C on plain data, no CUDA, no locks: the caller serialises.
  */
@@ -20,10 +33,6 @@
 #define FT_PASSES_H
 
 #include <stdint.h>
-
-#define FT_PASS_ANCHORS 4        /* first regions of a pass that may start the next */
-#define FT_PASS_CONFIRM 8        /* in-order regions that confirm a boundary */
-#define FT_PASS_MAX_TOUCH 4      /* touches per pass above which a region is not weight-like */
 
 struct ft_region_ref {
 	uint64_t alloc_id;
@@ -33,43 +42,43 @@ struct ft_region_ref {
 enum ft_pass_source { FT_PASS_NONE, FT_PASS_EAGER, FT_PASS_GRAPH, FT_PASS_MARK };
 
 struct ft_pass_slot;
+struct ft_pass_log;
 
 struct ft_passes {
-	uint64_t passes;          /* boundaries seen (the first pass starts at 0) */
-	uint64_t launches;        /* launches fed */
-	uint64_t pass_start;      /* launch index where the current pass began */
-	uint64_t generation;      /* bumps each pass: slots of older passes are stale */
-	int marked;               /* ft_mark_pass() was called: heuristics off */
+	uint64_t passes;          /* boundaries seen */
+	uint64_t launches;        /* eager launches fed */
+	int marked;               /* ft_mark_pass() was called: only marks count */
 
-	/* current pass: weight-like regions in first-touch order */
-	uint32_t norder;
-	uint32_t order_cap;
-	struct ft_region_ref *order;
+	/* the current pass */
+	uint64_t start;           /* launch index where it began */
+	uint64_t n;               /* launches in it so far */
+	uint64_t prev_len;        /* launches in the previous pass */
+	uint32_t generation;      /* region slots of other generations are stale */
+	uint32_t norder;          /* regions touched in it so far */
 
 	/* candidate boundary */
 	int pending;
-	uint64_t cand_launch;
-	uint32_t cand_pos;        /* position of the anchor in order */
-	uint32_t last_pos;        /* highest order position matched since */
-	uint32_t matched;
-	uint64_t cand_gen;        /* regions first seen since the candidate */
+	uint64_t cand;            /* launch index of the candidate */
+	struct ft_region_ref anchor;
+	uint32_t anchor_pos;
+	uint32_t matched, unknown;
+	struct ft_pass_log *log;  /* launches since the candidate */
 
-	/* open-addressing table of regions */
-	uint32_t slots_cap;
+	uint32_t slots_cap, slots_used;
 	struct ft_pass_slot *slots;
 };
 
 int ft_passes_init(struct ft_passes *p);
 void ft_passes_destroy(struct ft_passes *p);
 
-/* Feeds one eager launch and the regions it referenced.  Returns the
- * source of a pass boundary this launch confirmed (FT_PASS_EAGER; *start is
- * then the launch index where the new pass began), or FT_PASS_NONE. */
+/* Feeds one eager launch and the regions it referred to.  Returns
+ * FT_PASS_EAGER when this launch confirmed a boundary (*start = index of the
+ * launch that began the new pass), else FT_PASS_NONE. */
 enum ft_pass_source ft_passes_launch(struct ft_passes *p, const struct ft_region_ref *r,
 				     unsigned n, uint64_t *start);
-/* A graph replay (reads_memory: its capture referenced tracked memory). */
+/* A graph replay; reads_memory: its capture referred to tracked memory. */
 enum ft_pass_source ft_passes_graph(struct ft_passes *p, int reads_memory);
-/* The program marked a pass boundary. */
+/* The program marked a boundary. */
 enum ft_pass_source ft_passes_mark(struct ft_passes *p);
 
 #endif

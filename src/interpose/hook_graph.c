@@ -56,6 +56,8 @@ BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz, 1)
 			;                                                      \
 		ft_obs_event("capture_end", #sym, rc, "capture", id, "graph",  \
 			     rc == CUDA_SUCCESS && g ? H(*g) : 0);             \
+		if (rc == CUDA_SUCCESS && g && id)                             \
+			ft_graphs_capture_end(ft_g.graphs, id, H(*g));         \
 		return rc;                                                     \
 	}
 END_CAPTURE(cuStreamEndCapture, 0)
@@ -63,8 +65,10 @@ END_CAPTURE(cuStreamEndCapture_ptsz, 1)
 
 static void instantiated(const char *api, CUgraph g, CUgraphExec *e, CUresult rc)
 {
-	if (rc == CUDA_SUCCESS)
+	if (rc == CUDA_SUCCESS && e) {
 		FT_STAT_INC(&ft_g.stats, graph_instantiates);
+		ft_graphs_instantiate(ft_g.graphs, H(g), H(*e));
+	}
 	ft_obs_event("graph_instantiate", api, rc, "graph", H(g), "exec",
 		     rc == CUDA_SUCCESS && e ? H(*e) : 0);
 }
@@ -88,13 +92,25 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long lo
 INSTANTIATE_PARAMS(cuGraphInstantiateWithParams)
 INSTANTIATE_PARAMS(cuGraphInstantiateWithParams_ptsz)
 
+/* A replay of a graph whose capture read tracked memory is one pass. */
+static void replayed(CUgraphExec e)
+{
+	if (!ft_graphs_exec_reads(ft_g.graphs, H(e)))
+		return;
+	pthread_mutex_lock(&ft_g.learn_lock);
+	ft_obs_pass(ft_passes_graph(&ft_g.passes, 1), 0);
+	pthread_mutex_unlock(&ft_g.learn_lock);
+}
+
 #define GRAPH_ON_STREAM(sym, ev, counted)                                      \
 	CUresult sym(CUgraphExec e, CUstream s)                                \
 	{                                                                      \
 		CUresult rc = FT_CALL(sym, e, s);                              \
 		if (OBSERVING()) {                                             \
-			if (counted && rc == CUDA_SUCCESS)                     \
+			if (counted && rc == CUDA_SUCCESS) {                   \
 				FT_STAT_INC(&ft_g.stats, graph_launches);      \
+				replayed(e);                                   \
+			}                                                      \
 			ft_obs_event(ev, #sym, rc, "exec", H(e), "stream", H(s)); \
 		}                                                              \
 		return rc;                                                     \
@@ -104,9 +120,12 @@ GRAPH_ON_STREAM(cuGraphUpload_ptsz, "graph_upload", 0)
 GRAPH_ON_STREAM(cuGraphLaunch, "graph_launch", 1)
 GRAPH_ON_STREAM(cuGraphLaunch_ptsz, "graph_launch", 1)
 
+
 CUresult cuGraphExecDestroy(CUgraphExec e)
 {
 	CUresult rc = FT_CALL(cuGraphExecDestroy, e);
+	if (rc == CUDA_SUCCESS && OBSERVING())
+		ft_graphs_exec_destroy(ft_g.graphs, H(e));
 	if (OBSERVING())
 		ft_obs_event("graph_exec_destroy", "cuGraphExecDestroy", rc, "exec",
 			     H(e), NULL, 0);

@@ -85,6 +85,8 @@ static void at_exit(void)
  * usable there) and whatever the parent had buffered for the trace. */
 static void fork_prepare(void)
 {
+	pthread_mutex_lock(&ft_g.learn_lock);
+	pthread_mutex_lock(&ft_g.graphs->lock);
 	pthread_mutex_lock(&ft_g.trace.lock);
 	pthread_mutex_lock(&ft_g.kernels.lock);
 	pthread_mutex_lock(&ft_g.tmaps->lock);
@@ -97,6 +99,8 @@ static void fork_parent(void)
 	pthread_mutex_unlock(&ft_g.tmaps->lock);
 	pthread_mutex_unlock(&ft_g.kernels.lock);
 	pthread_mutex_unlock(&ft_g.trace.lock);
+	pthread_mutex_unlock(&ft_g.graphs->lock);
+	pthread_mutex_unlock(&ft_g.learn_lock);
 }
 
 static void fork_child(void)
@@ -107,6 +111,8 @@ static void fork_child(void)
 	pthread_mutex_init(&ft_g.tmaps->lock, NULL);
 	pthread_mutex_init(&ft_g.kernels.lock, NULL);
 	pthread_mutex_init(&ft_g.trace.lock, NULL);
+	pthread_mutex_init(&ft_g.graphs->lock, NULL);
+	pthread_mutex_init(&ft_g.learn_lock, NULL);
 	ft_registry_clear(&ft_g.reg);
 	ft_kernels_flush(&ft_g.kernels);
 	ft_trace_after_fork(&ft_g.trace);
@@ -116,12 +122,16 @@ static void fork_child(void)
 static int start_observers(void)
 {
 	ft_g.tmaps = calloc(1, sizeof(*ft_g.tmaps));
-	if (!ft_g.tmaps || ft_registry_init(&ft_g.reg) ||
-	    ft_kernels_init(&ft_g.kernels, &ft_g.real)) {
+	ft_g.graphs = calloc(1, sizeof(*ft_g.graphs));
+	if (!ft_g.tmaps || !ft_g.graphs || ft_registry_init(&ft_g.reg) ||
+	    ft_kernels_init(&ft_g.kernels, &ft_g.real) || ft_passes_init(&ft_g.passes)) {
 		ft_error("out of memory while starting; passing every call through");
 		return -1;
 	}
 	ft_tmaps_init(ft_g.tmaps);
+	ft_graphs_init(ft_g.graphs);
+	pthread_mutex_init(&ft_g.learn_lock, NULL);
+	ft_phases_init(&ft_g.phases, ft_g.opt.discovery_iters, ft_g.opt.profiling_iters);
 	ft_g.trace.fd = -1;
 	if (ft_g.opt.trace) {
 		int rc = ft_trace_open(&ft_g.trace, ft_g.opt.trace);
@@ -204,6 +214,33 @@ FT_EXPORT int ft_stat_get(const char *name, unsigned long long *value)
 		return -1;
 	*value = (unsigned long long)ft_stats_read(&ft_g.stats, id);
 	return 0;
+}
+
+FT_EXPORT long long ft_mark_pass(void)
+{
+	ft_lib_ensure();
+	if (!ft_is_observing())
+		return -1;
+	pthread_mutex_lock(&ft_g.learn_lock);
+	ft_obs_pass(ft_passes_mark(&ft_g.passes), 0);
+	long long n = (long long)ft_g.phases.total;
+	pthread_mutex_unlock(&ft_g.learn_lock);
+	return n;
+}
+
+FT_EXPORT int ft_phase(void)
+{
+	if (!ft_is_observing())
+		return -1;
+	return atomic_load_explicit(&ft_g.phase, memory_order_relaxed);
+}
+
+FT_EXPORT unsigned long long ft_iters_before_inference(void)
+{
+	ft_lib_ensure();
+	if (!ft_is_observing())
+		return 0;
+	return ft_phases_iters_before_inference(&ft_g.phases);
 }
 
 FT_EXPORT int ft_flush_trace(void)

@@ -7,13 +7,17 @@
 #ifndef FT_INTERPOSE_LIB_H
 #define FT_INTERPOSE_LIB_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #include "ft/cuda.h"
 #include "ft/kernels.h"
 #include "ft/log.h"
+#include "ft/graphs.h"
 #include "ft/options.h"
+#include "ft/passes.h"
+#include "ft/phase.h"
 #include "ft/real.h"
 #include "ft/registry.h"
 #include "ft/scan.h"
@@ -35,6 +39,13 @@ struct ft_lib {
 	struct ft_trace trace;
 	struct ft_stats stats;
 	_Atomic int active_captures;
+
+	/* learning: pass detection and the phase machine, under learn_lock */
+	pthread_mutex_t learn_lock;
+	struct ft_passes passes;
+	struct ft_phases phases;
+	_Atomic int phase;          /* phases.phase, readable without the lock */
+	struct ft_graphs *graphs;
 };
 
 extern struct ft_lib ft_g;
@@ -95,6 +106,8 @@ void ft_obs_launch(const struct ft_launch *l, CUresult rc);
  * h1/h2 are named handles (NULL name = absent). */
 void ft_obs_event(const char *ev, const char *api, CUresult rc,
 		  const char *k1, uint64_t h1, const char *k2, uint64_t h2);
+/* A pass completed (source: enum ft_pass_source); caller holds learn_lock. */
+void ft_obs_pass(int source, uint64_t start_launch);
 /* Capture id of the capture stream s belongs to, or 0. */
 uint64_t ft_obs_capture_id(CUstream s, int ptsz);
 void ft_obs_tensormap(const char *api, const CUtensorMap *map, uint64_t addr);

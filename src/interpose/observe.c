@@ -179,6 +179,46 @@ static void trace_launch(const struct ft_launch *l, const struct ft_kernel *k,
 	ft_trace_emit(&ft_g.trace, rec);
 }
 
+static const char *const pass_sources[] = { "none", "eager", "graph", "mark" };
+
+void ft_obs_pass(int source, uint64_t start_launch)
+{
+	static const int stat[] = { 0, FT_STAT_passes_eager, FT_STAT_passes_graph,
+				    FT_STAT_passes_marked };
+	if (source <= FT_PASS_NONE || source > FT_PASS_MARK)
+		return;
+	atomic_fetch_add_explicit(&ft_g.stats.v[stat[source]], 1, memory_order_relaxed);
+	int changed = ft_phases_pass(&ft_g.phases);
+	if (changed) {
+		atomic_store_explicit(&ft_g.phase, ft_g.phases.phase, memory_order_relaxed);
+		ft_info("pass %llu (%s): entering %s", (unsigned long long)ft_g.phases.total,
+			pass_sources[source], ft_phase_name(ft_g.phases.phase));
+	}
+	if (!ft_trace_on(&ft_g.trace))
+		return;
+	cJSON *rec = ft_trace_begin("pass");
+	ft_trace_str(rec, "source", pass_sources[source]);
+	ft_trace_num(rec, "passes", (double)ft_g.phases.total);
+	if (source == FT_PASS_EAGER)
+		ft_trace_num(rec, "start_seq", (double)start_launch);
+	ft_trace_str(rec, "phase", ft_phase_name(ft_g.phases.phase));
+	ft_trace_emit(&ft_g.trace, rec);
+}
+
+/* Feeds an eager launch to pass detection (DISCOVERY and PROFILING only). */
+static void learn(const struct ft_refs *refs)
+{
+	struct ft_region_ref r[FT_MAX_REFS];
+	for (unsigned i = 0; i < refs->n; i++)
+		r[i] = (struct ft_region_ref){ refs->v[i].alloc_id, refs->v[i].offset };
+	pthread_mutex_lock(&ft_g.learn_lock);
+	uint64_t start = 0;
+	int src = ft_passes_launch(&ft_g.passes, r, refs->n, &start);
+	if (src != FT_PASS_NONE)
+		ft_obs_pass(src, start);
+	pthread_mutex_unlock(&ft_g.learn_lock);
+}
+
 void ft_obs_launch(const struct ft_launch *l, CUresult rc)
 {
 	struct ft_refs refs;
@@ -199,10 +239,16 @@ void ft_obs_launch(const struct ft_launch *l, CUresult rc)
 		ft_debug_once("kernel %s: parameter layout unknown; its launches are not scanned",
 			      k ? k->name : "?");
 	}
-	if (cap)
+	if (cap) {
 		FT_STAT_INC(&ft_g.stats, captured_launches);
+		if (scanned && refs.n)
+			ft_graphs_capture_read(ft_g.graphs, cap);
+	}
 	if (ft_trace_on(&ft_g.trace))
 		trace_launch(l, k, scanned ? &refs : NULL, seq, cap, rc);
+	if (!cap && scanned &&
+	    atomic_load_explicit(&ft_g.phase, memory_order_relaxed) != FT_PHASE_INFERENCE)
+		learn(&refs);
 }
 
 void ft_obs_event(const char *ev, const char *api, CUresult rc, const char *k1,

@@ -20,12 +20,15 @@ static const char *const expected[] = {
 #include "../../src/interpose/hooks.def"
 	"dlsym",
 	"ft_version", "ft_is_observing", "ft_stat_get", "ft_flush_trace",
+	"ft_mark_pass", "ft_phase", "ft_iters_before_inference",
 };
 #define N (sizeof(expected) / sizeof(expected[0]))
 
 /* Compile-time proof that the public names above are the header's. */
 static void *const api[] = { (void *)ft_version, (void *)ft_is_observing,
-			     (void *)ft_stat_get, (void *)ft_flush_trace };
+			     (void *)ft_stat_get, (void *)ft_flush_trace,
+			     (void *)ft_mark_pass, (void *)ft_phase,
+			     (void *)ft_iters_before_inference };
 
 int main(int argc, char **argv)
 {

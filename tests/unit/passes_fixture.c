@@ -1,0 +1,137 @@
+/*
+ * Pass detection on real launches: replays a trace recorded on the H200
+ * (tests/data/h200-workloads, see tests/gpu/capture_traces.py) into the
+ * detector and scores its boundaries against the recorded forward calls.
+ * A boundary is right when it falls between the end of the previous forward
+ * and the first launch of the next (the launches between two forwards, e.g.
+ * an argmax, belong to neither); boundaries before the first forward (the
+ * weight-initialisation kernels) are not scored.
+ * usage: passes_fixture TRACE.jsonl TRUTH.json
+ * Asserts, for the first model of the recording (transformers Llama with
+ * and without KV cache, prefill and decode, varying lengths): every
+ * boundary found and none invented.  Prints the score of the later models
+ * (a second model in the same process, a hand-written decoder) as well.
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/passes.h"
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *t = malloc((size_t)n + 1);
+	if (t && fread(t, 1, (size_t)n, f) != (size_t)n) {
+		free(t);
+		t = NULL;
+	}
+	if (t)
+		t[n] = 0;
+	fclose(f);
+	return t;
+}
+
+struct window {
+	uint64_t lo, hi; /* a right boundary is in [lo, hi] */
+	const char *workload;
+	int hit;
+};
+
+int main(int argc, char **argv)
+{
+	if (argc != 3)
+		return 2;
+	char *truth_text = slurp(argv[2]);
+	cJSON *truth = truth_text ? cJSON_Parse(truth_text) : NULL;
+	FILE *f = fopen(argv[1], "r");
+	if (!truth || !f) {
+		fprintf(stderr, "cannot read the fixture\n");
+		return 2;
+	}
+	struct window w[256];
+	int nw = 0;
+	uint64_t prev_end = 0;
+	cJSON *fw;
+	cJSON_ArrayForEach(fw, cJSON_GetObjectItem(truth, "forwards")) {
+		const char *kind = cJSON_GetObjectItem(fw, "kind")->valuestring;
+		if (strcmp(kind, "prefill") && strcmp(kind, "decode"))
+			continue;
+		uint64_t first = (uint64_t)cJSON_GetObjectItem(fw, "first")->valuedouble;
+		w[nw++] = (struct window){ prev_end, first,
+					   cJSON_GetObjectItem(fw, "workload")->valuestring, 0 };
+		prev_end = (uint64_t)cJSON_GetObjectItem(fw, "end")->valuedouble;
+		if (nw == 256)
+			break;
+	}
+
+	struct ft_passes p;
+	ft_passes_init(&p);
+	char *line = malloc(1 << 20);
+	int detected = 0, invented_first = 0, invented_later = 0;
+	while (fgets(line, 1 << 20, f)) {
+		if (!strstr(line, "\"ev\":\"launch\""))
+			continue;
+		cJSON *r = cJSON_Parse(line);
+		struct ft_region_ref refs[64];
+		unsigned n = 0;
+		cJSON *x;
+		cJSON_ArrayForEach(x, cJSON_GetObjectItem(r, "refs")) {
+			if (n < 64)
+				refs[n++] = (struct ft_region_ref){
+					(uint64_t)cJSON_GetObjectItem(x, "id")->valuedouble,
+					(uint64_t)cJSON_GetObjectItem(x, "off")->valuedouble };
+		}
+		cJSON_Delete(r);
+		uint64_t start;
+		if (ft_passes_launch(&p, refs, n, &start) != FT_PASS_EAGER)
+			continue;
+		detected++;
+		/* Boundaries before the first forward (weight initialisation
+		 * kernels) are neither required nor wrong. */
+		int ok = nw && start <= w[0].hi;
+		for (int i = 1; i < nw; i++)
+			if (start >= w[i].lo && start <= w[i].hi) {
+				w[i].hit = ok = 1;
+			}
+		if (!ok) {
+			/* which model's span is it in? */
+			int later = 0;
+			for (int i = 1; i < nw; i++)
+				if (start >= w[i].lo && strcmp(w[i].workload, "hf_cache") &&
+				    strcmp(w[i].workload, "hf_nocache"))
+					later = 1;
+			later ? invented_later++ : invented_first++;
+			fprintf(stderr, "invented at %llu\n", (unsigned long long)start);
+		}
+	}
+	fclose(f);
+	int found_first = 0, want_first = 0, found_later = 0, want_later = 0;
+	for (int i = 1; i < nw; i++) {
+		int first_model = !strcmp(w[i].workload, "hf_cache") ||
+				  !strcmp(w[i].workload, "hf_nocache");
+		if (first_model) {
+			want_first++;
+			found_first += w[i].hit;
+		} else {
+			want_later++;
+			found_later += w[i].hit;
+		}
+	}
+	printf("first model: %d of %d boundaries found, %d invented\n", found_first, want_first,
+	       invented_first);
+	printf("later models (not asserted): %d of %d found, %d invented\n", found_later,
+	       want_later, invented_later);
+	printf("%d boundaries detected in all\n", detected);
+	ft_passes_destroy(&p);
+	free(line);
+	cJSON_Delete(truth);
+	free(truth_text);
+	return found_first == want_first && invented_first == 0 ? 0 : 1;
+}
