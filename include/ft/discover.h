@@ -1,0 +1,81 @@
+/*
+ * Weight identification (DISCOVERY).  The units are regions: an
+ * (allocation, offset) some launch referred to, extending to the next
+ * referred offset of the same allocation or to its end.  A region is a
+ * weight when all of these hold:
+ *   - its allocation existed before the first pass began (weights are
+ *     loaded first; activations, caches grown during passes, workspaces
+ *     made at the first GEMM are not);
+ *   - it was read in every pass observed;
+ *   - no copy or memset wrote into it after the first pass began (input
+ *     staging buffers, KV caches filled by copies);
+ *   - its content was the same at every pass boundary sampled (a checksum
+ *     computed on the GPU; KV caches written by kernels change) — which
+ *     needs two samples, so discovery lasts at least two passes;
+ *   - it is at least FT_WEIGHT_MIN_BYTES (upstream's 0.1 MiB).
+ * Weights come out in first-touch order of the last completed pass.  Pure C; the
+ * caller serialises and computes the checksums.
+ */
+#ifndef FT_DISCOVER_H
+#define FT_DISCOVER_H
+
+#include <stdint.h>
+
+#define FT_WEIGHT_MIN_BYTES 104858u /* 0.1 MiB, rounded up */
+#define FT_DISCOVER_MAX_PASSES 64
+
+struct ft_disc_region {
+	uint64_t alloc_id, offset;
+	uint64_t alloc_size;
+	uint64_t extent;           /* bytes, set by ft_disc_extents */
+	uint64_t touched;          /* bit p: read in pass p */
+	uint32_t order;            /* first-touch position in the pass last touched */
+	uint32_t last_pass;        /* that pass */
+	uint32_t order_done;       /* first-touch position in the last completed pass */
+	uint8_t written;           /* a copy/memset wrote into it after the cutoff */
+	uint8_t nsums;
+	uint8_t sums_differ;
+	uint64_t sum;              /* first checksum */
+};
+
+enum ft_disc_reason {
+	FT_DISC_WEIGHT,
+	FT_DISC_TOO_NEW,      /* allocated after the first pass began */
+	FT_DISC_NOT_EVERY,    /* not read in every pass */
+	FT_DISC_WRITTEN,      /* destination of a copy or memset */
+	FT_DISC_CHANGED,      /* content changed between passes */
+	FT_DISC_UNCHECKED,    /* fewer than two checksums */
+	FT_DISC_SMALL,        /* below FT_WEIGHT_MIN_BYTES */
+	FT_DISC_REASONS
+};
+
+struct ft_discover {
+	uint64_t cutoff_id;        /* allocations with id < cutoff existed first */
+	uint32_t pass;             /* current pass index (0-based) */
+	uint32_t passes_done;      /* passes completed while observing */
+	uint32_t order_next;       /* next first-touch position in this pass */
+	uint32_t n, cap;
+	struct ft_disc_region *r;  /* sorted by (alloc_id, offset) */
+};
+
+int ft_disc_init(struct ft_discover *d, uint64_t cutoff_id);
+void ft_disc_destroy(struct ft_discover *d);
+/* A launch in the current pass read this region. */
+int ft_disc_read(struct ft_discover *d, uint64_t alloc_id, uint64_t offset,
+		 uint64_t alloc_size);
+/* A copy or memset wrote [offset, offset + bytes) of the allocation. */
+void ft_disc_write(struct ft_discover *d, uint64_t alloc_id, uint64_t offset, uint64_t bytes);
+/* Computes every region's extent (next referred offset or allocation end). */
+void ft_disc_extents(struct ft_discover *d);
+/* The current pass ended; the next begins. */
+void ft_disc_pass_end(struct ft_discover *d);
+/* Records one checksum of region i (same index as d->r). */
+void ft_disc_sum(struct ft_discover *d, uint32_t i, uint64_t sum);
+/* Verdict for region i. */
+enum ft_disc_reason ft_disc_classify(const struct ft_discover *d, uint32_t i);
+const char *ft_disc_reason_name(enum ft_disc_reason r);
+/* Indices of the weights in first-touch order of the last pass; returns how
+ * many (idx malloc'd). */
+uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx);
+
+#endif

@@ -1,0 +1,168 @@
+/* Weight identification (include/ft/discover.h). */
+#include "ft/discover.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int ft_disc_init(struct ft_discover *d, uint64_t cutoff_id)
+{
+	memset(d, 0, sizeof(*d));
+	d->cutoff_id = cutoff_id;
+	d->cap = 256;
+	d->r = calloc(d->cap, sizeof(*d->r));
+	return d->r ? 0 : -ENOMEM;
+}
+
+void ft_disc_destroy(struct ft_discover *d)
+{
+	free(d->r);
+	memset(d, 0, sizeof(*d));
+}
+
+static int before(const struct ft_disc_region *r, uint64_t a, uint64_t o)
+{
+	return r->alloc_id < a || (r->alloc_id == a && r->offset < o);
+}
+
+/* Index of the first region not before (a, o). */
+static uint32_t lower(const struct ft_discover *d, uint64_t a, uint64_t o)
+{
+	uint32_t lo = 0, hi = d->n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (before(&d->r[mid], a, o))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_size)
+{
+	uint32_t i = lower(d, a, o);
+	if (i == d->n || d->r[i].alloc_id != a || d->r[i].offset != o) {
+		if (d->n == d->cap) {
+			struct ft_disc_region *r = realloc(d->r, d->cap * 2 * sizeof(*r));
+			if (!r)
+				return -ENOMEM;
+			d->r = r;
+			d->cap *= 2;
+		}
+		memmove(&d->r[i + 1], &d->r[i], (d->n - i) * sizeof(*d->r));
+		d->r[i] = (struct ft_disc_region){ .alloc_id = a, .offset = o,
+						   .alloc_size = alloc_size, .last_pass = UINT32_MAX };
+		d->n++;
+	}
+	struct ft_disc_region *r = &d->r[i];
+	if (d->pass < FT_DISCOVER_MAX_PASSES)
+		r->touched |= 1ULL << d->pass;
+	if (r->last_pass != d->pass) {
+		r->last_pass = d->pass;
+		r->order = d->order_next++;
+	}
+	return 0;
+}
+
+void ft_disc_write(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t bytes)
+{
+	/* Regions of a that start before o + bytes and end after o; extents
+	 * are not final yet, so any region from the one holding o on. */
+	uint32_t i = lower(d, a, o);
+	if (i > 0 && d->r[i - 1].alloc_id == a)
+		i--; /* the region that may contain o */
+	for (; i < d->n && d->r[i].alloc_id == a && d->r[i].offset < o + bytes; i++) {
+		struct ft_disc_region *r = &d->r[i];
+		uint64_t end = i + 1 < d->n && d->r[i + 1].alloc_id == a ? d->r[i + 1].offset
+									  : r->alloc_size;
+		if (end > o)
+			r->written = 1;
+	}
+}
+
+void ft_disc_extents(struct ft_discover *d)
+{
+	for (uint32_t i = 0; i < d->n; i++) {
+		struct ft_disc_region *r = &d->r[i];
+		uint64_t end = i + 1 < d->n && d->r[i + 1].alloc_id == r->alloc_id
+				       ? d->r[i + 1].offset
+				       : r->alloc_size;
+		r->extent = end > r->offset ? end - r->offset : 0;
+	}
+}
+
+void ft_disc_pass_end(struct ft_discover *d)
+{
+	for (uint32_t i = 0; i < d->n; i++)
+		if (d->r[i].last_pass == d->pass)
+			d->r[i].order_done = d->r[i].order;
+	d->passes_done++;
+	d->pass++;
+	d->order_next = 0;
+}
+
+void ft_disc_sum(struct ft_discover *d, uint32_t i, uint64_t sum)
+{
+	struct ft_disc_region *r = &d->r[i];
+	if (!r->nsums)
+		r->sum = sum;
+	else if (r->sum != sum)
+		r->sums_differ = 1;
+	if (r->nsums < 255)
+		r->nsums++;
+}
+
+enum ft_disc_reason ft_disc_classify(const struct ft_discover *d, uint32_t i)
+{
+	const struct ft_disc_region *r = &d->r[i];
+	uint32_t passes = d->passes_done < FT_DISCOVER_MAX_PASSES ? d->passes_done
+								 : FT_DISCOVER_MAX_PASSES;
+	uint64_t all = passes >= 64 ? ~0ULL : (1ULL << passes) - 1;
+	if (r->alloc_id >= d->cutoff_id)
+		return FT_DISC_TOO_NEW;
+	if (!passes || (r->touched & all) != all)
+		return FT_DISC_NOT_EVERY;
+	if (r->written)
+		return FT_DISC_WRITTEN;
+	if (r->sums_differ)
+		return FT_DISC_CHANGED;
+	if (r->nsums < 2)
+		return FT_DISC_UNCHECKED;
+	if (r->extent < FT_WEIGHT_MIN_BYTES)
+		return FT_DISC_SMALL;
+	return FT_DISC_WEIGHT;
+}
+
+const char *ft_disc_reason_name(enum ft_disc_reason r)
+{
+	static const char *const names[] = {
+		"weight", "allocated during passes", "not read every pass",
+		"written by copies", "content changed", "not checked twice", "small",
+	};
+	return (unsigned)r < FT_DISC_REASONS ? names[r] : "?";
+}
+
+static const struct ft_discover *sort_d;
+static int by_order(const void *a, const void *b)
+{
+	const struct ft_disc_region *x = &sort_d->r[*(const uint32_t *)a];
+	const struct ft_disc_region *y = &sort_d->r[*(const uint32_t *)b];
+	return x->order_done < y->order_done ? -1 : x->order_done > y->order_done;
+}
+
+uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx)
+{
+	uint32_t *v = malloc((d->n + 1) * sizeof(*v)), k = 0;
+	if (!v) {
+		*idx = NULL;
+		return 0;
+	}
+	for (uint32_t i = 0; i < d->n; i++)
+		if (ft_disc_classify(d, i) == FT_DISC_WEIGHT)
+			v[k++] = i;
+	sort_d = d;
+	qsort(v, k, sizeof(*v), by_order);
+	*idx = v;
+	return k;
+}

@@ -1,0 +1,121 @@
+/* Weight identification rules: weights, KV caches written by kernels, input
+ * staging written by copies, activations allocated during passes, buffers
+ * not read every pass, small buffers, a single checksum; extents and the
+ * first-touch order of the weights. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "ft/discover.h"
+
+enum { WEIGHTS = 1, KV = 2, STAGING = 3, SPARSE = 4, ACT = 10 };
+#define MB (1u << 20)
+
+static uint32_t find(const struct ft_discover *d, uint64_t a, uint64_t o)
+{
+	for (uint32_t i = 0; i < d->n; i++)
+		if (d->r[i].alloc_id == a && d->r[i].offset == o)
+			return i;
+	fail_msg("region %llu+%llu not found", (unsigned long long)a, (unsigned long long)o);
+	return 0;
+}
+
+static void classify_all(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 5), 0); /* ids < 5 existed before the first pass */
+	for (int pass = 0; pass < 3; pass++) {
+		/* weights: three tensors in one allocation, read head-first */
+		ft_disc_read(&d, WEIGHTS, 4 * MB, 8 * MB);
+		ft_disc_read(&d, WEIGHTS, 0, 8 * MB);
+		ft_disc_read(&d, WEIGHTS, 2 * MB, 8 * MB);
+		ft_disc_read(&d, WEIGHTS, 6 * MB, 8 * MB);       /* 2 MiB, last */
+		ft_disc_read(&d, WEIGHTS, 6 * MB, 8 * MB);       /* read twice: same region */
+		ft_disc_read(&d, KV, 0, 64 * MB);                /* written by kernels */
+		ft_disc_read(&d, STAGING, 0, 4 * MB);
+		ft_disc_write(&d, STAGING, 1024, 16);            /* copy into the middle */
+		ft_disc_read(&d, ACT, 0, 32 * MB);               /* allocated during passes */
+		if (pass != 1)
+			ft_disc_read(&d, SPARSE, 0, 4 * MB);
+		ft_disc_read(&d, WEIGHTS, 8 * MB - 4096, 8 * MB); /* a 4 KiB tail tensor */
+		if (pass < 2)
+			ft_disc_pass_end(&d);
+	}
+	/* pass 2 is still running: only passes 0 and 1 count */
+	ft_disc_extents(&d);
+	for (uint32_t i = 0; i < d.n; i++) {
+		uint64_t sum = d.r[i].alloc_id == KV ? 1000 + i : 42 + i;
+		ft_disc_sum(&d, i, sum);
+		ft_disc_sum(&d, i, d.r[i].alloc_id == KV ? 2000 + i : 42 + i);
+	}
+	assert_int_equal(ft_disc_classify(&d, find(&d, WEIGHTS, 0)), FT_DISC_WEIGHT);
+	assert_int_equal(d.r[find(&d, WEIGHTS, 0)].extent, 2 * MB);
+	assert_int_equal(d.r[find(&d, WEIGHTS, 6 * MB)].extent, 2 * MB - 4096);
+	assert_int_equal(ft_disc_classify(&d, find(&d, WEIGHTS, 8 * MB - 4096)), FT_DISC_SMALL);
+	assert_int_equal(ft_disc_classify(&d, find(&d, KV, 0)), FT_DISC_CHANGED);
+	assert_int_equal(ft_disc_classify(&d, find(&d, STAGING, 0)), FT_DISC_WRITTEN);
+	assert_int_equal(ft_disc_classify(&d, find(&d, ACT, 0)), FT_DISC_TOO_NEW);
+	assert_int_equal(ft_disc_classify(&d, find(&d, SPARSE, 0)), FT_DISC_NOT_EVERY);
+
+	uint32_t *w;
+	uint32_t n = ft_disc_weights(&d, &w);
+	assert_int_equal(n, 4);
+	/* first-touch order: 4 MiB, 0, 2 MiB, 6 MiB */
+	assert_int_equal(d.r[w[0]].offset, 4 * MB);
+	assert_int_equal(d.r[w[1]].offset, 0);
+	assert_int_equal(d.r[w[2]].offset, 2 * MB);
+	assert_int_equal(d.r[w[3]].offset, 6 * MB);
+	free(w);
+	ft_disc_destroy(&d);
+}
+
+static void one_checksum_is_not_proof(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	ft_disc_init(&d, 5);
+	ft_disc_read(&d, WEIGHTS, 0, 8 * MB);
+	ft_disc_pass_end(&d);
+	ft_disc_extents(&d);
+	ft_disc_sum(&d, 0, 7);
+	assert_int_equal(ft_disc_classify(&d, 0), FT_DISC_UNCHECKED);
+	ft_disc_sum(&d, 0, 7);
+	assert_int_equal(ft_disc_classify(&d, 0), FT_DISC_WEIGHT);
+	ft_disc_destroy(&d);
+}
+
+static void writes_and_boundaries(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	ft_disc_init(&d, 5);
+	ft_disc_read(&d, WEIGHTS, 0, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 4 * MB, 8 * MB);
+	/* a write that ends exactly where the second region begins touches
+	 * only the first */
+	ft_disc_write(&d, WEIGHTS, 4 * MB - 16, 16);
+	assert_true(d.r[0].written);
+	assert_false(d.r[1].written);
+	/* a write in another allocation touches neither */
+	ft_disc_write(&d, KV, 0, 8 * MB);
+	assert_false(d.r[1].written);
+	/* a write covering the tail */
+	ft_disc_write(&d, WEIGHTS, 6 * MB, 4096);
+	assert_true(d.r[1].written);
+	ft_disc_destroy(&d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(classify_all),
+		cmocka_unit_test(one_checksum_is_not_proof),
+		cmocka_unit_test(writes_and_boundaries),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
