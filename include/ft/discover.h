@@ -26,7 +26,7 @@
 
 struct ft_disc_region {
 	uint64_t alloc_id, offset;
-	uint64_t alloc_size;
+	uint64_t alloc_base, alloc_size;
 	uint64_t extent;           /* bytes, set by ft_disc_extents */
 	uint64_t touched;          /* bit p: read in pass p */
 	uint32_t order;            /* first-touch position in the pass last touched */
@@ -62,7 +62,7 @@ int ft_disc_init(struct ft_discover *d, uint64_t cutoff_id);
 void ft_disc_destroy(struct ft_discover *d);
 /* A launch in the current pass read this region. */
 int ft_disc_read(struct ft_discover *d, uint64_t alloc_id, uint64_t offset,
-		 uint64_t alloc_size);
+		 uint64_t alloc_base, uint64_t alloc_size);
 /* A copy or memset wrote [offset, offset + bytes) of the allocation. */
 void ft_disc_write(struct ft_discover *d, uint64_t alloc_id, uint64_t offset, uint64_t bytes);
 /* Computes every region's extent (next referred offset or allocation end). */

@@ -37,6 +37,8 @@
 struct ft_region_ref {
 	uint64_t alloc_id;
 	uint64_t offset;
+	uint64_t alloc_base;      /* carried along, not part of the identity */
+	uint64_t alloc_size;
 };
 
 enum ft_pass_source { FT_PASS_NONE, FT_PASS_EAGER, FT_PASS_GRAPH, FT_PASS_MARK };
@@ -63,6 +65,7 @@ struct ft_passes {
 	uint32_t anchor_pos;
 	uint32_t matched, unknown;
 	struct ft_pass_log *log;  /* launches since the candidate */
+	uint32_t moved;           /* launches of the log that began the new pass */
 
 	uint32_t slots_cap, slots_used;
 	struct ft_pass_slot *slots;
@@ -71,11 +74,17 @@ struct ft_passes {
 int ft_passes_init(struct ft_passes *p);
 void ft_passes_destroy(struct ft_passes *p);
 
-/* Feeds one eager launch and the regions it referred to.  Returns
- * FT_PASS_EAGER when this launch confirmed a boundary (*start = index of the
- * launch that began the new pass), else FT_PASS_NONE. */
-enum ft_pass_source ft_passes_launch(struct ft_passes *p, const struct ft_region_ref *r,
-				     unsigned n, uint64_t *start);
+/* Feeds one eager launch (id: the caller's number for it, increasing) and
+ * the regions it referred to.  Returns FT_PASS_EAGER when this launch
+ * confirmed a boundary (*start = id of the launch that began the new pass),
+ * else FT_PASS_NONE. */
+enum ft_pass_source ft_passes_launch(struct ft_passes *p, uint64_t id,
+				     const struct ft_region_ref *r, unsigned n, uint64_t *start);
+/* After FT_PASS_EAGER: the launches (from the new pass's first one to the
+ * confirming one) that now belong to the new pass.  Launch i has refs
+ * [i ? ends[i - 1] : 0, ends[i]) of *refs.  Valid until the next call. */
+unsigned ft_passes_moved(const struct ft_passes *p, const struct ft_region_ref **refs,
+			 const uint32_t **ends, const uint64_t **ids);
 /* A graph replay; reads_memory: its capture referred to tracked memory. */
 enum ft_pass_source ft_passes_graph(struct ft_passes *p, int reads_memory);
 /* The program marked a boundary. */

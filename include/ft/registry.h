@@ -70,6 +70,8 @@ size_t ft_registry_remove_range(struct ft_registry *r, uint64_t base, uint64_t s
 /* Copies the entry holding addr into *out.  0, or -ENOENT. */
 int ft_registry_lookup(struct ft_registry *r, uint64_t addr, struct ft_alloc *out);
 size_t ft_registry_count(struct ft_registry *r);
+/* The id the next allocation will get (ids grow: a smaller id is older). */
+uint64_t ft_registry_next_id(struct ft_registry *r);
 
 /* For batch lookups (a launch's words): take the read lock once, call
  * ft_registry_find_locked per word, release. */

@@ -21,6 +21,7 @@ enum ft_ref_via { FT_VIA_WORD, FT_VIA_TENSORMAP };
 struct ft_ref {
 	uint64_t alloc_id;
 	uint64_t offset;   /* address - allocation base */
+	uint64_t alloc_base, alloc_size;
 	uint32_t param;    /* parameter index, or byte offset / 8 in an extra buffer */
 	uint8_t via;
 };

@@ -1,13 +1,13 @@
 /*
- * Launch hooks.  The observation (scan of the parameters against the
- * registry) runs when the driver has returned: the parameter memory still
- * belongs to the caller, and the trace record can carry the driver's result.
+ * Launch hooks.  The parameters are scanned before the launch (profiling
+ * brackets launches with events); counters, the trace and learning follow
+ * when the driver has returned, with its result.
  */
 #include "hooks.h"
 
-static CUresult launched(struct ft_launch *l, CUresult rc)
+static CUresult observed(const struct ft_launch *l, struct ft_seen *s, CUresult rc)
 {
-	ft_obs_launch(l, rc);
+	ft_obs_launch_after(l, s, rc);
 	return rc;
 }
 
@@ -22,8 +22,10 @@ static CUresult launched(struct ft_launch *l, CUresult rc)
 				       params, extra);                         \
 		struct ft_launch l = { #sym, f, s, is_ptsz, { gx, gy, gz },    \
 				       { bx, by, bz }, smem, params, extra };  \
-		return launched(&l, FT_CALL(sym, f, gx, gy, gz, bx, by, bz,    \
-					    smem, s, params, extra));          \
+		struct ft_seen seen;                                           \
+		ft_obs_launch_before(&l, &seen);                               \
+		return observed(&l, &seen, FT_CALL(sym, f, gx, gy, gz, bx, by, \
+						   bz, smem, s, params, extra)); \
 	}
 LAUNCH_KERNEL(cuLaunchKernel, 0)
 LAUNCH_KERNEL(cuLaunchKernel_ptsz, 1)
@@ -39,8 +41,10 @@ LAUNCH_KERNEL(cuLaunchKernel_ptsz, 1)
 				       params);                                \
 		struct ft_launch l = { #sym, f, s, is_ptsz, { gx, gy, gz },    \
 				       { bx, by, bz }, smem, params, NULL };   \
-		return launched(&l, FT_CALL(sym, f, gx, gy, gz, bx, by, bz,    \
-					    smem, s, params));                 \
+		struct ft_seen seen;                                           \
+		ft_obs_launch_before(&l, &seen);                               \
+		return observed(&l, &seen, FT_CALL(sym, f, gx, gy, gz, bx, by, \
+						   bz, smem, s, params));      \
 	}
 LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel, 0)
 LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, 1)
@@ -56,7 +60,9 @@ LAUNCH_COOPERATIVE(cuLaunchCooperativeKernel_ptsz, 1)
 				       { c->gridDimX, c->gridDimY, c->gridDimZ }, \
 				       { c->blockDimX, c->blockDimY, c->blockDimZ }, \
 				       c->sharedMemBytes, params, extra };     \
-		return launched(&l, FT_CALL(sym, c, f, params, extra));        \
+		struct ft_seen seen;                                           \
+		ft_obs_launch_before(&l, &seen);                               \
+		return observed(&l, &seen, FT_CALL(sym, c, f, params, extra)); \
 	}
 LAUNCH_EX(cuLaunchKernelEx, 0)
 LAUNCH_EX(cuLaunchKernelEx_ptsz, 1)

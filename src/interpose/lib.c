@@ -117,6 +117,9 @@ static void fork_child(void)
 	ft_kernels_flush(&ft_g.kernels);
 	ft_trace_after_fork(&ft_g.trace);
 	atomic_store(&ft_g.active_captures, 0);
+	/* What the parent was learning does not describe the child. */
+	atomic_store(&ft_g.phase, FT_PHASE_INFERENCE);
+	ft_g.phases.phase = FT_PHASE_INFERENCE;
 }
 
 static int start_observers(void)
@@ -131,7 +134,13 @@ static int start_observers(void)
 	ft_tmaps_init(ft_g.tmaps);
 	ft_graphs_init(ft_g.graphs);
 	pthread_mutex_init(&ft_g.learn_lock, NULL);
-	ft_phases_init(&ft_g.phases, ft_g.opt.discovery_iters, ft_g.opt.profiling_iters);
+	/* Two content samples prove a buffer unchanged: discovery needs two
+	 * passes whatever FT_DISCOVERY_ITERS says.  Profiling starts inside a
+	 * pass (a boundary is confirmed a few launches late), so it takes one
+	 * pass more than the FT_PROFILING_ITERS it times. */
+	long prof = ft_g.opt.profiling_iters > 1 ? ft_g.opt.profiling_iters : 1;
+	ft_phases_init(&ft_g.phases, ft_g.opt.discovery_iters > 2 ? ft_g.opt.discovery_iters : 2,
+		       prof + 1);
 	ft_g.trace.fd = -1;
 	if (ft_g.opt.trace) {
 		int rc = ft_trace_open(&ft_g.trace, ft_g.opt.trace);
@@ -240,7 +249,8 @@ FT_EXPORT unsigned long long ft_iters_before_inference(void)
 	ft_lib_ensure();
 	if (!ft_is_observing())
 		return 0;
-	return ft_phases_iters_before_inference(&ft_g.phases);
+	/* + the pass before the first boundary, which holds the loading */
+	return 1 + ft_phases_iters_before_inference(&ft_g.phases);
 }
 
 FT_EXPORT int ft_flush_trace(void)

@@ -23,6 +23,7 @@
 #include "ft/scan.h"
 #include "ft/stats.h"
 #include "ft/trace.h"
+#include "learn.h"
 
 #define FT_EXPORT __attribute__((visibility("default")))
 
@@ -46,6 +47,7 @@ struct ft_lib {
 	struct ft_phases phases;
 	_Atomic int phase;          /* phases.phase, readable without the lock */
 	struct ft_graphs *graphs;
+	struct ft_learning learning;
 };
 
 extern struct ft_lib ft_g;
@@ -101,7 +103,15 @@ struct ft_launch {
 	unsigned grid[3], block[3], smem;
 	void **params, **extra;
 };
-void ft_obs_launch(const struct ft_launch *l, CUresult rc);
+/* What observation learnt about one launch, from before it to after it. */
+struct ft_seen {
+	struct ft_refs refs;
+	const struct ft_kernel *k;
+	uint64_t seq, cap;
+	int scanned;
+};
+void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s);
+void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUresult rc);
 /* Generic record for capture, graph, context, module and VMM handle events:
  * h1/h2 are named handles (NULL name = absent). */
 void ft_obs_event(const char *ev, const char *api, CUresult rc,

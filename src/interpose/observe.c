@@ -33,6 +33,7 @@ void ft_obs_alloc(const char *api, uint64_t base, uint64_t size, int kind,
 	int dev = current_device();
 	uint64_t id = ft_registry_add(&ft_g.reg, base, size, kind, dev, &evicted);
 	FT_STAT_INC(&ft_g.stats, allocs);
+	ft_learn_alloc(id);
 	if (evicted) {
 		FT_STAT_ADD(&ft_g.stats, stale_evicted, evicted);
 		ft_debug("%s at 0x%llx overlaps %u tracked range(s) whose free was not seen",
@@ -112,10 +113,20 @@ static void trace_range_op(const char *ev, const char *api, uint64_t dst,
 	ft_trace_emit(&ft_g.trace, rec);
 }
 
+/* A write into tracked memory: discovery's "destination of a copy". */
+static void written(uint64_t dst, uint64_t bytes)
+{
+	struct ft_alloc a;
+	if (atomic_load_explicit(&ft_g.phase, memory_order_relaxed) == FT_PHASE_DISCOVERY &&
+	    ft_registry_maybe(&ft_g.reg, dst) && !ft_registry_lookup(&ft_g.reg, dst, &a))
+		ft_learn_write(a.id, dst - a.base, bytes);
+}
+
 void ft_obs_copy(const char *api, uint64_t dst, uint64_t src, uint64_t bytes,
 		 CUstream stream)
 {
 	FT_STAT_INC(&ft_g.stats, copies);
+	written(dst, bytes);
 	if (ft_trace_on(&ft_g.trace))
 		trace_range_op("copy", api, dst, src, bytes, stream);
 }
@@ -123,6 +134,7 @@ void ft_obs_copy(const char *api, uint64_t dst, uint64_t src, uint64_t bytes,
 void ft_obs_memset(const char *api, uint64_t dst, uint64_t bytes, CUstream stream)
 {
 	FT_STAT_INC(&ft_g.stats, memsets);
+	written(dst, bytes);
 	if (ft_trace_on(&ft_g.trace))
 		trace_range_op("memset", api, dst, 0, bytes, stream);
 }
@@ -179,76 +191,39 @@ static void trace_launch(const struct ft_launch *l, const struct ft_kernel *k,
 	ft_trace_emit(&ft_g.trace, rec);
 }
 
-static const char *const pass_sources[] = { "none", "eager", "graph", "mark" };
-
-void ft_obs_pass(int source, uint64_t start_launch)
+void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 {
-	static const int stat[] = { 0, FT_STAT_passes_eager, FT_STAT_passes_graph,
-				    FT_STAT_passes_marked };
-	if (source <= FT_PASS_NONE || source > FT_PASS_MARK)
-		return;
-	atomic_fetch_add_explicit(&ft_g.stats.v[stat[source]], 1, memory_order_relaxed);
-	int changed = ft_phases_pass(&ft_g.phases);
-	if (changed) {
-		atomic_store_explicit(&ft_g.phase, ft_g.phases.phase, memory_order_relaxed);
-		ft_info("pass %llu (%s): entering %s", (unsigned long long)ft_g.phases.total,
-			pass_sources[source], ft_phase_name(ft_g.phases.phase));
-	}
-	if (!ft_trace_on(&ft_g.trace))
-		return;
-	cJSON *rec = ft_trace_begin("pass");
-	ft_trace_str(rec, "source", pass_sources[source]);
-	ft_trace_num(rec, "passes", (double)ft_g.phases.total);
-	if (source == FT_PASS_EAGER)
-		ft_trace_num(rec, "start_seq", (double)start_launch);
-	ft_trace_str(rec, "phase", ft_phase_name(ft_g.phases.phase));
-	ft_trace_emit(&ft_g.trace, rec);
-}
-
-/* Feeds an eager launch to pass detection (DISCOVERY and PROFILING only). */
-static void learn(const struct ft_refs *refs)
-{
-	struct ft_region_ref r[FT_MAX_REFS];
-	for (unsigned i = 0; i < refs->n; i++)
-		r[i] = (struct ft_region_ref){ refs->v[i].alloc_id, refs->v[i].offset };
-	pthread_mutex_lock(&ft_g.learn_lock);
-	uint64_t start = 0;
-	int src = ft_passes_launch(&ft_g.passes, r, refs->n, &start);
-	if (src != FT_PASS_NONE)
-		ft_obs_pass(src, start);
-	pthread_mutex_unlock(&ft_g.learn_lock);
-}
-
-void ft_obs_launch(const struct ft_launch *l, CUresult rc)
-{
-	struct ft_refs refs;
-	const struct ft_kernel *k = ft_kernels_get(&ft_g.kernels, l->f);
-	int scanned = ft_scan_launch(&ft_g.reg, ft_g.tmaps, k && k->known ? &k->layout : NULL,
-				     l->params, l->extra, &refs) == 0;
+	s->k = ft_kernels_get(&ft_g.kernels, l->f);
+	s->scanned = ft_scan_launch(&ft_g.reg, ft_g.tmaps, s->k && s->k->known ? &s->k->layout : NULL,
+				    l->params, l->extra, &s->refs) == 0;
 	/* The launch counter is also the launch's sequence number. */
-	uint64_t seq = FT_STAT_INC(&ft_g.stats, launches);
-	uint64_t cap = ft_obs_capture_id(l->stream, l->ptsz);
+	s->seq = FT_STAT_INC(&ft_g.stats, launches);
+	s->cap = ft_obs_capture_id(l->stream, l->ptsz);
+	if (s->scanned && !s->cap)
+		ft_learn_before(l, &s->refs, s->seq);
+}
 
-	if (scanned) {
-		if (refs.n)
-			FT_STAT_ADD(&ft_g.stats, launch_refs, refs.n);
-		if (refs.dropped)
-			FT_STAT_ADD(&ft_g.stats, refs_dropped, refs.dropped);
+void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUresult rc)
+{
+	if (s->scanned) {
+		if (s->refs.n)
+			FT_STAT_ADD(&ft_g.stats, launch_refs, s->refs.n);
+		if (s->refs.dropped)
+			FT_STAT_ADD(&ft_g.stats, refs_dropped, s->refs.dropped);
 	} else {
 		FT_STAT_INC(&ft_g.stats, launches_unscanned);
 		ft_debug_once("kernel %s: parameter layout unknown; its launches are not scanned",
-			      k ? k->name : "?");
+			      s->k ? s->k->name : "?");
 	}
-	if (cap) {
+	if (s->cap) {
 		FT_STAT_INC(&ft_g.stats, captured_launches);
-		if (scanned && refs.n)
-			ft_graphs_capture_read(ft_g.graphs, cap);
+		if (s->scanned && s->refs.n)
+			ft_graphs_capture_read(ft_g.graphs, s->cap);
 	}
 	if (ft_trace_on(&ft_g.trace))
-		trace_launch(l, k, scanned ? &refs : NULL, seq, cap, rc);
-	if (!cap && scanned &&
-	    atomic_load_explicit(&ft_g.phase, memory_order_relaxed) != FT_PHASE_INFERENCE)
-		learn(&refs);
+		trace_launch(l, s->k, s->scanned ? &s->refs : NULL, s->seq, s->cap, rc);
+	if (s->scanned && !s->cap && rc == CUDA_SUCCESS)
+		ft_learn_after(l, &s->refs, s->seq);
 }
 
 void ft_obs_event(const char *ev, const char *api, CUresult rc, const char *k1,

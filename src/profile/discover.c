@@ -39,7 +39,8 @@ static uint32_t lower(const struct ft_discover *d, uint64_t a, uint64_t o)
 	return lo;
 }
 
-int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_size)
+int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_base,
+		 uint64_t alloc_size)
 {
 	uint32_t i = lower(d, a, o);
 	if (i == d->n || d->r[i].alloc_id != a || d->r[i].offset != o) {
@@ -52,7 +53,8 @@ int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_s
 		}
 		memmove(&d->r[i + 1], &d->r[i], (d->n - i) * sizeof(*d->r));
 		d->r[i] = (struct ft_disc_region){ .alloc_id = a, .offset = o,
-						   .alloc_size = alloc_size, .last_pass = UINT32_MAX };
+						   .alloc_base = alloc_base, .alloc_size = alloc_size,
+						   .last_pass = UINT32_MAX };
 		d->n++;
 	}
 	struct ft_disc_region *r = &d->r[i];

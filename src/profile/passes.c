@@ -191,10 +191,10 @@ static void touch(struct ft_passes *p, const struct ft_region_ref *r, unsigned n
 	}
 }
 
-enum ft_pass_source ft_passes_launch(struct ft_passes *p, const struct ft_region_ref *r,
-				     unsigned n, uint64_t *start)
+enum ft_pass_source ft_passes_launch(struct ft_passes *p, uint64_t index,
+				     const struct ft_region_ref *r, unsigned n, uint64_t *start)
 {
-	uint64_t index = p->launches++;
+	p->launches++;
 	if (p->marked)
 		return FT_PASS_NONE;
 	uint64_t limit = p->prev_len * 3 > RELEARN_MIN ? p->prev_len * 3 : RELEARN_MIN;
@@ -218,6 +218,7 @@ enum ft_pass_source ft_passes_launch(struct ft_passes *p, const struct ft_region
 	/* Take the log out so that new_pass does not clear it. */
 	uint32_t nl = l->n;
 	new_pass(p, cand);
+	p->moved = nl;
 	uint32_t from = 0;
 	for (uint32_t i = 0; i < nl; i++) {
 		touch(p, l->ref + from, l->end[i] - from, l->index[i], 1);
@@ -226,6 +227,15 @@ enum ft_pass_source ft_passes_launch(struct ft_passes *p, const struct ft_region
 	if (start)
 		*start = cand;
 	return FT_PASS_EAGER;
+}
+
+unsigned ft_passes_moved(const struct ft_passes *p, const struct ft_region_ref **refs,
+			 const uint32_t **ends, const uint64_t **ids)
+{
+	*refs = p->log->ref;
+	*ends = p->log->end;
+	*ids = p->log->index;
+	return p->moved;
 }
 
 enum ft_pass_source ft_passes_graph(struct ft_passes *p, int reads_memory)

@@ -190,6 +190,14 @@ size_t ft_registry_count(struct ft_registry *r)
 	return n;
 }
 
+uint64_t ft_registry_next_id(struct ft_registry *r)
+{
+	pthread_rwlock_rdlock(&r->lock);
+	uint64_t id = r->next_id;
+	pthread_rwlock_unlock(&r->lock);
+	return id;
+}
+
 void ft_registry_rdlock(struct ft_registry *r)
 {
 	pthread_rwlock_rdlock(&r->lock);

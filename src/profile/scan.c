@@ -60,6 +60,7 @@ static void add_ref(struct ft_refs *out, const struct ft_alloc *a, uint64_t addr
 		return;
 	}
 	out->v[out->n++] = (struct ft_ref){ .alloc_id = a->id, .offset = off,
+					    .alloc_base = a->base, .alloc_size = a->size,
 					    .param = param, .via = via };
 }
 

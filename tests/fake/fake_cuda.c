@@ -171,10 +171,22 @@ static void run_tma_sum(const unsigned char *b)
 	out[0] = s;
 }
 
+/* libflextensor's own checksum kernel, as its PTX computes it. */
+static void run_checksum(const unsigned char *b)
+{
+	const uint64_t *p;
+	uint64_t n, *out, acc = 0;
+	memcpy(&p, b, 8); memcpy(&n, b + 8, 8); memcpy(&out, b + 16, 8);
+	for (uint64_t i = 0; i < n; i++)
+		acc += p[i] * (2 * i + 1);
+	*out += acc;
+}
+
 static const struct kdesc kernels[] = {
 	{ "vec_add", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add },
 	{ "scale", 1, { { 0, sizeof(struct fake_scale_args) } }, run_scale },
 	{ "tma_sum", 3, { { 0, 128 }, { 128, 8 }, { 136, 4 } }, run_tma_sum },
+	{ "ft_checksum", 3, { { 0, 8 }, { 8, 8 }, { 16, 8 } }, run_checksum },
 };
 #define NK (sizeof(kernels) / sizeof(kernels[0]))
 
@@ -267,6 +279,59 @@ API CUresult cuTensorMapEncodeTiled(CUtensorMap *m, CUtensorMapDataType t, cuuin
 	memcpy(m, w, sizeof(w));
 	return CUDA_SUCCESS;
 }
+
+/* ---- modules: a PTX image naming a kernel of the table loads ---- */
+static char module_tag;
+API CUresult cuModuleLoadData(CUmodule *m, const void *image)
+{
+	if (!strstr((const char *)image, ".entry ft_checksum"))
+		return CUDA_ERROR_INVALID_IMAGE;
+	*m = (CUmodule)&module_tag;
+	return CUDA_SUCCESS;
+}
+API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
+{
+	(void)m;
+	*f = fake_function(name);
+	return *f ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+/* ---- streams, events (host clock), device facts ---- */
+static char stream_tag;
+API CUresult cuStreamCreate(CUstream *s, unsigned f) { (void)f; *s = (CUstream)&stream_tag; return CUDA_SUCCESS; }
+API CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
+API CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+API CUresult cuMemAllocHost_v2(void **p, size_t n) { ALLOC_OR_FAIL(*p, n); return CUDA_SUCCESS; }
+API CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memcpy(d, H(s), n); return CUDA_SUCCESS; }
+
+#include <time.h>
+API CUresult cuEventCreate(CUevent *e, unsigned f)
+{
+	(void)f;
+	*e = calloc(1, sizeof(double));
+	return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+static double now_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+API CUresult cuEventRecord(CUevent e, CUstream s) { (void)s; *(double *)e = now_ms(); return CUDA_SUCCESS; }
+API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return cuEventRecord(e, s); }
+API CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
+API CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b)
+{
+	*ms = (float)(*(double *)b - *(double *)a);
+	return CUDA_SUCCESS;
+}
+API CUresult cuDeviceGetName(char *name, int len, CUdevice d)
+{
+	(void)d;
+	snprintf(name, (size_t)len, "Fake GPU");
+	return CUDA_SUCCESS;
+}
+API CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) { (void)d; *b = (size_t)ARENA; return CUDA_SUCCESS; }
 
 /* ---- launches, streams, capture, graphs ---- */
 static unsigned long launches;

@@ -1,15 +1,20 @@
 /*
- * Passes and phases in a live process (fake driver), with
- * FT_DISCOVERY_ITERS=1 FT_PROFILING_ITERS=2:
- *  1. eager forwards of a small "model" (launches whose pointers walk a
- *     weight allocation in the same order every forward) are counted as
- *     passes and move the phase DISCOVERY -> PROFILING -> INFERENCE, where
- *     eager detection stops;
- *  2. in a second process (argv[1] = "graph"), replays of a captured graph
- *     count, and after ft_mark_pass() only marks count.
+ * Passes, phases and what the phases learn, in a live process (fake
+ * driver), with FT_DISCOVERY_ITERS=1 FT_PROFILING_ITERS=2: the pass before
+ * the first boundary (loading), two discovery passes (two content samples),
+ * three profiling passes (the first begins unobserved): INFERENCE after
+ * 1 + 2 + 3 = 6 passes:
+ *  eager  forwards of a small "model": 22 weights of 1 MiB read in the same
+ *         order every forward, a staging buffer refilled by a copy and a
+ *         cache cleared by a memset every forward, activations allocated
+ *         during the first forward.  Passes are found, exactly the 22
+ *         weights are identified, traps are timed and profile.json is
+ *         written to FT_PROFILE_STORAGE_DIR.
+ *  graph  replays of a captured forward count as passes; after
+ *         ft_mark_pass() only marks count.
  */
+#include <cjson/cJSON.h>
 #include <cuda.h>
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +34,8 @@ static int failures;
 		}                                                             \
 	} while (0)
 
-static CUdeviceptr W, A;
+#define MB (1u << 20)
+static CUdeviceptr W, A, STAGING, CACHE;
 static CUfunction add;
 
 static void op(CUdeviceptr x, CUdeviceptr y, CUdeviceptr z, CUstream s)
@@ -39,14 +45,23 @@ static void op(CUdeviceptr x, CUdeviceptr y, CUdeviceptr z, CUstream s)
 	cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, p, NULL);
 }
 
-/* A forward: embedding, 4 layers of 5 weights, head; activations reused. */
-static void forward(CUstream s)
+/* A forward: embedding, 4 layers of 5 weights, head. */
+static void forward(CUstream s, int step)
 {
-	op(W, A, A + 256, s);
+	static unsigned host[16];
+	host[0] = (unsigned)step;
+	if (!A)
+		cuMemAlloc_v2(&A, 1 << 16); /* activations: allocated by the first forward */
+	if (!s) {
+		cuMemcpyHtoD_v2(STAGING, host, sizeof(host));
+		cuMemsetD32_v2(CACHE, (unsigned)step, 1024);
+	}
+	op(STAGING, W, A + 256, s);
 	for (int l = 0; l < 4; l++)
 		for (int k = 0; k < 5; k++)
-			op(A + 256, W + 4096 + (CUdeviceptr)(l * 5 + k) * 512, A + 512 + (CUdeviceptr)k * 64, s);
-	op(A + 512, W + 65536, A + 1024, s);
+			op(A + 256, W + (CUdeviceptr)(1 + l * 5 + k) * MB, A + 512 + (CUdeviceptr)k * 64, s);
+	op(A + 512, CACHE, A + 768, s);
+	op(A + 768, W + 21 * MB, A + 1024, s);
 }
 
 static unsigned long long stat(const char *n)
@@ -56,42 +71,78 @@ static unsigned long long stat(const char *n)
 	return v;
 }
 
+static void check_profile(void)
+{
+	const char *dir = getenv("FT_PROFILE_STORAGE_DIR");
+	char path[512];
+	snprintf(path, sizeof(path), "%s/profile.json", dir ? dir : ".");
+	FILE *f = fopen(path, "r");
+	CHECK(f, "no %s", path);
+	if (!f)
+		return;
+	static char text[1 << 20];
+	size_t n = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = 0;
+	fclose(f);
+	cJSON *p = cJSON_Parse(text);
+	cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(p, "model"), "weight_bytes");
+	CHECK(cJSON_GetArraySize(w) == 22, "%d weights in profile.json", cJSON_GetArraySize(w));
+	cJSON *x;
+	int ok = 1;
+	cJSON_ArrayForEach(x, w) ok &= x->valuedouble == MB;
+	CHECK(ok, "weight sizes are not 1 MiB each");
+	cJSON *traps = cJSON_GetObjectItem(p, "traps");
+	CHECK(cJSON_GetArraySize(traps) > 0, "no traps");
+	cJSON_ArrayForEach(x, traps) {
+		cJSON *c = cJSON_GetObjectItem(x, "compute_ms");
+		CHECK(cJSON_GetObjectItem(c, "samples")->valueint == 2, "trap not timed twice");
+	}
+	CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(p, "copy_curve")) == 6, "no copy curve");
+	cJSON_Delete(p);
+}
+
 int main(int argc, char **argv)
 {
+	int graph = argc > 1 && !strcmp(argv[1], "graph");
 	cuInit(0);
-	cuMemAlloc_v2(&W, 1 << 20);
-	cuMemAlloc_v2(&A, 1 << 16);
+	cuMemAlloc_v2(&W, 22 * MB);
+	cuMemAlloc_v2(&STAGING, 4096);
+	cuMemAlloc_v2(&CACHE, 4096);
 	add = fake_function("vec_add");
-	CHECK(ft_iters_before_inference() == 3, "iters_before_inference %llu",
+	CHECK(ft_iters_before_inference() == 6, "iters_before_inference %llu",
 	      ft_iters_before_inference());
 	CHECK(ft_phase() == FT_DISCOVERY, "phase %d at start", ft_phase());
 
-	if (argc > 1 && !strcmp(argv[1], "graph")) {
+	if (graph) {
 		CUstream s = (CUstream)0x77;
+		forward(NULL, 0);
 		cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
-		forward(s);
+		forward(s, 0);
 		CUgraph g;
 		CUgraphExec e;
 		cuStreamEndCapture(s, &g);
 		cuGraphInstantiateWithFlags(&e, g, 0);
-		cuGraphLaunch(e, s);
-		CHECK(ft_phase() == FT_PROFILING, "phase %d after one replay", ft_phase());
-		cuGraphLaunch(e, s);
-		cuGraphLaunch(e, s);
-		CHECK(ft_phase() == FT_INFERENCE, "phase %d after three replays", ft_phase());
-		CHECK(stat("passes_graph") == 3, "passes_graph %llu", stat("passes_graph"));
-		CHECK(ft_mark_pass() == 4, "mark");
+		for (int i = 0; i < 3; i++)
+			cuGraphLaunch(e, s);
+		CHECK(ft_phase() == FT_PROFILING, "phase %d after three replays", ft_phase());
+		for (int i = 0; i < 3; i++)
+			cuGraphLaunch(e, s);
+		CHECK(ft_phase() == FT_INFERENCE, "phase %d after six replays", ft_phase());
+		CHECK(stat("passes_graph") == 6, "passes_graph %llu", stat("passes_graph"));
+		CHECK(ft_mark_pass() == 6, "mark");
 		cuGraphLaunch(e, s); /* after a mark, replays no longer count */
-		CHECK(stat("passes_graph") == 3 && stat("passes_marked") == 1,
+		CHECK(stat("passes_graph") == 6 && stat("passes_marked") == 1,
 		      "graph %llu marked %llu", stat("passes_graph"), stat("passes_marked"));
 	} else {
-		for (int i = 0; i < 5; i++)
-			forward(NULL);
-		/* Boundaries at the starts of forwards 2, 3, 4; detection then
-		 * stops, as the phase is INFERENCE. */
-		CHECK(stat("passes_eager") == 3, "passes_eager %llu", stat("passes_eager"));
-		CHECK(ft_phase() == FT_INFERENCE, "phase %d after 5 forwards", ft_phase());
+		for (int i = 0; i < 7; i++) {
+			forward(NULL, i);
+			if (i == 3)
+				CHECK(ft_phase() == FT_PROFILING, "phase %d after 4 forwards", ft_phase());
+		}
+		CHECK(stat("passes_eager") == 6, "passes_eager %llu", stat("passes_eager"));
+		CHECK(ft_phase() == FT_INFERENCE, "phase %d after 7 forwards", ft_phase());
+		check_profile();
 	}
-	printf("phases (%s): %d failure(s)\n", argc > 1 ? argv[1] : "eager", failures);
+	printf("phases (%s): %d failure(s)\n", graph ? "graph" : "eager", failures);
 	return failures ? 1 : 0;
 }

@@ -79,6 +79,7 @@ int main(int argc, char **argv)
 		if (!strstr(line, "\"ev\":\"launch\""))
 			continue;
 		cJSON *r = cJSON_Parse(line);
+		uint64_t seq = (uint64_t)cJSON_GetObjectItem(r, "seq")->valuedouble;
 		struct ft_region_ref refs[64];
 		unsigned n = 0;
 		cJSON *x;
@@ -86,11 +87,11 @@ int main(int argc, char **argv)
 			if (n < 64)
 				refs[n++] = (struct ft_region_ref){
 					(uint64_t)cJSON_GetObjectItem(x, "id")->valuedouble,
-					(uint64_t)cJSON_GetObjectItem(x, "off")->valuedouble };
+					(uint64_t)cJSON_GetObjectItem(x, "off")->valuedouble, 0, 0 };
 		}
 		cJSON_Delete(r);
 		uint64_t start;
-		if (ft_passes_launch(&p, refs, n, &start) != FT_PASS_EAGER)
+		if (ft_passes_launch(&p, seq, refs, n, &start) != FT_PASS_EAGER)
 			continue;
 		detected++;
 		/* Boundaries before the first forward (weight initialisation

@@ -31,18 +31,18 @@ static void classify_all(void **state)
 	assert_int_equal(ft_disc_init(&d, 5), 0); /* ids < 5 existed before the first pass */
 	for (int pass = 0; pass < 3; pass++) {
 		/* weights: three tensors in one allocation, read head-first */
-		ft_disc_read(&d, WEIGHTS, 4 * MB, 8 * MB);
-		ft_disc_read(&d, WEIGHTS, 0, 8 * MB);
-		ft_disc_read(&d, WEIGHTS, 2 * MB, 8 * MB);
-		ft_disc_read(&d, WEIGHTS, 6 * MB, 8 * MB);       /* 2 MiB, last */
-		ft_disc_read(&d, WEIGHTS, 6 * MB, 8 * MB);       /* read twice: same region */
-		ft_disc_read(&d, KV, 0, 64 * MB);                /* written by kernels */
-		ft_disc_read(&d, STAGING, 0, 4 * MB);
+		ft_disc_read(&d, WEIGHTS, 4 * MB, 0, 8 * MB);
+		ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+		ft_disc_read(&d, WEIGHTS, 2 * MB, 0, 8 * MB);
+		ft_disc_read(&d, WEIGHTS, 6 * MB, 0, 8 * MB);       /* 2 MiB, last */
+		ft_disc_read(&d, WEIGHTS, 6 * MB, 0, 8 * MB);       /* read twice: same region */
+		ft_disc_read(&d, KV, 0, 0, 64 * MB);                /* written by kernels */
+		ft_disc_read(&d, STAGING, 0, 0, 4 * MB);
 		ft_disc_write(&d, STAGING, 1024, 16);            /* copy into the middle */
-		ft_disc_read(&d, ACT, 0, 32 * MB);               /* allocated during passes */
+		ft_disc_read(&d, ACT, 0, 0, 32 * MB);               /* allocated during passes */
 		if (pass != 1)
-			ft_disc_read(&d, SPARSE, 0, 4 * MB);
-		ft_disc_read(&d, WEIGHTS, 8 * MB - 4096, 8 * MB); /* a 4 KiB tail tensor */
+			ft_disc_read(&d, SPARSE, 0, 0, 4 * MB);
+		ft_disc_read(&d, WEIGHTS, 8 * MB - 4096, 0, 8 * MB); /* a 4 KiB tail tensor */
 		if (pass < 2)
 			ft_disc_pass_end(&d);
 	}
@@ -79,7 +79,7 @@ static void one_checksum_is_not_proof(void **state)
 	(void)state;
 	struct ft_discover d;
 	ft_disc_init(&d, 5);
-	ft_disc_read(&d, WEIGHTS, 0, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
 	ft_disc_pass_end(&d);
 	ft_disc_extents(&d);
 	ft_disc_sum(&d, 0, 7);
@@ -94,8 +94,8 @@ static void writes_and_boundaries(void **state)
 	(void)state;
 	struct ft_discover d;
 	ft_disc_init(&d, 5);
-	ft_disc_read(&d, WEIGHTS, 0, 8 * MB);
-	ft_disc_read(&d, WEIGHTS, 4 * MB, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 4 * MB, 0, 8 * MB);
 	/* a write that ends exactly where the second region begins touches
 	 * only the first */
 	ft_disc_write(&d, WEIGHTS, 4 * MB - 16, 16);

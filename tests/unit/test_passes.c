@@ -31,12 +31,14 @@ static void launch(struct gen *g, int n, ...)
 	va_list ap;
 	va_start(ap, n);
 	for (int i = 0; i < n; i++) {
+		r[i] = (struct ft_region_ref){ 0 };
 		r[i].alloc_id = va_arg(ap, unsigned);
 		r[i].offset = va_arg(ap, unsigned);
 	}
 	va_end(ap);
 	uint64_t start;
-	if (ft_passes_launch(&g->p, r, (unsigned)n, &start) == FT_PASS_EAGER && g->nb < 64)
+	if (ft_passes_launch(&g->p, g->launches, r, (unsigned)n, &start) == FT_PASS_EAGER &&
+	    g->nb < 64)
 		g->boundaries[g->nb++] = start;
 	g->launches++;
 }

@@ -1,0 +1,39 @@
+/*
+ * The library's own GPU work, through the real driver table only (nothing
+ * here is observed or registered): content checksums of device ranges (a
+ * PTX kernel loaded at first use), the host-to-device copy curve, device
+ * facts for profile.json.  Every function returns 0 or -1 and fails open:
+ * the caller logs once and carries on without the result.  Not thread-safe:
+ * callers serialise (the learning lock).
+ */
+#ifndef FT_GPU_H
+#define FT_GPU_H
+
+#include <stdint.h>
+
+#include "ft/profile.h"
+#include "ft/real.h"
+
+struct ft_gpu {
+	const struct ft_real *real;
+	int state;                /* 0 not started, 1 ready, -1 unusable */
+	CUmodule mod;
+	CUfunction checksum;
+	CUstream stream;
+	CUdeviceptr sums;
+	uint64_t *host_sums;
+	uint32_t cap;
+};
+
+/* Loads the kernel, creates the stream (at first use). */
+int ft_gpu_start(struct ft_gpu *g, const struct ft_real *real);
+/* Waits for all device work, then checksums n ranges [addr[i], addr[i] +
+ * bytes[i]) (8-byte words; a tail shorter than 8 bytes is not covered). */
+int ft_gpu_checksums(struct ft_gpu *g, const uint64_t *addr, const uint64_t *bytes, uint32_t n,
+		     uint64_t *out);
+/* Times pinned host-to-device copies of n sizes (median of 5), into pts. */
+int ft_gpu_copy_curve(struct ft_gpu *g, struct ft_curve_point *pts, uint32_t n);
+/* Name, memory and driver version of the current device. */
+int ft_gpu_device(struct ft_gpu *g, char *name, int len, uint64_t *total, int *driver);
+
+#endif

@@ -1,0 +1,183 @@
+/*
+ * The library's own GPU work (include/ft/gpu.h).  The checksum kernel is
+ * PTX text loaded with cuModuleLoadData, so the library needs no nvcc and
+ * runs on any GPU the driver can JIT for: each thread walks the range with
+ * a grid stride, sums word * (2 * index + 1) (position-dependent, so a
+ * moved word changes the sum) and adds its part atomically.
+ */
+#include "ft/gpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char checksum_ptx[] =
+	".version 7.0\n"
+	".target sm_70\n"
+	".address_size 64\n"
+	".visible .entry ft_checksum(.param .u64 p, .param .u64 n, .param .u64 out)\n"
+	"{\n"
+	"	.reg .pred %q;\n"
+	"	.reg .b32 %r<5>;\n"
+	"	.reg .b64 %d<12>;\n"
+	"	ld.param.u64 %d1, [p];\n"
+	"	ld.param.u64 %d2, [n];\n"
+	"	ld.param.u64 %d3, [out];\n"
+	"	cvta.to.global.u64 %d1, %d1;\n"
+	"	cvta.to.global.u64 %d3, %d3;\n"
+	"	mov.u32 %r1, %ctaid.x;\n"
+	"	mov.u32 %r2, %ntid.x;\n"
+	"	mov.u32 %r3, %tid.x;\n"
+	"	mov.u32 %r4, %nctaid.x;\n"
+	"	mul.wide.u32 %d4, %r1, %r2;\n"
+	"	cvt.u64.u32 %d5, %r3;\n"
+	"	add.u64 %d4, %d4, %d5;\n"
+	"	mul.wide.u32 %d6, %r4, %r2;\n"
+	"	mov.u64 %d7, 0;\n"
+	"LOOP:\n"
+	"	setp.ge.u64 %q, %d4, %d2;\n"
+	"	@%q bra DONE;\n"
+	"	shl.b64 %d8, %d4, 3;\n"
+	"	add.u64 %d8, %d1, %d8;\n"
+	"	ld.global.nc.u64 %d9, [%d8];\n"
+	"	shl.b64 %d10, %d4, 1;\n"
+	"	add.u64 %d10, %d10, 1;\n"
+	"	mad.lo.u64 %d7, %d9, %d10, %d7;\n"
+	"	add.u64 %d4, %d4, %d6;\n"
+	"	bra LOOP;\n"
+	"DONE:\n"
+	"	atom.global.add.u64 %d11, [%d3], %d7;\n"
+	"	ret;\n"
+	"}\n";
+
+#define OK(call) ((call) == CUDA_SUCCESS)
+
+int ft_gpu_start(struct ft_gpu *g, const struct ft_real *real)
+{
+	if (g->state)
+		return g->state > 0 ? 0 : -1;
+	g->real = real;
+	g->state = -1;
+	if (!real->cuModuleLoadData || !real->cuModuleGetFunction || !real->cuStreamCreate ||
+	    !real->cuLaunchKernel || !real->cuCtxSynchronize || !real->cuStreamSynchronize ||
+	    !real->cuMemAlloc_v2 || !real->cuMemAllocHost_v2 || !real->cuMemsetD8Async ||
+	    !real->cuMemcpyDtoHAsync_v2)
+		return -1;
+	if (!OK(real->cuModuleLoadData(&g->mod, checksum_ptx)) ||
+	    !OK(real->cuModuleGetFunction(&g->checksum, g->mod, "ft_checksum")) ||
+	    !OK(real->cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING)))
+		return -1;
+	g->state = 1;
+	return 0;
+}
+
+static int reserve(struct ft_gpu *g, uint32_t n)
+{
+	if (n <= g->cap)
+		return 0;
+	uint32_t cap = n < 1024 ? 1024 : n;
+	CUdeviceptr d;
+	void *h;
+	if (!OK(g->real->cuMemAlloc_v2(&d, cap * sizeof(uint64_t))))
+		return -1;
+	if (!OK(g->real->cuMemAllocHost_v2(&h, cap * sizeof(uint64_t)))) {
+		g->real->cuMemFree_v2(d);
+		return -1;
+	}
+	if (g->cap) {
+		g->real->cuMemFree_v2(g->sums);
+		g->real->cuMemFreeHost(g->host_sums);
+	}
+	g->sums = d;
+	g->host_sums = h;
+	g->cap = cap;
+	return 0;
+}
+
+int ft_gpu_checksums(struct ft_gpu *g, const uint64_t *addr, const uint64_t *bytes, uint32_t n,
+		     uint64_t *out)
+{
+	const struct ft_real *r = g->real;
+	if (g->state != 1 || reserve(g, n))
+		return -1;
+	/* All earlier work, on every stream, has finished writing. */
+	if (!OK(r->cuCtxSynchronize()) ||
+	    !OK(r->cuMemsetD8Async(g->sums, 0, n * sizeof(uint64_t), g->stream)))
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		CUdeviceptr p = addr[i], slot = g->sums + i * sizeof(uint64_t);
+		uint64_t words = bytes[i] / 8;
+		unsigned blocks = (unsigned)(words / 256 + 1);
+		if (blocks > 1024)
+			blocks = 1024;
+		void *params[] = { &p, &words, &slot };
+		if (!OK(r->cuLaunchKernel(g->checksum, blocks, 1, 1, 256, 1, 1, 0, g->stream, params,
+					  NULL)))
+			return -1;
+	}
+	if (!OK(r->cuMemcpyDtoHAsync_v2(g->host_sums, g->sums, n * sizeof(uint64_t), g->stream)) ||
+	    !OK(r->cuStreamSynchronize(g->stream)))
+		return -1;
+	memcpy(out, g->host_sums, n * sizeof(uint64_t));
+	return 0;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return x < y ? -1 : x > y;
+}
+
+int ft_gpu_copy_curve(struct ft_gpu *g, struct ft_curve_point *pts, uint32_t n)
+{
+	const struct ft_real *r = g->real;
+	if (g->state != 1 || !n || !r->cuEventCreate || !r->cuEventRecord ||
+	    !r->cuEventSynchronize || !r->cuEventElapsedTime_v2 || !r->cuMemcpyHtoDAsync_v2)
+		return -1;
+	uint64_t max = pts[n - 1].bytes;
+	CUdeviceptr d = 0;
+	void *h = NULL;
+	CUevent e0, e1;
+	int rc = -1;
+	if (!OK(r->cuMemAlloc_v2(&d, max)))
+		return -1;
+	if (!OK(r->cuMemAllocHost_v2(&h, max)))
+		goto free_d;
+	memset(h, 0x5a, max);
+	if (!OK(r->cuEventCreate(&e0, CU_EVENT_DEFAULT)) || !OK(r->cuEventCreate(&e1, CU_EVENT_DEFAULT)))
+		goto free_h;
+	for (uint32_t i = 0; i < n; i++) {
+		float ms[5];
+		for (int k = 0; k < 6; k++) { /* the first is a warm-up */
+			if (!OK(r->cuEventRecord(e0, g->stream)) ||
+			    !OK(r->cuMemcpyHtoDAsync_v2(d, h, pts[i].bytes, g->stream)) ||
+			    !OK(r->cuEventRecord(e1, g->stream)) || !OK(r->cuEventSynchronize(e1)))
+				goto free_h;
+			if (k && !OK(r->cuEventElapsedTime_v2(&ms[k - 1], e0, e1)))
+				goto free_h;
+		}
+		qsort(ms, 5, sizeof(ms[0]), cmp_float);
+		pts[i].ms = ms[2];
+	}
+	rc = 0;
+free_h:
+	r->cuMemFreeHost(h);
+free_d:
+	r->cuMemFree_v2(d);
+	return rc;
+}
+
+int ft_gpu_device(struct ft_gpu *g, char *name, int len, uint64_t *total, int *driver)
+{
+	const struct ft_real *r = g->real;
+	CUdevice dev;
+	size_t bytes = 0;
+	if (!r || !r->cuCtxGetDevice || !r->cuDeviceGetName || !r->cuDeviceTotalMem_v2 ||
+	    !OK(r->cuCtxGetDevice(&dev)) || !OK(r->cuDeviceGetName(name, len, dev)) ||
+	    !OK(r->cuDeviceTotalMem_v2(&bytes, dev)))
+		return -1;
+	*total = bytes;
+	*driver = 0;
+	if (r->cuDriverGetVersion)
+		r->cuDriverGetVersion(driver);
+	return 0;
+}

@@ -1,0 +1,480 @@
+/*
+ * Learning in a live process.  Passes come from pass detection (eager
+ * launches), graph replays and ft_mark_pass (passes.c); this file decides
+ * what each pass boundary means in each phase:
+ *
+ *   first boundary   discovery starts collecting (the pass before it holds
+ *                    the model's loading and is not used)
+ *   DISCOVERY        regions read are recorded; at each boundary the
+ *                    candidate weights are checksummed on the GPU; at the
+ *                    end (max(2, FT_DISCOVERY_ITERS) passes: two samples
+ *                    prove content unchanged) weights are identified and
+ *                    grouped into traps, and the copy curve is measured
+ *   PROFILING        each launch is bracketed by two events; at each
+ *                    boundary the pass's launches are attributed to traps
+ *                    (a launch belongs to the highest trap whose weights
+ *                    it or an earlier launch of the pass read) and each
+ *                    trap's compute time is one sample
+ *   INFERENCE        median / min / max per trap; profile.json is written to
+ *                    FT_PROFILE_STORAGE_DIR unless FT_PROFILE_READ_ONLY
+ *
+ * Everything here runs under ft_g.learn_lock and fails open: a driver call
+ * that fails is logged once and the step is skipped.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/copy_curve.h"
+#include "ft/traps.h"
+#include "lib.h"
+
+#define L (ft_g.learning)
+
+static const char *const pass_sources[] = { "none", "eager", "graph", "mark" };
+
+/* ---------------------------------------------------------------- DISCOVERY */
+
+static void disc_feed(const struct ft_region_ref *r, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		ft_disc_read(&L.disc, r[i].alloc_id, r[i].offset, r[i].alloc_base, r[i].alloc_size);
+}
+
+/* The launches that began the new pass before it was confirmed. */
+static void feed_moved(int source)
+{
+	if (source != FT_PASS_EAGER)
+		return;
+	const struct ft_region_ref *refs;
+	const uint32_t *ends;
+	const uint64_t *ids;
+	unsigned n = ft_passes_moved(&ft_g.passes, &refs, &ends, &ids);
+	for (unsigned i = 0, from = 0; i < n; from = ends[i], i++)
+		disc_feed(refs + from, ends[i] - from);
+}
+
+static int alive(const struct ft_disc_region *r)
+{
+	struct ft_alloc a;
+	return !ft_registry_lookup(&ft_g.reg, r->alloc_base, &a) && a.id == r->alloc_id;
+}
+
+static void sample_checksums(void)
+{
+	if (atomic_load(&ft_g.active_captures)) {
+		ft_info("pass boundary during a stream capture: no content sample this pass");
+		return;
+	}
+	if (ft_gpu_start(&L.gpu, &ft_g.real)) {
+		ft_warn_once("cannot load the checksum kernel: weights cannot be told from "
+			     "buffers written by kernels; nothing will be classified as a weight");
+		return;
+	}
+	ft_disc_extents(&L.disc);
+	uint32_t n = 0, *idx = malloc((L.disc.n + 1) * sizeof(*idx));
+	uint64_t *addr = malloc((L.disc.n + 1) * sizeof(*addr));
+	uint64_t *bytes = malloc((L.disc.n + 1) * sizeof(*bytes));
+	uint64_t *sums = malloc((L.disc.n + 1) * sizeof(*sums));
+	if (idx && addr && bytes && sums) {
+		for (uint32_t i = 0; i < L.disc.n; i++) {
+			enum ft_disc_reason r = ft_disc_classify(&L.disc, i);
+			const struct ft_disc_region *x = &L.disc.r[i];
+			if ((r == FT_DISC_WEIGHT || r == FT_DISC_UNCHECKED) && alive(x)) {
+				idx[n] = i;
+				addr[n] = x->alloc_base + x->offset;
+				bytes[n++] = x->extent;
+			}
+		}
+		if (ft_gpu_checksums(&L.gpu, addr, bytes, n, sums))
+			ft_warn_once("checksumming candidate weights failed; they stay unclassified");
+		else
+			for (uint32_t k = 0; k < n; k++)
+				ft_disc_sum(&L.disc, idx[k], sums[k]);
+	}
+	free(idx);
+	free(addr);
+	free(bytes);
+	free(sums);
+}
+
+static int by_key(const void *a, const void *b)
+{
+	const struct ft_wmap *x = a, *y = b;
+	if (x->alloc_id != y->alloc_id)
+		return x->alloc_id < y->alloc_id ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static void trace_discovery(const unsigned *reasons, uint64_t total)
+{
+	if (!ft_trace_on(&ft_g.trace))
+		return;
+	cJSON *rec = ft_trace_begin("discovery");
+	ft_trace_num(rec, "weights", L.prof.nweights);
+	ft_trace_num(rec, "weight_bytes", (double)total);
+	ft_trace_num(rec, "traps", L.prof.ntraps);
+	cJSON *rej = cJSON_AddObjectToObject(rec, "regions");
+	for (int r = 0; r < FT_DISC_REASONS; r++)
+		ft_trace_num(rej, ft_disc_reason_name(r), reasons[r]);
+	cJSON *w = cJSON_AddArrayToObject(rec, "weights_in_order");
+	for (uint32_t i = 0; i < L.nwmap && i < 4096; i++) {
+		cJSON *o = cJSON_CreateObject();
+		ft_trace_num(o, "id", (double)L.wmap[i].alloc_id);
+		ft_trace_num(o, "off", (double)L.wmap[i].offset);
+		ft_trace_num(o, "trap", L.wmap[i].trap);
+		cJSON_AddItemToArray(w, o);
+	}
+	ft_trace_emit(&ft_g.trace, rec);
+}
+
+static void finish_discovery(void)
+{
+	struct ft_profile *p = &L.prof;
+	unsigned reasons[FT_DISC_REASONS] = { 0 };
+	ft_disc_extents(&L.disc);
+	for (uint32_t i = 0; i < L.disc.n; i++)
+		reasons[ft_disc_classify(&L.disc, i)]++;
+	uint32_t *idx;
+	uint32_t n = ft_disc_weights(&L.disc, &idx);
+
+	p->schema = FT_PROFILE_SCHEMA;
+	snprintf(p->library, sizeof(p->library), "%s", FT_VERSION);
+	ft_gpu_device(&L.gpu, p->device.name, sizeof(p->device.name), &p->device.total_bytes,
+		      &p->device.driver);
+	p->weights = calloc(n + 1, sizeof(*p->weights));
+	L.wmap = calloc(n + 1, sizeof(*L.wmap));
+	uint64_t total = 0;
+	for (uint32_t k = 0; k < n && p->weights && L.wmap; k++) {
+		const struct ft_disc_region *r = &L.disc.r[idx[k]];
+		p->weights[k] = r->extent;
+		L.wmap[k] = (struct ft_wmap){ r->alloc_id, r->offset, 0 };
+		total += r->extent;
+	}
+	p->nweights = p->weights && L.wmap ? n : 0;
+	p->fingerprint = ft_profile_fingerprint(p->weights, p->nweights);
+	int t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
+	p->ntraps = t > 0 ? (uint32_t)t : 0;
+	for (uint32_t k = 0; k < p->ntraps; k++)
+		for (uint32_t j = 0; j < p->traps[k].nweights; j++)
+			L.wmap[p->traps[k].first_weight + j].trap = k;
+	L.nwmap = p->nweights;
+	trace_discovery(reasons, total);
+	qsort(L.wmap, L.nwmap, sizeof(*L.wmap), by_key);
+	free(idx);
+
+	uint32_t start = 0, layers = 0;
+	uint32_t period = ft_traps_period(p->weights, p->nweights, &start, &layers);
+	ft_info("discovery: %u weights, %.1f MiB, in %u traps (%u layers of %u weights); "
+		"regions not weights: %u allocated during passes, %u not read every pass, "
+		"%u written by copies, %u changed, %u unchecked, %u small",
+		p->nweights, (double)total / 1048576.0, p->ntraps, layers, period,
+		reasons[FT_DISC_TOO_NEW], reasons[FT_DISC_NOT_EVERY], reasons[FT_DISC_WRITTEN],
+		reasons[FT_DISC_CHANGED], reasons[FT_DISC_UNCHECKED], reasons[FT_DISC_SMALL]);
+	if (!p->nweights)
+		ft_warn("discovery found no weights (nothing read every pass with unchanged "
+			"content); there is nothing to offload or profile");
+
+	/* The host-to-device copy curve, as upstream measures it: pinned memory. */
+	static const uint64_t sizes[] = { 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
+					  64 << 20 };
+	p->curve = calloc(6, sizeof(*p->curve));
+	if (p->curve) {
+		for (int i = 0; i < 6; i++)
+			p->curve[i].bytes = sizes[i];
+		if (ft_gpu_copy_curve(&L.gpu, p->curve, 6)) {
+			ft_warn_once("could not measure the copy curve; profile.json will lack it");
+			free(p->curve);
+			p->curve = NULL;
+		} else {
+			p->ncurve = 6;
+		}
+	}
+	L.skip_sample = 1;
+	L.samples_cap = (uint32_t)ft_g.phases.profiling;
+	L.samples = calloc((size_t)p->ntraps * L.samples_cap + 1, sizeof(*L.samples));
+	if (!L.samples)
+		L.prof_failed = 1;
+}
+
+/* ---------------------------------------------------------------- PROFILING */
+
+static int weight_trap(uint64_t id, uint64_t off)
+{
+	struct ft_wmap key = { id, off, 0 };
+	const struct ft_wmap *w = bsearch(&key, L.wmap, L.nwmap, sizeof(*L.wmap), by_key);
+	return w ? (int)w->trap : -1;
+}
+
+/* Events come from a free stack; created on demand, recycled after each
+ * pass is analysed. */
+static CUevent take_event(void)
+{
+	if (L.pool_next)
+		return L.pool[--L.pool_next];
+	CUevent e;
+	if (!ft_g.real.cuEventCreate ||
+	    ft_g.real.cuEventCreate(&e, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+		return NULL;
+	return e;
+}
+
+static void give_event(CUevent e)
+{
+	if (L.pool_next == L.npool) {
+		uint32_t cap = L.npool ? L.npool * 2 : 2048;
+		CUevent *pool = realloc(L.pool, cap * sizeof(*pool));
+		if (!pool)
+			return; /* leaked, not reused */
+		L.pool = pool;
+		L.npool = cap;
+	}
+	L.pool[L.pool_next++] = e;
+}
+
+static int record(CUevent e, const struct ft_launch *l)
+{
+	CUresult rc = l->ptsz ? ft_g.real.cuEventRecord_ptsz(e, l->stream)
+			      : ft_g.real.cuEventRecord(e, l->stream);
+	return rc == CUDA_SUCCESS ? 0 : -1;
+}
+
+void ft_learn_before(const struct ft_launch *l, const struct ft_refs *refs, uint64_t seq)
+{
+	if (atomic_load_explicit(&ft_g.phase, memory_order_relaxed) != FT_PHASE_PROFILING)
+		return;
+	pthread_mutex_lock(&ft_g.learn_lock);
+	if (!L.prof_failed && ft_g.phases.phase == FT_PHASE_PROFILING) {
+		int trap = -1;
+		for (unsigned i = 0; i < refs->n; i++) {
+			int t = weight_trap(refs->v[i].alloc_id, refs->v[i].offset);
+			if (t > trap)
+				trap = t;
+		}
+		if (L.npl == L.cappl) {
+			uint32_t cap = L.cappl ? L.cappl * 2 : 1024;
+			struct ft_prof_launch *pl = realloc(L.pl, cap * sizeof(*pl));
+			if (pl) {
+				L.pl = pl;
+				L.cappl = cap;
+			}
+		}
+		CUevent b = take_event(), a = b ? take_event() : NULL;
+		if (L.npl < L.cappl && a && !record(b, l)) {
+			L.pl[L.npl++] = (struct ft_prof_launch){ seq, trap, b, a };
+		} else {
+			L.prof_failed = 1;
+			ft_warn("cannot record profiling events; trap timings will be missing");
+		}
+	}
+	pthread_mutex_unlock(&ft_g.learn_lock);
+}
+
+/* The launches of the pass that ended before `end` (a launch number) are
+ * one sample per trap; later ones stay for the next pass. */
+static void analyse(uint64_t end)
+{
+	uint32_t k = 0;
+	while (k < L.npl && L.pl[k].seq < end)
+		k++;
+	uint32_t ntraps = L.prof.ntraps;
+	if (L.skip_sample) {
+		/* profiling began inside this pass: its first launches are missing */
+		L.skip_sample = 0;
+	} else if (k && ntraps && L.nsamples < L.samples_cap && !L.prof_failed &&
+	    ft_g.real.cuEventSynchronize(L.pl[k - 1].after) == CUDA_SUCCESS) {
+		int cur = -1;
+		uint32_t *first = calloc(ntraps, sizeof(*first)), *last = calloc(ntraps, sizeof(*last));
+		char *seen = calloc(ntraps, 1);
+		for (uint32_t i = 0; first && last && seen && i < k; i++) {
+			if (L.pl[i].trap > cur) {
+				cur = L.pl[i].trap;
+				first[cur] = i;
+				seen[cur] = 1;
+			}
+			if (cur >= 0)
+				last[cur] = i;
+		}
+		for (uint32_t t = 0; seen && t < ntraps; t++) {
+			float ms = NAN;
+			if (seen[t] && ft_g.real.cuEventElapsedTime_v2(&ms, L.pl[first[t]].before,
+								      L.pl[last[t]].after) != CUDA_SUCCESS)
+				ms = NAN;
+			L.samples[(size_t)t * L.samples_cap + L.nsamples] = ms;
+		}
+		L.nsamples++;
+		free(first);
+		free(last);
+		free(seen);
+	}
+	for (uint32_t i = 0; i < k; i++) {
+		give_event(L.pl[i].before);
+		give_event(L.pl[i].after);
+	}
+	memmove(L.pl, L.pl + k, (L.npl - k) * sizeof(*L.pl));
+	L.npl -= k;
+}
+
+static int cmp_float(const void *a, const void *b)
+{
+	float x = *(const float *)a, y = *(const float *)b;
+	return x < y ? -1 : x > y;
+}
+
+static void finish_profiling(void)
+{
+	struct ft_profile *p = &L.prof;
+	float *v = malloc((L.nsamples + 1) * sizeof(*v));
+	double sum = 0;
+	for (uint32_t t = 0; v && t < p->ntraps; t++) {
+		uint32_t n = 0;
+		for (uint32_t k = 0; k < L.nsamples; k++) {
+			float ms = L.samples[(size_t)t * L.samples_cap + k];
+			if (!isnan(ms))
+				v[n++] = ms;
+		}
+		if (!n)
+			continue;
+		qsort(v, n, sizeof(*v), cmp_float);
+		p->traps[t].compute = (struct ft_stat_ms){ v[n / 2], v[0], v[n - 1], n };
+		sum += v[n / 2];
+		ft_info("profile %-9s %-9s %8.2f MiB  compute %.3f ms (min %.3f, max %.3f, %u samples)",
+			p->traps[t].label, p->traps[t].role, (double)p->traps[t].bytes / 1048576.0,
+			v[n / 2], v[0], v[n - 1], n);
+	}
+	free(v);
+	ft_info("profiling: %u passes timed, %.3f ms of trap compute per pass", L.nsamples, sum);
+	const char *dir = ft_g.opt.profile_storage_dir;
+	if (!dir || !p->nweights)
+		return;
+	if (ft_g.opt.profile_read_only) {
+		ft_info("FT_PROFILE_READ_ONLY=1: %s/%s not written", dir, FT_PROFILE_FILE);
+		return;
+	}
+	int rc = ft_profile_save(p, dir);
+	if (rc)
+		ft_warn("cannot write %s/%s: %s", dir, FT_PROFILE_FILE, strerror(-rc));
+	else
+		ft_info("profile written to %s/%s", dir, FT_PROFILE_FILE);
+	if (ft_trace_on(&ft_g.trace)) {
+		cJSON *rec = ft_trace_begin("profile");
+		ft_trace_str(rec, "dir", dir);
+		ft_trace_num(rec, "result", rc);
+		ft_trace_emit(&ft_g.trace, rec);
+	}
+}
+
+/* ------------------------------------------------------------------ passes */
+
+void ft_learn_alloc(uint64_t id)
+{
+	if (atomic_load_explicit(&ft_g.phase, memory_order_relaxed) != FT_PHASE_DISCOVERY)
+		return;
+	pthread_mutex_lock(&ft_g.learn_lock);
+	uint32_t i = L.nallocs++ % FT_ALLOC_EVENTS;
+	L.allocs[i].seq = atomic_load(&ft_g.stats.v[FT_STAT_launches]);
+	L.allocs[i].id = id;
+	pthread_mutex_unlock(&ft_g.learn_lock);
+}
+
+/* The first observed pass began at first_start and ended at end: the pass
+ * before it (the first forward, inside the loading) is taken to be as long,
+ * and whatever was allocated since it began is not a weight (activation
+ * segments made by the first forward, workspaces made at the first GEMM). */
+static void set_cutoff(uint64_t end)
+{
+	uint64_t len = end - L.first_start;
+	uint64_t first = L.first_start > len ? L.first_start - len : 0;
+	uint32_t n = L.nallocs < FT_ALLOC_EVENTS ? L.nallocs : FT_ALLOC_EVENTS;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t i = (L.nallocs - n + k) % FT_ALLOC_EVENTS;
+		if (L.allocs[i].seq > first) {
+			if (L.allocs[i].id < L.disc.cutoff_id)
+				L.disc.cutoff_id = L.allocs[i].id;
+			break;
+		}
+	}
+}
+
+void ft_obs_pass(int source, uint64_t start)
+{
+	static const int stat[] = { 0, FT_STAT_passes_eager, FT_STAT_passes_graph,
+				    FT_STAT_passes_marked };
+	if (source <= FT_PASS_NONE || source > FT_PASS_MARK)
+		return;
+	atomic_fetch_add_explicit(&ft_g.stats.v[stat[source]], 1, memory_order_relaxed);
+	int phase = ft_g.phases.phase, changed = 0;
+	uint64_t at = source == FT_PASS_EAGER ? start : atomic_load(&ft_g.stats.v[FT_STAT_launches]);
+	if (!L.started) {
+		/* The pass before the first boundary holds the loading. */
+		uint64_t cutoff = ft_registry_next_id(&ft_g.reg);
+		if (!ft_disc_init(&L.disc, cutoff)) {
+			L.started = 1;
+			L.first_start = at;
+			feed_moved(source);
+		}
+	} else {
+		if (phase == FT_PHASE_DISCOVERY) {
+			if (L.disc.passes_done == 0)
+				set_cutoff(at);
+			ft_disc_pass_end(&L.disc);
+			feed_moved(source);
+			sample_checksums();
+		} else if (phase == FT_PHASE_PROFILING) {
+			analyse(source == FT_PASS_EAGER ? start : UINT64_MAX);
+		}
+		changed = ft_phases_pass(&ft_g.phases);
+	}
+	if (changed) {
+		atomic_store_explicit(&ft_g.phase, ft_g.phases.phase, memory_order_relaxed);
+		ft_info("pass %llu (%s): entering %s", (unsigned long long)ft_g.phases.total,
+			pass_sources[source], ft_phase_name(ft_g.phases.phase));
+		if (ft_g.phases.phase == FT_PHASE_PROFILING)
+			finish_discovery();
+		else
+			finish_profiling();
+	}
+	if (!ft_trace_on(&ft_g.trace))
+		return;
+	cJSON *rec = ft_trace_begin("pass");
+	ft_trace_str(rec, "source", pass_sources[source]);
+	ft_trace_num(rec, "passes", (double)ft_g.phases.total);
+	if (source == FT_PASS_EAGER)
+		ft_trace_num(rec, "start_seq", (double)start);
+	ft_trace_str(rec, "phase", ft_phase_name(ft_g.phases.phase));
+	ft_trace_emit(&ft_g.trace, rec);
+}
+
+void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint64_t seq)
+{
+	int phase = atomic_load_explicit(&ft_g.phase, memory_order_relaxed);
+	if (phase == FT_PHASE_INFERENCE)
+		return;
+	struct ft_region_ref r[FT_MAX_REFS];
+	for (unsigned i = 0; i < refs->n; i++)
+		r[i] = (struct ft_region_ref){ refs->v[i].alloc_id, refs->v[i].offset,
+					       refs->v[i].alloc_base, refs->v[i].alloc_size };
+	pthread_mutex_lock(&ft_g.learn_lock);
+	if (phase == FT_PHASE_PROFILING && L.npl && L.pl[L.npl - 1].seq == seq &&
+	    record(L.pl[L.npl - 1].after, l))
+		L.prof_failed = 1;
+	uint64_t start = 0;
+	int src = ft_passes_launch(&ft_g.passes, seq, r, refs->n, &start);
+	if (src != FT_PASS_NONE)
+		ft_obs_pass(src, start); /* feeds this launch to the new pass */
+	else if (L.started && ft_g.phases.phase == FT_PHASE_DISCOVERY)
+		disc_feed(r, refs->n);
+	pthread_mutex_unlock(&ft_g.learn_lock);
+}
+
+void ft_learn_write(uint64_t alloc_id, uint64_t offset, uint64_t bytes)
+{
+	if (atomic_load_explicit(&ft_g.phase, memory_order_relaxed) != FT_PHASE_DISCOVERY)
+		return;
+	pthread_mutex_lock(&ft_g.learn_lock);
+	if (L.started)
+		ft_disc_write(&L.disc, alloc_id, offset, bytes);
+	pthread_mutex_unlock(&ft_g.learn_lock);
+}

@@ -1,0 +1,63 @@
+/*
+ * Learning in a live process (learn.c): passes, DISCOVERY (weights, traps),
+ * PROFILING (per-trap compute time, copy curve), profile.json at the move to
+ * INFERENCE.  Called from the observation code under no lock; takes the
+ * learning lock itself.
+ */
+#ifndef FT_INTERPOSE_LEARN_H
+#define FT_INTERPOSE_LEARN_H
+
+#include <stdint.h>
+
+#include "ft/discover.h"
+#include "ft/gpu.h"
+#include "ft/profile.h"
+
+struct ft_launch;
+struct ft_refs;
+
+struct ft_prof_launch {
+	uint64_t seq;
+	int32_t trap;             /* highest trap whose weights it reads, -1 none */
+	CUevent before, after;
+};
+
+#define FT_ALLOC_EVENTS 4096
+
+struct ft_learning {
+	int started;              /* discovery collects (from the first boundary) */
+	uint64_t first_start;     /* launch that began the first observed pass */
+	/* (launch number, allocation id) of recent allocations: where the pass
+	 * before the first boundary began is estimated later, and allocations
+	 * made since then are not weights */
+	struct { uint64_t seq, id; } allocs[FT_ALLOC_EVENTS];
+	uint32_t nallocs;         /* total recorded; ring of FT_ALLOC_EVENTS */
+	int skip_sample;          /* the first PROFILING pass began unobserved */
+	struct ft_discover disc;
+	struct ft_gpu gpu;
+	struct ft_profile prof;   /* weights, traps, curve, device */
+	struct ft_wmap {
+		uint64_t alloc_id, offset;
+		uint32_t trap;
+	} *wmap;                  /* weights sorted by (alloc_id, offset) */
+	uint32_t nwmap;
+	/* profiling */
+	struct ft_prof_launch *pl;
+	uint32_t npl, cappl;
+	CUevent *pool;
+	uint32_t npool, pool_next;
+	float *samples;           /* [trap * samples_cap + k] */
+	uint32_t nsamples, samples_cap;
+	int prof_failed;
+};
+
+/* Before a launch runs (scanned, not captured): PROFILING's "before" event. */
+void ft_learn_before(const struct ft_launch *l, const struct ft_refs *refs, uint64_t seq);
+/* After it: PROFILING's "after" event, pass detection, DISCOVERY's reads. */
+void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint64_t seq);
+/* An allocation got id (before INFERENCE). */
+void ft_learn_alloc(uint64_t id);
+/* A copy or memset wrote [dst, dst + bytes): DISCOVERY's written flag. */
+void ft_learn_write(uint64_t alloc_id, uint64_t offset, uint64_t bytes);
+
+#endif
