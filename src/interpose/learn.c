@@ -379,14 +379,11 @@ void ft_learn_alloc(uint64_t id)
 	pthread_mutex_unlock(&ft_g.learn_lock);
 }
 
-/* The first observed pass began at first_start and ended at end: the pass
- * before it (the first forward, inside the loading) is taken to be as long,
- * and whatever was allocated since it began is not a weight (activation
- * segments made by the first forward, workspaces made at the first GEMM). */
-static void set_cutoff(uint64_t end)
+/* Whatever was allocated after launch `first` began the first forward is not
+ * a weight (activation segments made by the first forward, workspaces made
+ * at the first GEMM). */
+static void cutoff_since(uint64_t first)
 {
-	uint64_t len = end - L.first_start;
-	uint64_t first = L.first_start > len ? L.first_start - len : 0;
 	uint32_t n = L.nallocs < FT_ALLOC_EVENTS ? L.nallocs : FT_ALLOC_EVENTS;
 	for (uint32_t k = 0; k < n; k++) {
 		uint32_t i = (L.nallocs - n + k) % FT_ALLOC_EVENTS;
@@ -396,6 +393,27 @@ static void set_cutoff(uint64_t end)
 			break;
 		}
 	}
+}
+
+/* Discovery starts once two consecutive passes had about the same number of
+ * launches: then both were forwards (what comes before, weight
+ * initialisation or loading, repeats differently), the first of them began
+ * at bounds[0], and what was allocated since is not a weight. */
+static void start_discovery(int source, uint64_t at)
+{
+	if (L.nbounds >= 2) {
+		uint64_t a = L.bounds[1] - L.bounds[0], b = at - L.bounds[1];
+		if (2 * a <= 3 * b && 2 * b <= 3 * a &&
+		    !ft_disc_init(&L.disc, ft_registry_next_id(&ft_g.reg))) {
+			cutoff_since(L.bounds[0]);
+			L.started = 1;
+			feed_moved(source);
+			return;
+		}
+	}
+	if (L.nbounds == 2)
+		L.bounds[0] = L.bounds[1];
+	L.bounds[L.nbounds == 2 ? 1 : L.nbounds++] = at;
 }
 
 void ft_obs_pass(int source, uint64_t start)
@@ -408,17 +426,9 @@ void ft_obs_pass(int source, uint64_t start)
 	int phase = ft_g.phases.phase, changed = 0;
 	uint64_t at = source == FT_PASS_EAGER ? start : atomic_load(&ft_g.stats.v[FT_STAT_launches]);
 	if (!L.started) {
-		/* The pass before the first boundary holds the loading. */
-		uint64_t cutoff = ft_registry_next_id(&ft_g.reg);
-		if (!ft_disc_init(&L.disc, cutoff)) {
-			L.started = 1;
-			L.first_start = at;
-			feed_moved(source);
-		}
+		start_discovery(source, at);
 	} else {
 		if (phase == FT_PHASE_DISCOVERY) {
-			if (L.disc.passes_done == 0)
-				set_cutoff(at);
 			ft_disc_pass_end(&L.disc);
 			feed_moved(source);
 			sample_checksums();

@@ -25,8 +25,9 @@ struct ft_prof_launch {
 #define FT_ALLOC_EVENTS 4096
 
 struct ft_learning {
-	int started;              /* discovery collects (from the first boundary) */
-	uint64_t first_start;     /* launch that began the first observed pass */
+	int started;              /* discovery collects (see ft_obs_pass) */
+	uint64_t bounds[2];       /* the last two boundaries before it started */
+	uint32_t nbounds;
 	/* (launch number, allocation id) of recent allocations: where the pass
 	 * before the first boundary began is estimated later, and allocations
 	 * made since then are not weights */

@@ -232,7 +232,7 @@ FT_EXPORT long long ft_mark_pass(void)
 		return -1;
 	pthread_mutex_lock(&ft_g.learn_lock);
 	ft_obs_pass(ft_passes_mark(&ft_g.passes), 0);
-	long long n = (long long)ft_g.phases.total;
+	long long n = (long long)ft_g.passes.passes;
 	pthread_mutex_unlock(&ft_g.learn_lock);
 	return n;
 }
@@ -249,8 +249,8 @@ FT_EXPORT unsigned long long ft_iters_before_inference(void)
 	ft_lib_ensure();
 	if (!ft_is_observing())
 		return 0;
-	/* + the pass before the first boundary, which holds the loading */
-	return 1 + ft_phases_iters_before_inference(&ft_g.phases);
+	/* + two passes before discovery starts (see learn.c) */
+	return 2 + ft_phases_iters_before_inference(&ft_g.phases);
 }
 
 FT_EXPORT int ft_flush_trace(void)

@@ -34,7 +34,7 @@ def build(workload, torch):
         torch.set_default_dtype(torch.float32)
         return m, 8
     sys.path.insert(0, os.path.dirname(__file__))
-    from capture_traces import Manual
+    from models import Manual
 
     with torch.device("cuda"):
         m = Manual(layers=6, d=1024, ffn=2816, vocab=8192, max_len=256).to(torch.bfloat16).eval()

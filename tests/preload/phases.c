@@ -1,9 +1,9 @@
 /*
  * Passes, phases and what the phases learn, in a live process (fake
- * driver), with FT_DISCOVERY_ITERS=1 FT_PROFILING_ITERS=2: the pass before
- * the first boundary (loading), two discovery passes (two content samples),
- * three profiling passes (the first begins unobserved): INFERENCE after
- * 1 + 2 + 3 = 6 passes:
+ * driver), with FT_DISCOVERY_ITERS=1 FT_PROFILING_ITERS=2: two passes of
+ * similar length before discovery starts, two discovery passes (two content
+ * samples), three profiling passes (the first begins unobserved): INFERENCE
+ * after 2 + 2 + 3 = 7 passes:
  *  eager  forwards of a small "model": 22 weights of 1 MiB read in the same
  *         order every forward, a staging buffer refilled by a copy and a
  *         cache cleared by a memset every forward, activations allocated
@@ -109,7 +109,7 @@ int main(int argc, char **argv)
 	cuMemAlloc_v2(&STAGING, 4096);
 	cuMemAlloc_v2(&CACHE, 4096);
 	add = fake_function("vec_add");
-	CHECK(ft_iters_before_inference() == 6, "iters_before_inference %llu",
+	CHECK(ft_iters_before_inference() == 7, "iters_before_inference %llu",
 	      ft_iters_before_inference());
 	CHECK(ft_phase() == FT_DISCOVERY, "phase %d at start", ft_phase());
 
@@ -122,25 +122,25 @@ int main(int argc, char **argv)
 		CUgraphExec e;
 		cuStreamEndCapture(s, &g);
 		cuGraphInstantiateWithFlags(&e, g, 0);
+		for (int i = 0; i < 5; i++)
+			cuGraphLaunch(e, s);
+		CHECK(ft_phase() == FT_PROFILING, "phase %d after five replays", ft_phase());
 		for (int i = 0; i < 3; i++)
 			cuGraphLaunch(e, s);
-		CHECK(ft_phase() == FT_PROFILING, "phase %d after three replays", ft_phase());
-		for (int i = 0; i < 3; i++)
-			cuGraphLaunch(e, s);
-		CHECK(ft_phase() == FT_INFERENCE, "phase %d after six replays", ft_phase());
-		CHECK(stat("passes_graph") == 6, "passes_graph %llu", stat("passes_graph"));
-		CHECK(ft_mark_pass() == 6, "mark");
+		CHECK(ft_phase() == FT_INFERENCE, "phase %d after eight replays", ft_phase());
+		CHECK(stat("passes_graph") == 8, "passes_graph %llu", stat("passes_graph"));
+		CHECK(ft_mark_pass() == 9, "mark");
 		cuGraphLaunch(e, s); /* after a mark, replays no longer count */
-		CHECK(stat("passes_graph") == 6 && stat("passes_marked") == 1,
+		CHECK(stat("passes_graph") == 8 && stat("passes_marked") == 1,
 		      "graph %llu marked %llu", stat("passes_graph"), stat("passes_marked"));
 	} else {
-		for (int i = 0; i < 7; i++) {
+		for (int i = 0; i < 9; i++) {
 			forward(NULL, i);
-			if (i == 3)
-				CHECK(ft_phase() == FT_PROFILING, "phase %d after 4 forwards", ft_phase());
+			if (i == 5)
+				CHECK(ft_phase() == FT_PROFILING, "phase %d after 6 forwards", ft_phase());
 		}
-		CHECK(stat("passes_eager") == 6, "passes_eager %llu", stat("passes_eager"));
-		CHECK(ft_phase() == FT_INFERENCE, "phase %d after 7 forwards", ft_phase());
+		CHECK(stat("passes_eager") == 8, "passes_eager %llu", stat("passes_eager"));
+		CHECK(ft_phase() == FT_INFERENCE, "phase %d after 9 forwards", ft_phase());
 		check_profile();
 	}
 	printf("phases (%s): %d failure(s)\n", graph ? "graph" : "eager", failures);
