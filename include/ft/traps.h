@@ -1,8 +1,10 @@
 /*
  * Traps: weights grouped by the order of their first reader, one trap per
  * transformer layer.  Layers are found without module names: the sequence of
- * weight sizes repeats once per layer, so the smallest period that repeats at
- * least three times over at least half the weights is the layer; what comes
+ * weight sizes repeats once per layer (sizes equal within an eighth or
+ * 1 MiB: measured sizes carry allocator padding), so the smallest period
+ * that repeats at least three times over at least half the weights is the
+ * layer; what comes
  * before the first layer is the embedding trap, what comes after the last is
  * the head trap.  A model without such a period is cut into consecutive
  * groups of about target_bytes.  Pure C, CPU-tested.

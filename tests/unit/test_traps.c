@@ -69,6 +69,30 @@ static void llama_shapes(void **state)
 	}
 }
 
+/* The sizes the H200 run measured for the hand-written decoder (6 layers of
+ * qkv, o, up, down; embedding first, head last), allocator padding included. */
+static void padded_sizes(void **state)
+{
+	(void)state;
+	static const double mib[] = { 16.0, 6.0, 2.0, 12.0, 5.5, 6.0, 2.0, 12.0, 5.5, 6.5, 2.0,
+				      12.0, 5.5, 6.0, 2.0, 12.0, 5.5, 6.0, 2.5, 12.0, 5.5, 6.5,
+				      2.5, 12.0, 16.5, 16.0 };
+	uint64_t s[26];
+	for (int i = 0; i < 26; i++)
+		s[i] = (uint64_t)(mib[i] * 1048576.0);
+	struct ft_trap *t;
+	int k = ft_traps_group(s, 26, 64 << 20, &t);
+	check_cover(t, k, s, 26);
+	assert_string_equal(t[0].role, "embedding");
+	assert_int_equal(t[0].nweights, 1);
+	for (int l = 1; l <= 5; l++) {
+		assert_string_equal(t[l].role, "layer");
+		assert_int_equal(t[l].nweights, 4);
+	}
+	assert_string_equal(t[k - 1].role, "head");
+	free(t);
+}
+
 static void no_period_falls_back(void **state)
 {
 	(void)state;
@@ -124,6 +148,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(llama_shapes),
+		cmocka_unit_test(padded_sizes),
 		cmocka_unit_test(no_period_falls_back),
 		cmocka_unit_test(copy_curve),
 	};
