@@ -26,14 +26,14 @@
 static char *arena;
 static size_t arena_used;
 static pthread_mutex_t arena_lock = PTHREAD_MUTEX_INITIALIZER;
-#define ARENA (256u << 20)
+#define ARENA (8ULL << 30) /* address space only: MAP_NORESERVE */
 
 static void *bump(size_t n)
 {
 	pthread_mutex_lock(&arena_lock);
 	if (!arena) {
 		arena = mmap(NULL, ARENA, PROT_READ | PROT_WRITE,
-			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (arena == MAP_FAILED)
 			abort();
 	}
@@ -182,11 +182,18 @@ static void run_checksum(const unsigned char *b)
 	*out += acc;
 }
 
+static void run_nothing(const unsigned char *b)
+{
+	(void)b;
+}
+
 static const struct kdesc kernels[] = {
 	{ "vec_add", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add },
 	{ "scale", 1, { { 0, sizeof(struct fake_scale_args) } }, run_scale },
 	{ "tma_sum", 3, { { 0, 128 }, { 128, 8 }, { 136, 4 } }, run_tma_sum },
 	{ "ft_checksum", 3, { { 0, 8 }, { 8, 8 }, { 16, 8 } }, run_checksum },
+	/* touch4: four pointers, reads nothing (trace replays) */
+	{ "touch4", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 8 } }, run_nothing },
 };
 #define NK (sizeof(kernels) / sizeof(kernels[0]))
 

@@ -39,4 +39,7 @@ check "diff of another model exits 1" sh -c "[ $st = 1 ] && grep -q 'other model
 check "diff of another device exits 1" sh -c "[ $st = 1 ] && grep -q 'other device' '$tmp/out'"
 "$tool" frobnicate 2>/dev/null; st=$?
 check "bad usage exits 2" [ "$st" = 2 ]
+# A profile.json the library wrote on the H200 (hand-written decoder).
+"$tool" validate "$(dirname "$0")/../data/h200-manual-decoder.profile.json" >"$tmp/out"; st=$?
+check "the profile written on the H200 validates" [ "$st" = 0 ]
 exit $fail

@@ -1,0 +1,193 @@
+/*
+ * Replays a trace recorded on the GPU (FT_TRACE) against the fake driver:
+ * the same allocations (sizes, order), copies, memsets and, for every launch,
+ * a launch whose pointers refer to the same allocations and offsets (up to
+ * four).  The library, preloaded, then sees the reference structure of a real
+ * PyTorch workload without a GPU: pass detection, the phase machine and the
+ * discovery cutoff can be exercised on CI.  Kernels do nothing, so contents
+ * never change: a KV cache looks unchanged here (the content rule is tested
+ * on the GPU).
+ * usage: replay TRACE.jsonl LAST_SEQ [TRUTH.json]
+ *   replays launches with seq < LAST_SEQ; with TRUTH.json (the recording's
+ *   ground truth) it checks what the library concluded, from profile.json
+ *   (FT_PROFILE_STORAGE_DIR) and its own trace (FT_TRACE): INFERENCE
+ *   reached, every weight the library found is a model parameter, every
+ *   parameter >= 0.1 MiB of the first model found, one trap per decoder layer
+ *   plus embedding and head.
+ */
+#include <cjson/cJSON.h>
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../fake/fake.h"
+#include "flextensor.h"
+
+#define MAX_ID 100000
+
+static CUdeviceptr ptr_of[MAX_ID];
+static unsigned char host[1 << 20];
+
+static cJSON *load_json(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *t = malloc((size_t)n + 1);
+	size_t got = fread(t, 1, (size_t)n, f);
+	t[got] = 0;
+	fclose(f);
+	cJSON *j = cJSON_Parse(t);
+	free(t);
+	return j;
+}
+
+/* The recording's address of allocation id (from its trace). */
+static unsigned long long rec_ptr[MAX_ID];
+
+static int check(const char *rec_trace, const char *truth_path)
+{
+	int failures = 0;
+	char line[1 << 16];
+	FILE *f = fopen(rec_trace, "r");
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!strstr(line, "\"ev\":\"alloc\""))
+			continue;
+		cJSON *r = cJSON_Parse(line);
+		int id = cJSON_GetObjectItem(r, "id")->valueint;
+		if (id > 0 && id < MAX_ID)
+			rec_ptr[id] = strtoull(cJSON_GetObjectItem(r, "ptr")->valuestring, NULL, 16);
+		cJSON_Delete(r);
+	}
+	if (f)
+		fclose(f);
+	cJSON *truth = load_json(truth_path);
+	/* what the library concluded: its discovery record */
+	cJSON *disc = NULL;
+	f = fopen(getenv("FT_TRACE"), "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (strstr(line, "\"ev\":\"discovery\"")) {
+			cJSON_Delete(disc);
+			disc = cJSON_Parse(line);
+		}
+	if (f)
+		fclose(f);
+	if (!truth || !disc) {
+		fprintf(stderr, "FAIL: no truth or no discovery record\n");
+		return 1;
+	}
+	if (ft_phase() != FT_INFERENCE) {
+		fprintf(stderr, "FAIL: phase %d after the replay\n", ft_phase());
+		failures++;
+	}
+	/* Every weight found must lie in a parameter of the first model. */
+	int found[4096] = { 0 }, nparams = 0;
+	cJSON *bufs = cJSON_GetObjectItem(truth, "buffers"), *x, *b;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItem(disc, "weights_in_order")) {
+		int id = cJSON_GetObjectItem(x, "id")->valueint;
+		unsigned long long p = rec_ptr[id] + (unsigned long long)cJSON_GetObjectItem(x, "off")->valuedouble;
+		int k = 0, owner = -1;
+		cJSON_ArrayForEach(b, bufs) {
+			unsigned long long lo = (unsigned long long)cJSON_GetObjectItem(b, "ptr")->valuedouble;
+			unsigned long long n = (unsigned long long)cJSON_GetObjectItem(b, "bytes")->valuedouble;
+			if (!strncmp(cJSON_GetObjectItem(b, "name")->valuestring, "hf.", 3) && p >= lo &&
+			    p < lo + n)
+				owner = k;
+			k++;
+		}
+		if (owner < 0) {
+			fprintf(stderr, "FAIL: weight at recorded address 0x%llx is not a parameter\n", p);
+			failures++;
+		} else if (owner < 4096) {
+			found[owner] = 1;
+		}
+	}
+	int k = 0;
+	cJSON_ArrayForEach(b, bufs) {
+		const char *name = cJSON_GetObjectItem(b, "name")->valuestring;
+		if (!strncmp(name, "hf.", 3) && cJSON_GetObjectItem(b, "bytes")->valuedouble >= 104858) {
+			nparams++;
+			if (k < 4096 && !found[k]) {
+				fprintf(stderr, "FAIL: parameter %s not identified\n", name);
+				failures++;
+			}
+		}
+		k++;
+	}
+	int traps = cJSON_GetObjectItem(disc, "traps")->valueint;
+	printf("%d weights found for %d parameters >= 0.1 MiB; %d traps\n",
+	       cJSON_GetObjectItem(disc, "weights")->valueint, nparams, traps);
+	if (traps != 6) { /* embedding, 4 layers, head */
+		fprintf(stderr, "FAIL: %d traps, expected 6\n", traps);
+		failures++;
+	}
+	cJSON_Delete(disc);
+	cJSON_Delete(truth);
+	printf("replay check: %d failure(s)\n", failures);
+	return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3 && argc != 4)
+		return 2;
+	unsigned long long last = strtoull(argv[2], NULL, 10);
+	FILE *f = fopen(argv[1], "r");
+	if (!f)
+		return 2;
+	cuInit(0);
+	CUfunction touch = fake_function("touch4");
+	char *line = malloc(1 << 20);
+	unsigned long long launches = 0;
+	while (fgets(line, 1 << 20, f)) {
+		cJSON *r = cJSON_Parse(line);
+		const char *ev = cJSON_GetObjectItem(r, "ev")->valuestring;
+		if (!strcmp(ev, "alloc")) {
+			int id = cJSON_GetObjectItem(r, "id")->valueint;
+			size_t size = (size_t)cJSON_GetObjectItem(r, "size")->valuedouble;
+			if (id > 0 && id < MAX_ID)
+				cuMemAlloc_v2(&ptr_of[id], size);
+		} else if (!strcmp(ev, "free")) {
+			int id = cJSON_GetObjectItem(r, "id")->valueint;
+			if (id > 0 && id < MAX_ID && ptr_of[id])
+				cuMemFree_v2(ptr_of[id]);
+		} else if (!strcmp(ev, "copy") || !strcmp(ev, "memset")) {
+			cJSON *d = cJSON_GetObjectItem(r, "dst_id");
+			size_t n = (size_t)cJSON_GetObjectItem(r, "bytes")->valuedouble;
+			if (d && d->valueint < MAX_ID && ptr_of[d->valueint]) {
+				CUdeviceptr dst = ptr_of[d->valueint] +
+						  (CUdeviceptr)cJSON_GetObjectItem(r, "dst_off")->valuedouble;
+				if (!strcmp(ev, "copy"))
+					cuMemcpyHtoD_v2(dst, host, n < sizeof(host) ? n : sizeof(host));
+				else
+					cuMemsetD8Async(dst, 0, n, NULL);
+			}
+		} else if (!strcmp(ev, "launch")) {
+			if ((unsigned long long)cJSON_GetObjectItem(r, "seq")->valuedouble >= last) {
+				cJSON_Delete(r);
+				break;
+			}
+			CUdeviceptr p[4] = { 0 };
+			int k = 0;
+			cJSON *x;
+			cJSON_ArrayForEach(x, cJSON_GetObjectItem(r, "refs")) {
+				int id = cJSON_GetObjectItem(x, "id")->valueint;
+				if (k < 4 && id < MAX_ID && ptr_of[id])
+					p[k++] = ptr_of[id] + (CUdeviceptr)cJSON_GetObjectItem(x, "off")->valuedouble;
+			}
+			void *params[] = { &p[0], &p[1], &p[2], &p[3] };
+			cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+			launches++;
+		}
+		cJSON_Delete(r);
+	}
+	fclose(f);
+	unsigned long long eager = 0;
+	ft_stat_get("passes_eager", &eager);
+	printf("replayed %llu launches: phase %d, %llu passes\n", launches, ft_phase(), eager);
+	return argc > 3 ? check(argv[1], argv[3]) : 0;
+}
