@@ -144,6 +144,23 @@ static void after_weight_init(void **state)
 		assert_int_equal(g->boundaries[off + i], g->starts[1 + i]);
 }
 
+/* A deep model: initialisation plus the first forward exceed the 256
+ * launches after which learning restarts; later forwards must still be
+ * found where they start. */
+static void deep_model_after_init(void **state)
+{
+	struct gen *g = *state;
+	init_weights(g, 16);
+	for (int s = 0; s < 8; s++)
+		forward(g, 16, s == 0, s == 0 ? 3 : 0, 0, s);
+	int found = 0;
+	for (int f = 2; f < g->nf; f++)
+		for (int i = 0; i < g->nb; i++)
+			found += g->boundaries[i] == g->starts[f];
+	if (found != g->nf - 2)
+		fail_msg("%d of %d forward starts found (%d boundaries)", found, g->nf - 2, g->nb);
+}
+
 static void graphs_and_marks(void **state)
 {
 	struct gen *g = *state;
@@ -176,6 +193,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(varying_lengths_and_shapes, setup, teardown),
 		cmocka_unit_test_setup_teardown(tied_embeddings, setup, teardown),
 		cmocka_unit_test_setup_teardown(after_weight_init, setup, teardown),
+		cmocka_unit_test_setup_teardown(deep_model_after_init, setup, teardown),
 		cmocka_unit_test_setup_teardown(graphs_and_marks, setup, teardown),
 		cmocka_unit_test_setup_teardown(no_repeat_no_pass, setup, teardown),
 	};
