@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/read_file.h"
 #include "../fake/fake.h"
 #include "flextensor.h"
 
@@ -76,15 +77,12 @@ static void check_profile(void)
 	const char *dir = getenv("FT_PROFILE_STORAGE_DIR");
 	char path[512];
 	snprintf(path, sizeof(path), "%s/profile.json", dir ? dir : ".");
-	FILE *f = fopen(path, "r");
-	CHECK(f, "no %s", path);
-	if (!f)
+	char *text = read_file(path);
+	CHECK(text, "no %s", path);
+	if (!text)
 		return;
-	static char text[1 << 20];
-	size_t n = fread(text, 1, sizeof(text) - 1, f);
-	text[n] = 0;
-	fclose(f);
 	cJSON *p = cJSON_Parse(text);
+	free(text);
 	cJSON *w = cJSON_GetObjectItem(cJSON_GetObjectItem(p, "model"), "weight_bytes");
 	CHECK(cJSON_GetArraySize(w) == 22, "%d weights in profile.json", cJSON_GetArraySize(w));
 	cJSON *x;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/read_file.h"
 #include "../fake/fake.h"
 #include "flextensor.h"
 
@@ -31,17 +32,8 @@ static unsigned char host[1 << 20];
 
 static cJSON *load_json(const char *path)
 {
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *t = malloc((size_t)n + 1);
-	size_t got = fread(t, 1, (size_t)n, f);
-	t[got] = 0;
-	fclose(f);
-	cJSON *j = cJSON_Parse(t);
+	char *t = read_file(path);
+	cJSON *j = t ? cJSON_Parse(t) : NULL;
 	free(t);
 	return j;
 }

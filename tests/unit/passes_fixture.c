@@ -17,26 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../common/read_file.h"
 #include "ft/passes.h"
-
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *t = malloc((size_t)n + 1);
-	if (t && fread(t, 1, (size_t)n, f) != (size_t)n) {
-		free(t);
-		t = NULL;
-	}
-	if (t)
-		t[n] = 0;
-	fclose(f);
-	return t;
-}
 
 struct window {
 	uint64_t lo, hi; /* a right boundary is in [lo, hi] */
@@ -48,7 +30,7 @@ int main(int argc, char **argv)
 {
 	if (argc != 3)
 		return 2;
-	char *truth_text = slurp(argv[2]);
+	char *truth_text = read_file(argv[2]);
 	cJSON *truth = truth_text ? cJSON_Parse(truth_text) : NULL;
 	FILE *f = fopen(argv[1], "r");
 	if (!truth || !f) {
