@@ -130,7 +130,56 @@ static void trace_discovery(const unsigned *reasons, uint64_t total)
 	ft_trace_emit(&ft_g.trace, rec);
 }
 
-static void finish_discovery(void)
+/* A saved profile of the same model on the same device: its traps and
+ * timings are taken, and profiling is skipped.  Returns 1 when adopted. */
+static int adopt_saved(void)
+{
+	struct ft_profile *p = &L.prof;
+	char why[512];
+	enum ft_profile_refusal r = ft_profile_check_compatible(&L.saved, p, why, sizeof(why));
+	if (r != FT_PROFILE_OK) {
+		ft_warn("%s/%s not used: %s; profiling runs and the file will be rewritten",
+			ft_g.opt.profile_storage_dir, FT_PROFILE_FILE, why);
+		return 0;
+	}
+	free(p->traps);
+	free(p->curve);
+	free(p->plan_json);
+	p->traps = L.saved.traps;
+	p->ntraps = L.saved.ntraps;
+	p->curve = L.saved.curve;
+	p->ncurve = L.saved.ncurve;
+	p->plan_json = L.saved.plan_json;
+	L.saved.traps = NULL;
+	L.saved.curve = NULL;
+	L.saved.plan_json = NULL;
+	ft_info("%s/%s describes this model on this device: %u traps and their timings "
+		"taken, profiling skipped", ft_g.opt.profile_storage_dir, FT_PROFILE_FILE, p->ntraps);
+	return 1;
+}
+
+void ft_learn_start(void)
+{
+	const char *dir = ft_g.opt.profile_storage_dir;
+	if (!dir)
+		return;
+	char why[512];
+	enum ft_profile_refusal r = ft_profile_load(dir, &L.saved, why, sizeof(why));
+	if (r == FT_PROFILE_OK) {
+		L.have_saved = 1;
+		ft_info("loaded %s/%s (%u weights, %u traps); it is used if discovery finds the "
+			"same model on the same device", dir, FT_PROFILE_FILE, L.saved.nweights,
+			L.saved.ntraps);
+	} else if (r == FT_PROFILE_MISSING) {
+		ft_info("no %s in %s yet: it is written when INFERENCE begins", FT_PROFILE_FILE, dir);
+	} else {
+		ft_warn("%s/%s refused (%s): %s; discovery and profiling run as without it", dir,
+			FT_PROFILE_FILE, ft_profile_refusal_name(r), why);
+	}
+}
+
+/* Returns 1 when a saved profile was adopted (INFERENCE comes now). */
+static int finish_discovery(void)
 {
 	struct ft_profile *p = &L.prof;
 	unsigned reasons[FT_DISC_REASONS] = { 0 };
@@ -157,6 +206,7 @@ static void finish_discovery(void)
 	p->fingerprint = ft_profile_fingerprint(p->weights, p->nweights);
 	int t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
 	p->ntraps = t > 0 ? (uint32_t)t : 0;
+	int adopted = L.have_saved && p->nweights && adopt_saved();
 	for (uint32_t k = 0; k < p->ntraps; k++)
 		for (uint32_t j = 0; j < p->traps[k].nweights; j++)
 			L.wmap[p->traps[k].first_weight + j].trap = k;
@@ -177,6 +227,8 @@ static void finish_discovery(void)
 		ft_warn("discovery found no weights (nothing read every pass with unchanged "
 			"content); there is nothing to offload or profile");
 
+	if (adopted)
+		return 1;
 	/* The host-to-device copy curve, as upstream measures it: pinned memory. */
 	static const uint64_t sizes[] = { 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
 					  64 << 20 };
@@ -197,6 +249,7 @@ static void finish_discovery(void)
 	L.samples = calloc((size_t)p->ntraps * L.samples_cap + 1, sizeof(*L.samples));
 	if (!L.samples)
 		L.prof_failed = 1;
+	return 0;
 }
 
 /* ---------------------------------------------------------------- PROFILING */
@@ -441,10 +494,13 @@ void ft_obs_pass(int source, uint64_t start)
 		atomic_store_explicit(&ft_g.phase, ft_g.phases.phase, memory_order_relaxed);
 		ft_info("pass %llu (%s): entering %s", (unsigned long long)ft_g.phases.total,
 			pass_sources[source], ft_phase_name(ft_g.phases.phase));
-		if (ft_g.phases.phase == FT_PHASE_PROFILING)
-			finish_discovery();
-		else
+		if (ft_g.phases.phase == FT_PHASE_INFERENCE) {
 			finish_profiling();
+		} else if (finish_discovery()) {
+			ft_g.phases.phase = FT_PHASE_INFERENCE;
+			atomic_store_explicit(&ft_g.phase, FT_PHASE_INFERENCE, memory_order_relaxed);
+			ft_info("pass %llu: entering INFERENCE", (unsigned long long)ft_g.phases.total);
+		}
 	}
 	if (!ft_trace_on(&ft_g.trace))
 		return;

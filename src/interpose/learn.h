@@ -37,6 +37,8 @@ struct ft_learning {
 	struct ft_discover disc;
 	struct ft_gpu gpu;
 	struct ft_profile prof;   /* weights, traps, curve, device */
+	struct ft_profile saved;  /* FT_PROFILE_STORAGE_DIR/profile.json, if loaded */
+	int have_saved;
 	struct ft_wmap {
 		uint64_t alloc_id, offset;
 		uint32_t trap;
@@ -52,6 +54,8 @@ struct ft_learning {
 	int prof_failed;
 };
 
+/* At start: loads FT_PROFILE_STORAGE_DIR/profile.json if there is one. */
+void ft_learn_start(void);
 /* Before a launch runs (scanned, not captured): PROFILING's "before" event. */
 void ft_learn_before(const struct ft_launch *l, const struct ft_refs *refs, uint64_t seq);
 /* After it: PROFILING's "after" event, pass detection, DISCOVERY's reads. */

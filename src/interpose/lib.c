@@ -141,6 +141,7 @@ static int start_observers(void)
 	long prof = ft_g.opt.profiling_iters > 1 ? ft_g.opt.profiling_iters : 1;
 	ft_phases_init(&ft_g.phases, ft_g.opt.discovery_iters > 2 ? ft_g.opt.discovery_iters : 2,
 		       prof + 1);
+	ft_learn_start();
 	ft_g.trace.fd = -1;
 	if (ft_g.opt.trace) {
 		int rc = ft_trace_open(&ft_g.trace, ft_g.opt.trace);

@@ -4,7 +4,7 @@
  * similar length before discovery starts, two discovery passes (two content
  * samples), three profiling passes (the first begins unobserved): INFERENCE
  * after 2 + 2 + 3 = 7 passes:
- *  eager  forwards of a small "model": 22 weights of 1 MiB read in the same
+ *  eager  (fresh: after removing an old profile.json) forwards of a small "model": 22 weights of 1 MiB read in the same
  *         order every forward, a staging buffer refilled by a copy and a
  *         cache cleared by a memset every forward, activations allocated
  *         during the first forward.  Passes are found, exactly the 22
@@ -12,6 +12,9 @@
  *         written to FT_PROFILE_STORAGE_DIR.
  *  graph  replays of a captured forward count as passes; after
  *         ft_mark_pass() only marks count.
+ *  again  as eager, with the profile.json an eager run wrote: discovery
+ *         finds the same model, its timings are taken and INFERENCE begins
+ *         without profiling (phases_profile.sh runs the sequence).
  */
 #include <cjson/cJSON.h>
 #include <cuda.h>
@@ -102,6 +105,13 @@ static void check_profile(void)
 int main(int argc, char **argv)
 {
 	int graph = argc > 1 && !strcmp(argv[1], "graph");
+	int again = argc > 1 && !strcmp(argv[1], "again");
+	if (argc > 1 && !strcmp(argv[1], "fresh")) {
+		/* no profile.json from an earlier run of this test */
+		char path[512];
+		snprintf(path, sizeof(path), "%s/profile.json", getenv("FT_PROFILE_STORAGE_DIR"));
+		unlink(path);
+	}
 	cuInit(0);
 	cuMemAlloc_v2(&W, 22 * MB);
 	cuMemAlloc_v2(&STAGING, 4096);
@@ -131,6 +141,12 @@ int main(int argc, char **argv)
 		cuGraphLaunch(e, s); /* after a mark, replays no longer count */
 		CHECK(stat("passes_graph") == 8 && stat("passes_marked") == 1,
 		      "graph %llu marked %llu", stat("passes_graph"), stat("passes_marked"));
+	} else if (again) {
+		/* A compatible profile.json: INFERENCE right after discovery. */
+		for (int i = 0; i < 6; i++)
+			forward(NULL, i);
+		CHECK(stat("passes_eager") == 5, "passes_eager %llu", stat("passes_eager"));
+		CHECK(ft_phase() == FT_INFERENCE, "phase %d after 6 forwards", ft_phase());
 	} else {
 		for (int i = 0; i < 9; i++) {
 			forward(NULL, i);
@@ -141,6 +157,6 @@ int main(int argc, char **argv)
 		CHECK(ft_phase() == FT_INFERENCE, "phase %d after 9 forwards", ft_phase());
 		check_profile();
 	}
-	printf("phases (%s): %d failure(s)\n", graph ? "graph" : "eager", failures);
+	printf("phases (%s): %d failure(s)\n", argc > 1 ? argv[1] : "eager", failures);
 	return failures ? 1 : 0;
 }

@@ -1,0 +1,31 @@
+#!/bin/sh
+# profile.json across runs: an eager run writes it; a second run of the same
+# model takes its timings and skips profiling (the file is left as it was);
+# a corrupt file is refused with a warning, profiling runs and the file is
+# rewritten.
+# usage: phases_profile.sh <libflextensor.so> <phases>
+set -u
+lib=$1 prog=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+run() { # run <mode>
+	LD_PRELOAD="$lib" FT_ENABLED=1 FT_DISCOVERY_ITERS=1 FT_PROFILING_ITERS=2 \
+		FT_LOG_LEVEL=info FT_PROFILE_STORAGE_DIR="$tmp/p" FT_TRACE="$tmp/t.jsonl" \
+		"$prog" "$1" 2>"$tmp/err"
+}
+run eager || { echo "FAIL: first run"; cat "$tmp/err"; fail=1; }
+cp "$tmp/p/profile.json" "$tmp/first.json"
+run again || { echo "FAIL: second run"; cat "$tmp/err"; fail=1; }
+grep -q "profiling skipped" "$tmp/err" || { echo "FAIL: profile not used"; cat "$tmp/err"; fail=1; }
+cmp -s "$tmp/p/profile.json" "$tmp/first.json" || { echo "FAIL: profile rewritten"; fail=1; }
+printf '{"schema": 1, "lib' >"$tmp/p/profile.json"
+run eager || { echo "FAIL: run with a corrupt profile"; cat "$tmp/err"; fail=1; }
+grep -q "profile.json refused (corrupt)" "$tmp/err" ||
+	{ echo "FAIL: no refusal message"; cat "$tmp/err"; fail=1; }
+# rewritten for the same model: same fingerprint (timings differ run to run)
+fp() { grep '"fingerprint"' "$1"; }
+[ -n "$(fp "$tmp/first.json")" ] && [ "$(fp "$tmp/p/profile.json")" = "$(fp "$tmp/first.json")" ] ||
+	{ echo "FAIL: the corrupt profile was not rewritten for this model"; fail=1; }
+[ $fail = 0 ] && echo "phases_profile: ok"
+exit $fail
