@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../common/elf_symbols.h"
 #include "flextensor.h"
 
 static const char *const expected[] = {
@@ -30,47 +31,37 @@ static void *const api[] = { (void *)ft_version, (void *)ft_is_observing,
 			     (void *)ft_mark_pass, (void *)ft_phase,
 			     (void *)ft_iters_before_inference };
 
+static int seen[N], failures;
+
+static int check_one(void *ud, const char *name, uint64_t value)
+{
+	(void)ud;
+	(void)value;
+	size_t k;
+	for (k = 0; k < N && strcmp(expected[k], name); k++)
+		;
+	if (k == N) {
+		fprintf(stderr, "FAIL: unexpected export %s\n", name);
+		failures++;
+	} else {
+		seen[k]++;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 2)
 		return 2;
 	(void)api;
-	elf_version(EV_CURRENT);
-	int fd = open(argv[1], O_RDONLY);
-	Elf *e = fd >= 0 ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
-	if (!e) {
+	int rc = elf_defined_symbols(argv[1], check_one, NULL);
+	if (rc < 0) {
 		fprintf(stderr, "cannot read %s\n", argv[1]);
 		return 2;
 	}
-	int seen[N] = { 0 }, failures = 0;
-	Elf_Scn *scn = NULL;
-	while ((scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		gelf_getshdr(scn, &sh);
-		if (sh.sh_type == SHT_GNU_verdef) {
-			fprintf(stderr, "FAIL: the library defines symbol versions\n");
-			failures++;
-		}
-		if (sh.sh_type != SHT_DYNSYM)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym s;
-			gelf_getsym(d, (int)i, &s);
-			int bind = GELF_ST_BIND(s.st_info);
-			if (s.st_shndx == SHN_UNDEF || (bind != STB_GLOBAL && bind != STB_WEAK))
-				continue;
-			const char *name = elf_strptr(e, sh.sh_link, s.st_name);
-			size_t k;
-			for (k = 0; k < N && strcmp(expected[k], name); k++)
-				;
-			if (k == N) {
-				fprintf(stderr, "FAIL: unexpected export %s\n", name);
-				failures++;
-			} else {
-				seen[k]++;
-			}
-		}
+	if (rc > 0) {
+		fprintf(stderr, "FAIL: the library defines symbol versions\n");
+		failures++;
 	}
 	for (size_t k = 0; k < N; k++)
 		if (seen[k] != 1) {
@@ -78,7 +69,5 @@ int main(int argc, char **argv)
 			failures++;
 		}
 	printf("%zu exports checked, %d failure(s)\n", N, failures);
-	elf_end(e);
-	close(fd);
 	return failures ? 1 : 0;
 }

@@ -13,47 +13,37 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <dlfcn.h>
-#include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../common/elf_symbols.h"
+
+struct lookup {
+	const char *name;
+	uint64_t value;
+};
+
+static int match(void *ud, const char *name, uint64_t value)
+{
+	struct lookup *l = ud;
+	if (strcmp(name, l->name))
+		return 0;
+	l->value = value;
+	return 1;
+}
+
 /* Address of libcuda's own definition of name. */
 static void *libcuda_symbol(const char *name)
 {
 	Dl_info info;
-	void *found = NULL;
-	if (!dladdr((void *)cuInit, &info) || !info.dli_fname)
+	struct lookup l = { name, 0 };
+	if (!dladdr((void *)cuInit, &info) || !info.dli_fname ||
+	    elf_defined_symbols(info.dli_fname, match, &l) < 0 || !l.value)
 		return NULL;
-	elf_version(EV_CURRENT);
-	int fd = open(info.dli_fname, O_RDONLY);
-	Elf *e = fd >= 0 ? elf_begin(fd, ELF_C_READ, NULL) : NULL;
-	Elf_Scn *scn = NULL;
-	while (e && !found && (scn = elf_nextscn(e, scn))) {
-		GElf_Shdr sh;
-		gelf_getshdr(scn, &sh);
-		if (sh.sh_type != SHT_DYNSYM)
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		for (size_t i = 0; i < sh.sh_size / sh.sh_entsize; i++) {
-			GElf_Sym s;
-			gelf_getsym(d, (int)i, &s);
-			if (s.st_shndx != SHN_UNDEF &&
-			    !strcmp(elf_strptr(e, sh.sh_link, s.st_name), name)) {
-				found = (char *)info.dli_fbase + s.st_value;
-				break;
-			}
-		}
-	}
-	if (e)
-		elf_end(e);
-	if (fd >= 0)
-		close(fd);
-	return found;
+	return (char *)info.dli_fbase + l.value;
 }
 
 static int cmp(const void *a, const void *b)
