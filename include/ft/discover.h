@@ -36,6 +36,7 @@ struct ft_disc_region {
 	uint8_t nsums;
 	uint8_t sums_differ;
 	uint64_t sum;              /* first checksum */
+	uint64_t sum_extent;       /* the extent the checksums covered */
 };
 
 enum ft_disc_reason {
@@ -69,7 +70,10 @@ void ft_disc_write(struct ft_discover *d, uint64_t alloc_id, uint64_t offset, ui
 void ft_disc_extents(struct ft_discover *d);
 /* The current pass ended; the next begins. */
 void ft_disc_pass_end(struct ft_discover *d);
-/* Records one checksum of region i (same index as d->r). */
+/* Records one checksum of region i (same index as d->r), taken over its
+ * current extent.  When the extent changed since the earlier checksums (a
+ * tensor placed in what looked like the region's tail), they describe other
+ * bytes and are forgotten. */
 void ft_disc_sum(struct ft_discover *d, uint32_t i, uint64_t sum);
 /* Verdict for region i. */
 enum ft_disc_reason ft_disc_classify(const struct ft_discover *d, uint32_t i);

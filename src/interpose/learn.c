@@ -3,8 +3,11 @@
  * launches), graph replays and ft_mark_pass (passes.c); this file decides
  * what each pass boundary means in each phase:
  *
- *   first boundary   discovery starts collecting (the pass before it holds
- *                    the model's loading and is not used)
+ *   start            discovery starts once two consecutive passes had about
+ *                    the same number of launches (both forwards; weight
+ *                    initialisation and loading repeat differently);
+ *                    allocations made since the first of them are not
+ *                    weights
  *   DISCOVERY        regions read are recorded; at each boundary the
  *                    candidate weights are checksummed on the GPU; at the
  *                    end (max(2, FT_DISCOVERY_ITERS) passes: two samples
@@ -16,7 +19,9 @@
  *                    it or an earlier launch of the pass read) and each
  *                    trap's compute time is one sample
  *   INFERENCE        median / min / max per trap; profile.json is written to
- *                    FT_PROFILE_STORAGE_DIR unless FT_PROFILE_READ_ONLY
+ *                    FT_PROFILE_STORAGE_DIR unless FT_PROFILE_READ_ONLY.  A
+ *                    profile.json read at start that describes the model
+ *                    discovery found, on this device, replaces profiling.
  *
  * Everything here runs under ft_g.learn_lock and fails open: a driver call
  * that fails is logged once and the step is skipped.

@@ -107,6 +107,9 @@ void ft_disc_pass_end(struct ft_discover *d)
 void ft_disc_sum(struct ft_discover *d, uint32_t i, uint64_t sum)
 {
 	struct ft_disc_region *r = &d->r[i];
+	if (r->nsums && r->sum_extent != r->extent)
+		r->nsums = r->sums_differ = 0;
+	r->sum_extent = r->extent;
 	if (!r->nsums)
 		r->sum = sum;
 	else if (r->sum != sum)

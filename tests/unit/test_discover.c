@@ -89,6 +89,29 @@ static void one_checksum_is_not_proof(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* A tensor placed in a weight's tail changes the weight's extent: the
+ * earlier checksum covered other bytes and does not count. */
+static void extent_change_restarts_sampling(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	ft_disc_init(&d, 5);
+	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+	ft_disc_pass_end(&d);
+	ft_disc_extents(&d);
+	ft_disc_sum(&d, 0, 1);                   /* over 8 MiB */
+	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 6 * MB, 0, 8 * MB); /* new tensor in the tail */
+	ft_disc_pass_end(&d);
+	ft_disc_extents(&d);
+	ft_disc_sum(&d, 0, 2);                   /* over 6 MiB: a new series */
+	assert_int_equal(ft_disc_classify(&d, 0), FT_DISC_UNCHECKED);
+	ft_disc_sum(&d, 0, 2);
+	assert_int_equal(d.r[0].nsums, 2);
+	assert_false(d.r[0].sums_differ);
+	ft_disc_destroy(&d);
+}
+
 static void writes_and_boundaries(void **state)
 {
 	(void)state;
@@ -115,6 +138,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(classify_all),
 		cmocka_unit_test(one_checksum_is_not_proof),
+		cmocka_unit_test(extent_change_restarts_sampling),
 		cmocka_unit_test(writes_and_boundaries),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
