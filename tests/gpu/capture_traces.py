@@ -6,6 +6,8 @@ grouping offline (tests/data/).  Run under the preload:
   LD_PRELOAD=libflextensor.so FT_ENABLED=1 FT_TRACE=OUT/trace.jsonl \
       python3 capture_traces.py OUT
 
+With a second argument `hf8`, records only an 8-layer transformers Llama
+with a DynamicCache (prefill, 16 decode steps).
 Writes OUT/truth.json: for every forward call its launch-sequence window
 [first, end) and its kind, and the address ranges of every parameter, KV
 cache, input and output buffer, so a test can score what the library infers.
@@ -140,9 +142,33 @@ def manual_workload():
             truth["forwards"].append({"workload": "manual", "kind": "replay", "first": seq(), "end": seq()})
 
 
+def hf8_workload():
+    """An 8-layer transformers Llama with a DynamicCache, prefill 64 then 16
+    decode steps: the workload whose boundaries were unstable on the H200."""
+    from transformers import DynamicCache
+
+    m = hf_model(False, layers=8)
+    for n, p in m.named_parameters():
+        buf("param", "hf8." + n, p)
+    with torch.inference_mode():
+        ids = torch.randint(0, 32000, (1, 64), device="cuda")
+        cache = DynamicCache()
+        out = forward("hf8", "prefill", lambda: m(ids, past_key_values=cache, use_cache=True))
+        tok = out.logits[:, -1:].argmax(-1)
+        for _ in range(16):
+            out = forward("hf8", "decode", lambda: m(tok, past_key_values=cache, use_cache=True))
+            tok = out.logits[:, -1:].argmax(-1)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
+    if len(sys.argv) > 2 and sys.argv[2] == "hf8":
+        hf8_workload()
+        lib.ft_flush_trace()
+        truth["pid"] = os.getpid()
+        json.dump(truth, open(os.path.join(out, "truth.json"), "w"), indent=0)
+        return
     hf_workloads()
     manual_workload()
     lib.ft_flush_trace()

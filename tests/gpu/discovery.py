@@ -112,7 +112,13 @@ def report(out):
                 allocs[r["id"]] = (int(r["ptr"], 16), r["size"])
             elif r["ev"] == "discovery":
                 disc = r
-        prof = json.load(open(os.path.join(out, w, "profile.json")))
+        ppath = os.path.join(out, w, "profile.json")
+        if not os.path.exists(ppath) or disc is None:
+            ok = False
+            lines += [f"## {w}: the library did not reach INFERENCE (phases per step "
+                      f"{pre['phases']}); discovery record: {disc and {k: disc[k] for k in ('weights', 'traps', 'regions')}}", ""]
+            continue
+        prof = json.load(open(ppath))
         sizes = prof["model"]["weight_bytes"]
         params = [b for b in pre["buffers"] if b["kind"] == "param"]
         big = [b for b in params if b["bytes"] >= 104858]
