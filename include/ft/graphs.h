@@ -1,15 +1,17 @@
 /*
- * Which graph executables replay launches that read tracked memory: a
- * captured launch with references marks its capture; the capture's end
- * names the graph, instantiation the executable.  A replay of such an
- * executable is one pass.  Small fixed tables (oldest entries recycled);
- * thread-safe.
+ * What graph replays read.  A captured launch's references are kept for its
+ * capture; the capture's end hands them to the graph, instantiation copies
+ * them to the executable.  A replay of an executable that reads tracked
+ * memory is one pass, and during discovery it reads those regions.  Small
+ * fixed tables (the oldest entry is recycled); thread-safe.
  */
 #ifndef FT_GRAPHS_H
 #define FT_GRAPHS_H
 
 #include <pthread.h>
 #include <stdint.h>
+
+#include "ft/passes.h"
 
 #define FT_GRAPH_ENTRIES 1024
 
@@ -18,17 +20,21 @@ struct ft_graphs {
 	struct {
 		uint64_t key;   /* capture id, graph or exec handle */
 		uint8_t kind;   /* 0 free, 1 capture, 2 graph, 3 exec */
-		uint8_t reads;
+		uint32_t n, cap;
+		struct ft_region_ref *refs;
 	} e[FT_GRAPH_ENTRIES];
 	unsigned next;
 };
 
 void ft_graphs_init(struct ft_graphs *g);
-void ft_graphs_capture_read(struct ft_graphs *g, uint64_t capture);
+/* A launch captured into capture read these regions. */
+void ft_graphs_capture_read(struct ft_graphs *g, uint64_t capture,
+			    const struct ft_region_ref *r, unsigned n);
 void ft_graphs_capture_end(struct ft_graphs *g, uint64_t capture, uint64_t graph);
 void ft_graphs_instantiate(struct ft_graphs *g, uint64_t graph, uint64_t exec);
-/* 1 when replays of exec read tracked memory. */
-int ft_graphs_exec_reads(struct ft_graphs *g, uint64_t exec);
+/* How many region reads replays of exec make (0: none tracked); with copy
+ * non-NULL, *copy gets a malloc'd copy of them (caller frees). */
+uint32_t ft_graphs_exec_refs(struct ft_graphs *g, uint64_t exec, struct ft_region_ref **copy);
 void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec);
 
 #endif

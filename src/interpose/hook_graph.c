@@ -95,11 +95,10 @@ INSTANTIATE_PARAMS(cuGraphInstantiateWithParams_ptsz)
 /* A replay of a graph whose capture read tracked memory is one pass. */
 static void replayed(CUgraphExec e)
 {
-	if (!ft_graphs_exec_reads(ft_g.graphs, H(e)))
+	if (atomic_load_explicit(&ft_g.phase, memory_order_relaxed) == FT_PHASE_INFERENCE ||
+	    !ft_graphs_exec_refs(ft_g.graphs, H(e), NULL))
 		return;
-	pthread_mutex_lock(&ft_g.learn_lock);
-	ft_obs_pass(ft_passes_graph(&ft_g.passes, 1), 0);
-	pthread_mutex_unlock(&ft_g.learn_lock);
+	ft_learn_replay(H(e));
 }
 
 #define GRAPH_ON_STREAM(sym, ev, counted)                                      \

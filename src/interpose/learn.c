@@ -540,6 +540,22 @@ void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint6
 	pthread_mutex_unlock(&ft_g.learn_lock);
 }
 
+void ft_learn_replay(uint64_t exec)
+{
+	struct ft_region_ref *r = NULL;
+	uint32_t n = ft_graphs_exec_refs(ft_g.graphs, exec, &r);
+	pthread_mutex_lock(&ft_g.learn_lock);
+	int src = ft_passes_graph(&ft_g.passes, n > 0);
+	if (src != FT_PASS_NONE) {
+		ft_obs_pass(src, 0);
+		/* the replay is the new pass: it reads what its capture read */
+		if (L.started && ft_g.phases.phase == FT_PHASE_DISCOVERY)
+			disc_feed(r, n);
+	}
+	pthread_mutex_unlock(&ft_g.learn_lock);
+	free(r);
+}
+
 void ft_learn_write(uint64_t alloc_id, uint64_t offset, uint64_t bytes)
 {
 	if (atomic_load_explicit(&ft_g.phase, memory_order_relaxed) != FT_PHASE_DISCOVERY)

@@ -60,6 +60,9 @@ void ft_learn_start(void);
 void ft_learn_before(const struct ft_launch *l, const struct ft_refs *refs, uint64_t seq);
 /* After it: PROFILING's "after" event, pass detection, DISCOVERY's reads. */
 void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint64_t seq);
+/* A graph whose capture read tracked memory was replayed: one pass, whose
+ * reads are those of the capture. */
+void ft_learn_replay(uint64_t exec);
 /* An allocation got id (before INFERENCE). */
 void ft_learn_alloc(uint64_t id);
 /* A copy or memset wrote [dst, dst + bytes): DISCOVERY's written flag. */

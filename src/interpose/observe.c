@@ -217,8 +217,14 @@ void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUr
 	}
 	if (s->cap) {
 		FT_STAT_INC(&ft_g.stats, captured_launches);
-		if (s->scanned && s->refs.n)
-			ft_graphs_capture_read(ft_g.graphs, s->cap);
+		if (s->scanned && s->refs.n) {
+			struct ft_region_ref r[FT_MAX_REFS];
+			for (unsigned i = 0; i < s->refs.n; i++)
+				r[i] = (struct ft_region_ref){ s->refs.v[i].alloc_id, s->refs.v[i].offset,
+							       s->refs.v[i].alloc_base,
+							       s->refs.v[i].alloc_size };
+			ft_graphs_capture_read(ft_g.graphs, s->cap, r, s->refs.n);
+		}
 	}
 	if (ft_trace_on(&ft_g.trace))
 		trace_launch(l, s->k, s->scanned ? &s->refs : NULL, s->seq, s->cap, rc);

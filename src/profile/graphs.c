@@ -1,6 +1,7 @@
 /* Capture -> graph -> executable bookkeeping (include/ft/graphs.h). */
 #include "ft/graphs.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 enum { FREE, CAPTURE, GRAPH, EXEC };
@@ -19,52 +20,94 @@ static int find(struct ft_graphs *g, int kind, uint64_t key)
 	return -1;
 }
 
-static void put(struct ft_graphs *g, int kind, uint64_t key, int reads)
+static void drop(struct ft_graphs *g, int i)
+{
+	free(g->e[i].refs);
+	g->e[i].refs = NULL;
+	g->e[i].n = g->e[i].cap = 0;
+	g->e[i].kind = FREE;
+}
+
+static int entry(struct ft_graphs *g, int kind, uint64_t key)
 {
 	int i = find(g, kind, key);
 	if (i < 0) {
 		i = (int)(g->next++ % FT_GRAPH_ENTRIES);
+		drop(g, i);
 		g->e[i].kind = (uint8_t)kind;
 		g->e[i].key = key;
-		g->e[i].reads = 0;
 	}
-	g->e[i].reads |= (uint8_t)reads;
+	return i;
 }
 
-void ft_graphs_capture_read(struct ft_graphs *g, uint64_t capture)
+static void append(struct ft_graphs *g, int i, const struct ft_region_ref *r, unsigned n)
 {
-	pthread_mutex_lock(&g->lock);
-	put(g, CAPTURE, capture, 1);
-	pthread_mutex_unlock(&g->lock);
+	if (g->e[i].n + n > g->e[i].cap) {
+		uint32_t cap = (g->e[i].n + n) * 2;
+		struct ft_region_ref *refs = realloc(g->e[i].refs, cap * sizeof(*refs));
+		if (!refs)
+			return;
+		g->e[i].refs = refs;
+		g->e[i].cap = cap;
+	}
+	memcpy(g->e[i].refs + g->e[i].n, r, n * sizeof(*r));
+	g->e[i].n += n;
 }
 
-static void carry(struct ft_graphs *g, int from, uint64_t k1, int to, uint64_t k2)
+void ft_graphs_capture_read(struct ft_graphs *g, uint64_t capture,
+			    const struct ft_region_ref *r, unsigned n)
 {
 	pthread_mutex_lock(&g->lock);
-	int i = find(g, from, k1);
-	put(g, to, k2, i >= 0 && g->e[i].reads);
-	if (i >= 0 && from == CAPTURE)
-		g->e[i].kind = FREE;
+	append(g, entry(g, CAPTURE, capture), r, n);
 	pthread_mutex_unlock(&g->lock);
 }
 
 void ft_graphs_capture_end(struct ft_graphs *g, uint64_t capture, uint64_t graph)
 {
-	carry(g, CAPTURE, capture, GRAPH, graph);
+	pthread_mutex_lock(&g->lock);
+	int i = find(g, CAPTURE, capture);
+	if (i >= 0) {
+		/* the capture becomes the graph: its references move along */
+		int j = find(g, GRAPH, graph);
+		if (j >= 0)
+			drop(g, j);
+		g->e[i].kind = GRAPH;
+		g->e[i].key = graph;
+	}
+	pthread_mutex_unlock(&g->lock);
 }
 
 void ft_graphs_instantiate(struct ft_graphs *g, uint64_t graph, uint64_t exec)
 {
-	carry(g, GRAPH, graph, EXEC, exec);
+	pthread_mutex_lock(&g->lock);
+	int i = find(g, GRAPH, graph);
+	/* copied out first: taking an entry for the exec may recycle i's */
+	uint32_t n = i >= 0 ? g->e[i].n : 0;
+	struct ft_region_ref *tmp = n ? malloc(n * sizeof(*tmp)) : NULL;
+	if (tmp) {
+		memcpy(tmp, g->e[i].refs, n * sizeof(*tmp));
+		int j = entry(g, EXEC, exec);
+		g->e[j].n = 0;
+		append(g, j, tmp, n);
+		free(tmp);
+	}
+	pthread_mutex_unlock(&g->lock);
 }
 
-int ft_graphs_exec_reads(struct ft_graphs *g, uint64_t exec)
+uint32_t ft_graphs_exec_refs(struct ft_graphs *g, uint64_t exec, struct ft_region_ref **copy)
 {
 	pthread_mutex_lock(&g->lock);
 	int i = find(g, EXEC, exec);
-	int r = i >= 0 && g->e[i].reads;
+	uint32_t n = i >= 0 ? g->e[i].n : 0;
+	if (copy) {
+		*copy = n ? malloc(n * sizeof(**copy)) : NULL;
+		if (*copy)
+			memcpy(*copy, g->e[i].refs, n * sizeof(**copy));
+		else
+			n = 0;
+	}
 	pthread_mutex_unlock(&g->lock);
-	return r;
+	return n;
 }
 
 void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec)
@@ -72,6 +115,6 @@ void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec)
 	pthread_mutex_lock(&g->lock);
 	int i = find(g, EXEC, exec);
 	if (i >= 0)
-		g->e[i].kind = FREE;
+		drop(g, i);
 	pthread_mutex_unlock(&g->lock);
 }

@@ -10,8 +10,9 @@
  *         during the first forward.  Passes are found, exactly the 22
  *         weights are identified, traps are timed and profile.json is
  *         written to FT_PROFILE_STORAGE_DIR.
- *  graph  replays of a captured forward count as passes; after
- *         ft_mark_pass() only marks count.
+ *  graph  replays of a captured forward count as passes and read what
+ *         the capture read: the same 22 weights are found (replays are not
+ *         timed); after ft_mark_pass() only marks count.
  *  again  as eager, with the profile.json an eager run wrote: discovery
  *         finds the same model, its timings are taken and INFERENCE begins
  *         without profiling (phases_profile.sh runs the sequence).
@@ -75,7 +76,7 @@ static unsigned long long stat(const char *n)
 	return v;
 }
 
-static void check_profile(void)
+static void check_profile(int samples)
 {
 	const char *dir = getenv("FT_PROFILE_STORAGE_DIR");
 	char path[512];
@@ -96,7 +97,9 @@ static void check_profile(void)
 	CHECK(cJSON_GetArraySize(traps) > 0, "no traps");
 	cJSON_ArrayForEach(x, traps) {
 		cJSON *c = cJSON_GetObjectItem(x, "compute_ms");
-		CHECK(cJSON_GetObjectItem(c, "samples")->valueint == 2, "trap not timed twice");
+		CHECK(cJSON_GetObjectItem(c, "samples")->valueint == samples,
+		      "trap timed %d times, expected %d", cJSON_GetObjectItem(c, "samples")->valueint,
+		      samples);
 	}
 	CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(p, "copy_curve")) == 6, "no copy curve");
 	cJSON_Delete(p);
@@ -106,7 +109,7 @@ int main(int argc, char **argv)
 {
 	int graph = argc > 1 && !strcmp(argv[1], "graph");
 	int again = argc > 1 && !strcmp(argv[1], "again");
-	if (argc > 1 && !strcmp(argv[1], "fresh")) {
+	if (argc > 1 && (!strcmp(argv[1], "fresh") || graph)) {
 		/* no profile.json from an earlier run of this test */
 		char path[512];
 		snprintf(path, sizeof(path), "%s/profile.json", getenv("FT_PROFILE_STORAGE_DIR"));
@@ -141,6 +144,8 @@ int main(int argc, char **argv)
 		cuGraphLaunch(e, s); /* after a mark, replays no longer count */
 		CHECK(stat("passes_graph") == 8 && stat("passes_marked") == 1,
 		      "graph %llu marked %llu", stat("passes_graph"), stat("passes_marked"));
+		/* discovery read what the capture read; replays are not timed */
+		check_profile(0);
 	} else if (again) {
 		/* A compatible profile.json: INFERENCE right after discovery. */
 		for (int i = 0; i < 6; i++)
@@ -155,7 +160,7 @@ int main(int argc, char **argv)
 		}
 		CHECK(stat("passes_eager") == 8, "passes_eager %llu", stat("passes_eager"));
 		CHECK(ft_phase() == FT_INFERENCE, "phase %d after 9 forwards", ft_phase());
-		check_profile();
+		check_profile(2);
 	}
 	printf("phases (%s): %d failure(s)\n", argc > 1 ? argv[1] : "eager", failures);
 	return failures ? 1 : 0;
