@@ -39,6 +39,17 @@ check "diff of another model exits 1" sh -c "[ $st = 1 ] && grep -q 'other model
 check "diff of another device exits 1" sh -c "[ $st = 1 ] && grep -q 'other device' '$tmp/out'"
 "$tool" frobnicate 2>/dev/null; st=$?
 check "bad usage exits 2" [ "$st" = 2 ]
+# flextensor-plan on the same profiles.
+plan=$(dirname "$tool")/flextensor-plan
+"$plan" "$tmp/a" --fraction 0.05 >"$tmp/out"; st=$?
+check "plan at 5% of the device exits 0" [ "$st" = 0 ]
+check "plan prints the memory-mode summary" grep -q "^mode memory, allocation_block_transfer" "$tmp/out"
+check "plan stays within the budget" sh -c "grep -q 'budget 7188.5 MiB' '$tmp/out'"
+"$plan" "$tmp/a" --budget-gib 0.5 >"$tmp/out" 2>&1; st=$?
+check "an impossible budget exits 2 with the reason" sh -c "[ $st = 2 ] && grep -q 'cannot hold the traps' '$tmp/out'"
+"$plan" "$tmp/a" --raw >"$tmp/out"; st=$?
+check "latency mode, raw transfers" sh -c "[ $st = 0 ] && grep -q '^mode latency, raw_block_transfer' '$tmp/out'"
+
 # A profile.json the library wrote on the H200 (hand-written decoder).
 "$tool" validate "$(dirname "$0")/../data/h200-manual-decoder.profile.json" >"$tmp/out"; st=$?
 check "the profile written on the H200 validates" [ "$st" = 0 ]

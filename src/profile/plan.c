@@ -1,0 +1,211 @@
+/* The planner (include/ft/plan.h). */
+#include "ft/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/copy_curve.h"
+
+#define MIB (1024.0 * 1024.0)
+
+void ft_plan_free(struct ft_plan *p)
+{
+	free(p->t);
+	memset(p, 0, sizeof(*p));
+}
+
+static double copy_ms(const struct ft_plan_input *in, uint32_t t)
+{
+	const struct ft_profile *pr = in->profile;
+	const struct ft_trap *tr = &pr->traps[t];
+	if (in->raw)
+		return ft_curve_ms(pr->curve, pr->ncurve, tr->bytes);
+	double ms = 0;
+	for (uint32_t k = 0; k < tr->nweights; k++)
+		ms += ft_curve_ms(pr->curve, pr->ncurve, pr->weights[tr->first_weight + k]);
+	return ms;
+}
+
+/* Blocks round-robin over the offloaded traps; the last one must differ
+ * from the first too (the pass wraps).  0, or -1 when b blocks cannot. */
+static int assign(struct ft_plan *p, const struct ft_profile *pr, uint32_t b)
+{
+	uint32_t m = 0, last = 0;
+	memset(p->block_bytes, 0, sizeof(p->block_bytes));
+	for (uint32_t i = 0; i < p->ntraps; i++) {
+		p->t[i].block = -1;
+		if (!p->t[i].offloaded)
+			continue;
+		p->t[i].block = (int)(m++ % b);
+		last = i;
+	}
+	if (m >= 2 && (m - 1) % b == 0) {
+		if (b < 3)
+			return -1; /* an odd cycle cannot alternate between two blocks */
+		p->t[last].block = 1;
+	}
+	p->nblocks = b;
+	p->peak_bytes = p->offloaded_bytes = 0;
+	for (uint32_t i = 0; i < p->ntraps; i++) {
+		uint64_t bytes = pr->traps[i].bytes;
+		if (p->t[i].block < 0) {
+			p->peak_bytes += bytes;
+		} else {
+			p->offloaded_bytes += bytes;
+			if (bytes > p->block_bytes[p->t[i].block])
+				p->block_bytes[p->t[i].block] = bytes;
+		}
+	}
+	for (uint32_t k = 0; k < b; k++)
+		p->peak_bytes += p->block_bytes[k];
+	return 0;
+}
+
+/* Three passes of the execution model; the last one is reported. */
+static void simulate(struct ft_plan *p, const struct ft_profile *pr)
+{
+	double block_free[64] = { 0 }, copy_free = 0, end = 0, pass_start = 0, copies = 0;
+	for (int pass = 0; pass < 3; pass++) {
+		pass_start = end;
+		p->stall_ms = 0;
+		for (uint32_t i = 0; i < p->ntraps; i++) {
+			struct ft_plan_trap *t = &p->t[i];
+			double start = end;
+			if (t->block >= 0) {
+				double cs = copy_free > block_free[t->block] ? copy_free
+									     : block_free[t->block];
+				double ce = cs + t->copy_ms;
+				copy_free = ce;
+				t->issue_ms = cs - pass_start;
+				if (ce > start) {
+					t->wait_ms = ce - start;
+					start = ce;
+				} else {
+					t->wait_ms = 0;
+				}
+				p->stall_ms += t->wait_ms;
+			}
+			t->start_ms = start - pass_start;
+			end = start + pr->traps[i].compute.median;
+			if (t->block >= 0)
+				block_free[t->block] = end;
+		}
+	}
+	p->pass_ms = end - pass_start;
+	for (uint32_t i = 0; i < p->ntraps; i++)
+		if (p->t[i].block >= 0)
+			copies += p->t[i].copy_ms;
+	p->floor_ms = copies > p->compute_ms ? copies : p->compute_ms;
+}
+
+/* Offload order: the traps whose copies hide best behind the trap before
+ * them (the pass wraps: trap 0 follows the last trap). */
+static const double *rank_key;
+static int by_key(const void *a, const void *b)
+{
+	double x = rank_key[*(const uint32_t *)a], y = rank_key[*(const uint32_t *)b];
+	return x < y ? -1 : x > y;
+}
+
+int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why, uint32_t len)
+{
+	const struct ft_profile *pr = in->profile;
+	uint32_t n = pr->ntraps;
+	uint32_t bmin = in->min_blocks < 2 ? 2 : in->min_blocks;
+	uint32_t bmax = in->num_blocks > 64 ? 64 : in->num_blocks;
+	double scale = in->scale > 0 ? in->scale : 1.0;
+	memset(out, 0, sizeof(*out));
+	if (bmax < bmin) {
+		snprintf(why, len, "num_blocks %u is below min_blocks %u", bmax, bmin);
+		return -1;
+	}
+	if (in->budget && in->budget < FT_PLAN_MIN_BUDGET) {
+		snprintf(why, len, "the budget of %.0f MiB is below the minimum of 256 MiB: raise "
+			 "FT_MAX_GPU_MEM_FRACTION", (double)in->budget / MIB);
+		return -1;
+	}
+	out->ntraps = n;
+	out->t = calloc(n + 1, sizeof(*out->t));
+	double *ratio = calloc(n + 1, sizeof(*ratio));
+	uint32_t *order = calloc(n + 1, sizeof(*order));
+	struct ft_plan_trap *best = calloc(n + 1, sizeof(*best));
+	if (!out->t || !ratio || !order || !best) {
+		snprintf(why, len, "out of memory");
+		free(ratio), free(order), free(best);
+		return -1;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		out->t[i].copy_ms = copy_ms(in, i);
+		out->compute_ms += pr->traps[i].compute.median;
+		double window = scale * pr->traps[i ? i - 1 : n - 1].compute.median;
+		ratio[i] = window > 0 ? out->t[i].copy_ms / window : 1e30;
+		order[i] = i;
+	}
+	rank_key = ratio;
+	qsort(order, n, sizeof(*order), by_key);
+
+	/* cand works in out's per-trap array; the best one is kept aside */
+	struct ft_plan cand = *out;
+	double best_ms = -1;
+	uint32_t best_b = 0;
+	uint64_t least_peak = UINT64_MAX;
+	for (uint32_t b = bmin; b <= bmax; b++) {
+		for (uint32_t i = 0; i < n; i++)
+			cand.t[i].offloaded = 0;
+		int ok = !assign(&cand, pr, b) && (!in->budget || cand.peak_bytes <= in->budget);
+		/* memory mode: add traps until the peak fits; latency mode: every
+		 * trap whose copy hides */
+		for (uint32_t k = 0; k < n && !(in->budget && ok); k++) {
+			uint32_t i = order[k];
+			if (!in->budget && ratio[i] > 1.0)
+				break;
+			cand.t[i].offloaded = 1;
+			ok = !assign(&cand, pr, b) && (!in->budget || cand.peak_bytes <= in->budget);
+		}
+		if (in->budget && !ok) {
+			/* the last odd-cycle case: one more trap may make it even */
+			for (uint32_t k = 0; k < n && !ok; k++)
+				if (!cand.t[order[k]].offloaded) {
+					cand.t[order[k]].offloaded = 1;
+					ok = !assign(&cand, pr, b) && cand.peak_bytes <= in->budget;
+				}
+		}
+		if (!ok && in->budget)
+			continue;
+		if (assign(&cand, pr, b))
+			continue;
+		simulate(&cand, pr);
+		if (best_ms < 0 || cand.pass_ms < best_ms - 1e-9) {
+			best_ms = cand.pass_ms;
+			best_b = b;
+			memcpy(best, cand.t, n * sizeof(*best));
+		}
+	}
+	free(ratio);
+	free(order);
+	if (best_ms < 0) {
+		/* the least any block count needs with every trap offloaded */
+		for (uint32_t b = bmin; b <= bmax; b++) {
+			for (uint32_t i = 0; i < n; i++)
+				cand.t[i].offloaded = 1;
+			if (!assign(&cand, pr, b) && cand.peak_bytes < least_peak)
+				least_peak = cand.peak_bytes;
+		}
+		uint64_t total = 0;
+		for (uint32_t i = 0; i < n; i++)
+			total += pr->traps[i].bytes;
+		snprintf(why, len, "the budget of %.0f MiB cannot hold the traps: offloading every "
+			 "one still needs %.0f MiB of blocks (the largest traps, %u blocks or more), "
+			 "of %.0f MiB of weights; raise FT_MAX_GPU_MEM_FRACTION or lower FT_MIN_BLOCKS",
+			 (double)in->budget / MIB, (double)least_peak / MIB, bmin, (double)total / MIB);
+		free(best);
+		ft_plan_free(out);
+		return -1;
+	}
+	memcpy(out->t, best, n * sizeof(*best));
+	free(best);
+	assign(out, pr, best_b);
+	simulate(out, pr);
+	return 0;
+}

@@ -1,0 +1,165 @@
+/* The planner on synthetic profiles: an 80-layer 70B-shaped model and an
+ * 8B-shaped one, decode-like (copies dominate) and prefill-like (compute
+ * dominates), budgets from 25 % to 90 % of the weights, latency mode,
+ * refusals.  Invariants checked on every plan: the peak never exceeds the
+ * budget, no two consecutive transfers (the pass wraps) share a block, every
+ * offloaded trap's copy lands before the trap starts, and the predicted pass
+ * is never faster than max(resident, transfer floor). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ft/plan.h"
+#include "ft/traps.h"
+#include "llama_sizes.h"
+
+static const struct ft_curve_point curve[] = {
+	{ 65536, 0.0041 }, { 262144, 0.0075 }, { 1 << 20, 0.0218 },
+	{ 4 << 20, 0.0791 }, { 16 << 20, 0.3107 }, { 64 << 20, 1.243 },
+};
+
+/* bytes_per_ms: compute speed (3.3e9 decode-like, 3.3e7 prefill-like) */
+static void make(struct ft_profile *p, uint32_t layers, uint64_t d, uint64_t ffn, uint64_t kv,
+		 double bytes_per_ms)
+{
+	memset(p, 0, sizeof(*p));
+	p->nweights = llama_sizes(&p->weights, layers, d, ffn, kv, 128256, 0);
+	p->ntraps = (uint32_t)ft_traps_group(p->weights, p->nweights, 256 << 20, &p->traps);
+	for (uint32_t i = 0; i < p->ntraps; i++) {
+		double ms = (double)p->traps[i].bytes / bytes_per_ms;
+		p->traps[i].compute = (struct ft_stat_ms){ ms, ms, ms, 10 };
+	}
+	p->curve = malloc(sizeof(curve));
+	memcpy(p->curve, curve, sizeof(curve));
+	p->ncurve = 6;
+}
+
+static void check(const struct ft_plan *pl, const struct ft_profile *p, uint64_t budget)
+{
+	if (budget)
+		assert_true(pl->peak_bytes <= budget);
+	int prev = -1, first = -1, last = -1;
+	uint32_t m = 0;
+	for (uint32_t i = 0; i < pl->ntraps; i++) {
+		const struct ft_plan_trap *t = &pl->t[i];
+		assert_int_equal(t->offloaded, t->block >= 0);
+		if (t->block < 0)
+			continue;
+		m++;
+		if (prev >= 0 && t->block == pl->t[prev].block)
+			fail_msg("traps %d and %u share block %d", prev, i, t->block);
+		assert_true(t->issue_ms + t->copy_ms <= t->start_ms + 1e-6);
+		if (first < 0)
+			first = (int)i;
+		prev = last = (int)i;
+	}
+	if (m >= 2)
+		assert_int_not_equal(pl->t[first].block, pl->t[last].block);
+	assert_true(pl->pass_ms >= pl->floor_ms - 1e-6);
+	assert_true(pl->floor_ms >= pl->compute_ms - 1e-9);
+	(void)p;
+}
+
+static uint64_t total(const struct ft_profile *p)
+{
+	uint64_t t = 0;
+	for (uint32_t i = 0; i < p->ntraps; i++)
+		t += p->traps[i].bytes;
+	return t;
+}
+
+static void budgets(void **state)
+{
+	(void)state;
+	static const struct {
+		uint32_t layers;
+		uint64_t d, ffn, kv;
+	} models[] = { { 80, 8192, 28672, 1024 }, { 32, 4096, 14336, 1024 } };
+	static const double speed[] = { 3.3e9, 3.3e7 };
+	static const double keep[] = { 0.25, 0.5, 0.75, 0.9 };
+	for (size_t mi = 0; mi < 2; mi++)
+		for (size_t si = 0; si < 2; si++) {
+			struct ft_profile p;
+			make(&p, models[mi].layers, models[mi].d, models[mi].ffn, models[mi].kv,
+			     speed[si]);
+			for (size_t ki = 0; ki < 4; ki++) {
+				for (int raw = 0; raw < 2; raw++) {
+					struct ft_plan_input in = { &p, (uint64_t)(keep[ki] * (double)total(&p)),
+								    4, 2, 1.0, raw };
+					struct ft_plan pl;
+					char why[512];
+					if (ft_plan_make(&in, &pl, why, sizeof(why)))
+						fail_msg("%u layers keep %.2f: %s", models[mi].layers,
+							 keep[ki], why);
+					check(&pl, &p, in.budget);
+					assert_true(pl.offloaded_bytes > 0);
+					/* compute-heavy (prefill-like) at half the weights:
+					 * copies hide */
+					if (si == 1 && keep[ki] >= 0.5)
+						assert_true(pl.pass_ms <= 1.05 * pl.floor_ms);
+					ft_plan_free(&pl);
+				}
+			}
+			ft_profile_free(&p);
+		}
+}
+
+static void latency_mode(void **state)
+{
+	(void)state;
+	struct ft_profile p;
+	make(&p, 32, 4096, 14336, 1024, 3.3e7); /* compute-heavy: much hides */
+	struct ft_plan_input in = { &p, 0, 4, 2, 1.0, 0 };
+	struct ft_plan pl;
+	char why[256];
+	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
+	check(&pl, &p, 0);
+	assert_true(pl.offloaded_bytes > total(&p) / 2);
+	assert_true(pl.stall_ms <= 0.05 * pl.pass_ms);
+	ft_plan_free(&pl);
+	ft_profile_free(&p);
+	make(&p, 32, 4096, 14336, 1024, 3.3e9); /* decode: nothing hides */
+	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
+	assert_int_equal(pl.offloaded_bytes, 0);
+	assert_true(pl.pass_ms - pl.compute_ms < 1e-6 && pl.compute_ms - pl.pass_ms < 1e-6);
+	ft_plan_free(&pl);
+	ft_profile_free(&p);
+}
+
+static void refusals(void **state)
+{
+	(void)state;
+	struct ft_profile p;
+	make(&p, 32, 4096, 14336, 1024, 3.3e9);
+	struct ft_plan pl;
+	char why[512];
+	struct ft_plan_input in = { &p, 100 << 20, 4, 2, 1.0, 0 };
+	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "below the minimum of 256 MiB"));
+	in.budget = 1ULL << 30; /* 1 GiB: two 1002 MiB traps need two blocks at least */
+	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "cannot hold the traps"));
+	assert_non_null(strstr(why, "raise FT_MAX_GPU_MEM_FRACTION"));
+	in.budget = 0;
+	in.num_blocks = 2;
+	in.min_blocks = 3;
+	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "below min_blocks"));
+	ft_profile_free(&p);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(budgets),
+		cmocka_unit_test(latency_mode),
+		cmocka_unit_test(refusals),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
