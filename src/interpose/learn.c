@@ -237,7 +237,7 @@ static int finish_discovery(void)
 	/* The host-to-device copy curve, as upstream measures it: pinned memory. */
 	static const uint64_t sizes[] = { 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
 					  64 << 20 };
-	p->curve = calloc(6, sizeof(*p->curve));
+	p->curve = atomic_load(&ft_g.active_captures) ? NULL : calloc(6, sizeof(*p->curve));
 	if (p->curve) {
 		for (int i = 0; i < 6; i++)
 			p->curve[i].bytes = sizes[i];
@@ -338,9 +338,14 @@ static void analyse(uint64_t end)
 	while (k < L.npl && L.pl[k].seq < end)
 		k++;
 	uint32_t ntraps = L.prof.ntraps;
-	if (L.skip_sample) {
-		/* profiling began inside this pass: its first launches are missing */
-		L.skip_sample = 0;
+	/* Waiting on an event while another thread captures in global mode
+	 * would invalidate that capture: no sample then. */
+	int capturing = atomic_load(&ft_g.active_captures) > 0;
+	if (L.skip_sample || capturing) {
+		/* profiling began inside this pass (its first launches are
+		 * missing), or a capture is in progress */
+		if (!capturing)
+			L.skip_sample = 0;
 	} else if (k && ntraps && L.nsamples < L.samples_cap && !L.prof_failed &&
 	    ft_g.real.cuEventSynchronize(L.pl[k - 1].after) == CUDA_SUCCESS) {
 		int cur = -1;
