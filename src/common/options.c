@@ -449,8 +449,9 @@ void ft_options_note_planned(const struct ft_options *o, ft_opt_report_fn report
 		char env[64], val[64], msg[512];
 		env_name(descs[i].name, env, sizeof(env));
 		snprintf(msg, sizeof(msg),
-			 "%s=%s accepted; this release observes only (offloading is "
-			 "not implemented yet), so it has no effect",
+			 "%s=%s accepted; offloading is not implemented yet, so it does "
+			 "not change execution (the planner's options shape the plan in "
+			 "profile.json)",
 			 env, format_value(&descs[i], o, val, sizeof(val)));
 		report(ud, msg);
 	}

@@ -102,6 +102,10 @@ static void check_profile(int samples)
 		      samples);
 	}
 	CHECK(cJSON_GetArraySize(cJSON_GetObjectItem(p, "copy_curve")) == 6, "no copy curve");
+	cJSON *plan = cJSON_GetObjectItem(p, "plan");
+	CHECK(cJSON_IsObject(plan) && !strcmp(cJSON_GetObjectItem(plan, "mode")->valuestring, "latency") &&
+		      cJSON_GetArraySize(cJSON_GetObjectItem(plan, "traps")) == cJSON_GetArraySize(traps),
+	      "no latency-mode plan for every trap in profile.json");
 	cJSON_Delete(p);
 }
 
