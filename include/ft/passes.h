@@ -84,7 +84,7 @@ enum ft_pass_source ft_passes_launch(struct ft_passes *p, uint64_t id,
  * confirming one) that now belong to the new pass.  Launch i has refs
  * [i ? ends[i - 1] : 0, ends[i]) of *refs.  Valid until the next call. */
 unsigned ft_passes_moved(const struct ft_passes *p, const struct ft_region_ref **refs,
-			 const uint32_t **ends, const uint64_t **ids);
+			 const uint32_t **ends);
 /* A graph replay; reads_memory: its capture referred to tracked memory. */
 enum ft_pass_source ft_passes_graph(struct ft_passes *p, int reads_memory);
 /* The program marked a boundary. */

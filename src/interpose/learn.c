@@ -56,8 +56,7 @@ static void feed_moved(int source)
 		return;
 	const struct ft_region_ref *refs;
 	const uint32_t *ends;
-	const uint64_t *ids;
-	unsigned n = ft_passes_moved(&ft_g.passes, &refs, &ends, &ids);
+	unsigned n = ft_passes_moved(&ft_g.passes, &refs, &ends);
 	for (unsigned i = 0, from = 0; i < n; from = ends[i], i++)
 		disc_feed(refs + from, ends[i] - from);
 }
@@ -601,15 +600,20 @@ void ft_obs_pass(int source, uint64_t start)
 	ft_trace_emit(&ft_g.trace, rec);
 }
 
+void ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out)
+{
+	for (unsigned i = 0; i < refs->n; i++)
+		out[i] = (struct ft_region_ref){ refs->v[i].alloc_id, refs->v[i].offset,
+						 refs->v[i].alloc_base, refs->v[i].alloc_size };
+}
+
 void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint64_t seq)
 {
 	int phase = atomic_load_explicit(&ft_g.phase, memory_order_relaxed);
 	if (phase == FT_PHASE_INFERENCE)
 		return;
 	struct ft_region_ref r[FT_MAX_REFS];
-	for (unsigned i = 0; i < refs->n; i++)
-		r[i] = (struct ft_region_ref){ refs->v[i].alloc_id, refs->v[i].offset,
-					       refs->v[i].alloc_base, refs->v[i].alloc_size };
+	ft_learn_regions(refs, r);
 	pthread_mutex_lock(&ft_g.learn_lock);
 	if (phase == FT_PHASE_PROFILING && L.npl && L.pl[L.npl - 1].seq == seq &&
 	    record(L.pl[L.npl - 1].after, l))

@@ -11,6 +11,7 @@
 
 #include "ft/discover.h"
 #include "ft/gpu.h"
+#include "ft/passes.h"
 #include "ft/profile.h"
 
 struct ft_launch;
@@ -65,6 +66,9 @@ void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint6
 void ft_learn_replay(uint64_t exec);
 /* An allocation got id (before INFERENCE). */
 void ft_learn_alloc(uint64_t id);
+/* The scan's references as the regions pass detection, discovery and the
+ * graph bookkeeping take (out has room for refs->n). */
+void ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out);
 /* A copy or memset wrote [dst, dst + bytes): DISCOVERY's written flag. */
 void ft_learn_write(uint64_t alloc_id, uint64_t offset, uint64_t bytes);
 

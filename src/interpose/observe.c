@@ -219,10 +219,7 @@ void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUr
 		FT_STAT_INC(&ft_g.stats, captured_launches);
 		if (s->scanned && s->refs.n) {
 			struct ft_region_ref r[FT_MAX_REFS];
-			for (unsigned i = 0; i < s->refs.n; i++)
-				r[i] = (struct ft_region_ref){ s->refs.v[i].alloc_id, s->refs.v[i].offset,
-							       s->refs.v[i].alloc_base,
-							       s->refs.v[i].alloc_size };
+			ft_learn_regions(&s->refs, r);
 			ft_graphs_capture_read(ft_g.graphs, s->cap, r, s->refs.n);
 		}
 	}

@@ -230,11 +230,10 @@ enum ft_pass_source ft_passes_launch(struct ft_passes *p, uint64_t index,
 }
 
 unsigned ft_passes_moved(const struct ft_passes *p, const struct ft_region_ref **refs,
-			 const uint32_t **ends, const uint64_t **ids)
+			 const uint32_t **ends)
 {
 	*refs = p->log->ref;
 	*ends = p->log->end;
-	*ids = p->log->index;
 	return p->moved;
 }
 
