@@ -57,6 +57,8 @@ struct ft_discover {
 	uint32_t order_next;       /* next first-touch position in this pass */
 	uint32_t n, cap;
 	struct ft_disc_region *r;  /* sorted by (alloc_id, offset) */
+	int content_known;         /* a saved profile vouches for the contents
+				      (FT_SKIP_DISCOVERY): no checksum needed */
 };
 
 int ft_disc_init(struct ft_discover *d, uint64_t cutoff_id);

@@ -4,28 +4,29 @@
  *
  *  1. ft_mark_pass() from the program: once called, it alone counts passes.
  *  2. A replay of a graph whose capture referenced tracked memory.
- *  3. Eager launches: the first-touch order of the regions (allocation,
- *     offset) that launches refer to repeats every pass.  A region touched
- *     once so far, first touched in the first tenth of the pass, that is
- *     touched again is a candidate anchor: a new pass may begin at this
- *     launch.  A later touch of a region nearer the start of the order
- *     moves the candidate there.  It is confirmed when eight regions touched
- *     once so far and lying after the anchor in the order are touched again
- *     before more than matched + 4 new regions appear (a false candidate in
- *     the middle of a pass meets mostly new regions: the next layers'
- *     weights); the boundary is then placed at the candidate launch and the
- *     launches since are replayed into the new pass.  Nothing repeating for
- *     max(256, 3 x the last pass) launches restarts the learning (a new
- *     model, or a first pass polluted by weight initialisation).
+ *  3. Eager launches.  Every region (allocation, offset) that a launch
+ *     refers to remembers its last touch and its last return distance (the
+ *     launches between its two latest touches).  A weight is read once per
+ *     pass, so it returns after one pass length; activation buffers reused
+ *     by every layer return after a few launches.  A launch that touches a
+ *     region again after d launches (d at least half the last pass, at most
+ *     four passes; the region's previous return not short) is a candidate
+ *     boundary c, with the hypothesis that the previous pass was [c - d, c).
+ *     The regions touched after c then vote: one last touched inside the
+ *     hypothetical previous pass matches; one last touched before it whose
+ *     own return distance is of pass scale (a weight the hypothesis skipped:
+ *     the next layer's, when c is only a layer boundary) contradicts;
+ *     regions never seen (a new KV cache block) or reused within the pass
+ *     do not vote.  Sixteen matches against at most 2 + matches / 8
+ *     contradictions confirm; the boundary is then placed at the earliest
+ *     candidate still standing and the launches since are handed to the new
+ *     pass.  Nothing confirmed for four passes forgets the pass length (a
+ *     new model, a changed workload) and learns afresh.
  *
- * Measured on tests/data/h200-workloads (unit test passes_fixture): for the
- * first model of the recording (transformers Llama, DynamicCache,
- * prefill/decode alternation, varying lengths) every forward boundary is
- * found and none invented.  Known limits, seen on the later models of the
- * same recording: after a model is replaced in the same process the tied
- * second model's boundaries were not found, and for the hand-written
- * decoder the boundaries were found with the right period but rotated by a
- * few launches from the forward's first launch.
+ * Measured on the H200 recordings (unit test passes_fixture): for the first
+ * model of tests/data/h200-workloads (transformers Llama, DynamicCache,
+ * prefill/decode alternation, varying lengths) and for the 8-layer model of
+ * tests/data/h200-hf8 every forward boundary is found and none invented.
  *
  * Pure C on plain data, no CUDA, no locks: the caller serialises.
  */
@@ -43,7 +44,8 @@ struct ft_region_ref {
 
 enum ft_pass_source { FT_PASS_NONE, FT_PASS_EAGER, FT_PASS_GRAPH, FT_PASS_MARK };
 
-struct ft_pass_slot;
+struct ft_pass_region;
+struct ft_pass_cand;
 struct ft_pass_log;
 
 struct ft_passes {
@@ -51,24 +53,18 @@ struct ft_passes {
 	uint64_t launches;        /* eager launches fed */
 	int marked;               /* ft_mark_pass() was called: only marks count */
 
-	/* the current pass */
-	uint64_t start;           /* launch index where it began */
-	uint64_t n;               /* launches in it so far */
-	uint64_t prev_len;        /* launches in the previous pass */
-	uint32_t generation;      /* region slots of other generations are stale */
-	uint32_t norder;          /* regions touched in it so far */
+	uint64_t start;           /* launch index where the current pass began */
+	uint64_t prev_len;        /* launches in the previous pass; 0 = unknown */
 
-	/* candidate boundary */
-	int pending;
-	uint64_t cand;            /* launch index of the candidate */
-	struct ft_region_ref anchor;
-	uint32_t anchor_pos;
-	uint32_t matched, unknown;
-	struct ft_pass_log *log;  /* launches since the candidate */
-	uint32_t moved;           /* launches of the log that began the new pass */
+	uint32_t ncand;
+	struct ft_pass_cand *cand;
+	struct ft_pass_log *log;  /* the latest launches, for the moved ones */
+	uint32_t moved;           /* launches that began the new pass */
+	struct ft_region_ref *moved_ref;
+	uint32_t *moved_end;
 
-	uint32_t slots_cap, slots_used;
-	struct ft_pass_slot *slots;
+	uint32_t cap, used;       /* region table (open addressing) */
+	struct ft_pass_region *regions;
 };
 
 int ft_passes_init(struct ft_passes *p);

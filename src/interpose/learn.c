@@ -137,14 +137,18 @@ static void trace_discovery(const unsigned *reasons, uint64_t total)
 
 /* A saved profile of the same model on the same device: its traps and
  * timings are taken, and profiling is skipped.  Returns 1 when adopted. */
-static int adopt_saved(void)
+static int adopt_saved(int trial)
 {
 	struct ft_profile *p = &L.prof;
 	char why[512];
 	enum ft_profile_refusal r = ft_profile_check_compatible(&L.saved, p, why, sizeof(why));
 	if (r != FT_PROFILE_OK) {
-		ft_warn("%s/%s not used: %s; profiling runs and the file will be rewritten",
-			ft_g.opt.profile_storage_dir, FT_PROFILE_FILE, why);
+		if (trial)
+			ft_warn("FT_SKIP_DISCOVERY=1: the first pass does not match %s/%s (%s); "
+				"discovery runs", ft_g.opt.profile_storage_dir, FT_PROFILE_FILE, why);
+		else
+			ft_warn("%s/%s not used: %s; profiling runs and the file will be rewritten",
+				ft_g.opt.profile_storage_dir, FT_PROFILE_FILE, why);
 		return 0;
 	}
 	free(p->traps);
@@ -166,8 +170,12 @@ static int adopt_saved(void)
 void ft_learn_start(void)
 {
 	const char *dir = ft_g.opt.profile_storage_dir;
-	if (!dir)
+	if (!dir) {
+		if (ft_g.opt.skip_discovery)
+			ft_warn("FT_SKIP_DISCOVERY=1 needs FT_PROFILE_STORAGE_DIR with a profile.json "
+				"of this model on this device: discovery runs");
 		return;
+	}
 	char why[512];
 	enum ft_profile_refusal r = ft_profile_load(dir, &L.saved, why, sizeof(why));
 	if (r == FT_PROFILE_OK) {
@@ -176,15 +184,35 @@ void ft_learn_start(void)
 			"same model on the same device", dir, FT_PROFILE_FILE, L.saved.nweights,
 			L.saved.ntraps);
 	} else if (r == FT_PROFILE_MISSING) {
-		ft_info("no %s in %s yet: it is written when INFERENCE begins", FT_PROFILE_FILE, dir);
+		if (ft_g.opt.skip_discovery)
+			ft_warn("FT_SKIP_DISCOVERY=1 but there is no %s in %s: discovery runs, and "
+				"the file is written when INFERENCE begins", FT_PROFILE_FILE, dir);
+		else
+			ft_info("no %s in %s yet: it is written when INFERENCE begins",
+				FT_PROFILE_FILE, dir);
 	} else {
 		ft_warn("%s/%s refused (%s): %s; discovery and profiling run as without it", dir,
 			FT_PROFILE_FILE, ft_profile_refusal_name(r), why);
 	}
 }
 
-/* Returns 1 when a saved profile was adopted (INFERENCE comes now). */
-static int finish_discovery(void)
+static void drop_discovery(void)
+{
+	struct ft_profile *p = &L.prof;
+	free(p->weights);
+	free(p->traps);
+	free(L.wmap);
+	p->weights = NULL;
+	p->traps = NULL;
+	L.wmap = NULL;
+	p->nweights = p->ntraps = L.nwmap = 0;
+}
+
+/* Returns 1 when a saved profile was adopted (INFERENCE comes now).  trial:
+ * FT_SKIP_DISCOVERY after one pass, contents taken on the saved profile's
+ * word; when it does not match, nothing is kept and discovery goes on
+ * (returns -1). */
+static int finish_discovery(int trial)
 {
 	struct ft_profile *p = &L.prof;
 	unsigned reasons[FT_DISC_REASONS] = { 0 };
@@ -211,7 +239,12 @@ static int finish_discovery(void)
 	p->fingerprint = ft_profile_fingerprint(p->weights, p->nweights);
 	int t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
 	p->ntraps = t > 0 ? (uint32_t)t : 0;
-	int adopted = L.have_saved && p->nweights && adopt_saved();
+	int adopted = L.have_saved && p->nweights && adopt_saved(trial);
+	if (trial && !adopted) {
+		drop_discovery();
+		free(idx);
+		return -1;
+	}
 	for (uint32_t k = 0; k < p->ntraps; k++)
 		for (uint32_t j = 0; j < p->traps[k].nweights; j++)
 			L.wmap[p->traps[k].first_weight + j].trap = k;
@@ -556,6 +589,27 @@ static void start_discovery(int source, uint64_t at)
 	L.bounds[L.nbounds == 2 ? 1 : L.nbounds++] = at;
 }
 
+/* FT_SKIP_DISCOVERY with a loaded profile: after the first discovery pass,
+ * the regions read in it (not written, large enough, in first-touch order)
+ * are taken as the weights if they match the saved profile exactly; then
+ * INFERENCE begins at once.  Returns 1 when it did. */
+static int skip_discovery(void)
+{
+	if (!ft_g.opt.skip_discovery || !L.have_saved || L.skip_tried)
+		return 0;
+	L.skip_tried = 1;
+	L.disc.content_known = 1;
+	int adopted = finish_discovery(1) > 0;
+	L.disc.content_known = 0;
+	if (!adopted)
+		return 0;
+	ft_g.phases.phase = FT_PHASE_INFERENCE;
+	atomic_store_explicit(&ft_g.phase, FT_PHASE_INFERENCE, memory_order_relaxed);
+	ft_info("pass %llu: FT_SKIP_DISCOVERY=1 and the first pass matches the saved profile: "
+		"entering INFERENCE", (unsigned long long)ft_g.phases.total);
+	return 1;
+}
+
 void ft_obs_pass(int source, uint64_t start)
 {
 	static const int stat[] = { 0, FT_STAT_passes_eager, FT_STAT_passes_graph,
@@ -571,6 +625,10 @@ void ft_obs_pass(int source, uint64_t start)
 		if (phase == FT_PHASE_DISCOVERY) {
 			ft_disc_pass_end(&L.disc);
 			feed_moved(source);
+			if (skip_discovery()) {
+				ft_g.phases.total++;
+				goto trace;
+			}
 			sample_checksums();
 		} else if (phase == FT_PHASE_PROFILING) {
 			analyse(source == FT_PASS_EAGER ? start : UINT64_MAX);
@@ -583,12 +641,13 @@ void ft_obs_pass(int source, uint64_t start)
 			pass_sources[source], ft_phase_name(ft_g.phases.phase));
 		if (ft_g.phases.phase == FT_PHASE_INFERENCE) {
 			finish_profiling();
-		} else if (finish_discovery()) {
+		} else if (finish_discovery(0) > 0) {
 			ft_g.phases.phase = FT_PHASE_INFERENCE;
 			atomic_store_explicit(&ft_g.phase, FT_PHASE_INFERENCE, memory_order_relaxed);
 			ft_info("pass %llu: entering INFERENCE", (unsigned long long)ft_g.phases.total);
 		}
 	}
+trace:
 	if (!ft_trace_on(&ft_g.trace))
 		return;
 	cJSON *rec = ft_trace_begin("pass");

@@ -40,6 +40,7 @@ struct ft_learning {
 	struct ft_profile prof;   /* weights, traps, curve, device */
 	struct ft_profile saved;  /* FT_PROFILE_STORAGE_DIR/profile.json, if loaded */
 	int have_saved;
+	int skip_tried;           /* FT_SKIP_DISCOVERY was tried (once) */
 	struct ft_wmap {
 		uint64_t alloc_id, offset;
 		uint32_t trap;

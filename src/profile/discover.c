@@ -132,7 +132,7 @@ enum ft_disc_reason ft_disc_classify(const struct ft_discover *d, uint32_t i)
 		return FT_DISC_WRITTEN;
 	if (r->sums_differ)
 		return FT_DISC_CHANGED;
-	if (r->nsums < 2)
+	if (r->nsums < 2 && !d->content_known)
 		return FT_DISC_UNCHECKED;
 	if (r->extent < FT_WEIGHT_MIN_BYTES)
 		return FT_DISC_SMALL;

@@ -5,47 +5,57 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EARLY_PERMILLE 100  /* anchors: first touched in the first tenth of the pass */
-#define CONFIRM 8
-#define SLACK 4
-#define RELEARN_MIN 256
-#define LOG_MAX 4096        /* a candidate open longer than this is dropped */
+#define MIN_PASS 8        /* launches: no shorter pass is looked for */
+#define CONFIRM 16        /* matching regions that confirm a candidate */
+#define MAX_CAND 16       /* candidates weighed at once */
+#define LOG_MAX 4096      /* launches kept for handing over; older candidates are dropped */
+#define LOG_REFS (LOG_MAX * 8)
+#define NONE UINT64_MAX
 
-struct ft_pass_slot {
+struct ft_pass_region {
 	struct ft_region_ref key;
-	uint32_t generation;    /* 0 = empty */
-	uint32_t count;         /* touches in the current pass */
-	uint32_t pos;           /* order of first touch in the current pass */
-	uint64_t first;         /* launch (within the pass) of the first touch */
+	uint64_t last;          /* launch of the latest touch; 0 = empty slot (stored + 1) */
+	uint64_t ret;           /* launches between its two latest touches; 0 = none */
+};
+
+struct ft_pass_cand {
+	uint64_t c;             /* the candidate launch */
+	uint64_t a;             /* start of the hypothetical previous pass */
+	struct ft_region_ref anchor;
+	uint32_t matched, against;
 };
 
 struct ft_pass_log {
-	uint32_t n, cap;        /* launches */
-	uint32_t nref, refcap;
-	uint64_t *index;        /* launch index of each logged launch */
-	uint32_t *end;          /* end of each launch's refs in ref[] */
-	struct ft_region_ref *ref;
+	uint64_t index[LOG_MAX];
+	uint64_t from[LOG_MAX]; /* absolute position of its first ref in ref[] */
+	uint32_t n[LOG_MAX];
+	uint64_t launches;      /* logged so far */
+	uint64_t refs;          /* refs logged so far */
+	struct ft_region_ref ref[LOG_REFS];
 };
 
 int ft_passes_init(struct ft_passes *p)
 {
 	memset(p, 0, sizeof(*p));
-	p->generation = 1;
-	p->slots_cap = 1024;
-	p->slots = calloc(p->slots_cap, sizeof(*p->slots));
+	p->cap = 1024;
+	p->regions = calloc(p->cap, sizeof(*p->regions));
+	p->cand = calloc(MAX_CAND, sizeof(*p->cand));
 	p->log = calloc(1, sizeof(*p->log));
-	return p->slots && p->log ? 0 : -ENOMEM;
+	p->moved_ref = malloc(LOG_REFS * sizeof(*p->moved_ref));
+	p->moved_end = malloc(LOG_MAX * sizeof(*p->moved_end));
+	if (p->regions && p->cand && p->log && p->moved_ref && p->moved_end)
+		return 0;
+	ft_passes_destroy(p);
+	return -ENOMEM;
 }
 
 void ft_passes_destroy(struct ft_passes *p)
 {
-	if (p->log) {
-		free(p->log->index);
-		free(p->log->end);
-		free(p->log->ref);
-		free(p->log);
-	}
-	free(p->slots);
+	free(p->regions);
+	free(p->cand);
+	free(p->log);
+	free(p->moved_ref);
+	free(p->moved_end);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -57,183 +67,208 @@ static uint32_t hash(struct ft_region_ref k)
 	return (uint32_t)(x ^ (x >> 29));
 }
 
-static int same(struct ft_region_ref a, struct ft_region_ref b)
+static struct ft_pass_region *find(struct ft_pass_region *t, uint32_t cap, struct ft_region_ref k)
 {
-	return a.alloc_id == b.alloc_id && a.offset == b.offset;
+	uint32_t j = hash(k) & (cap - 1);
+	while (t[j].last && (t[j].key.alloc_id != k.alloc_id || t[j].key.offset != k.offset))
+		j = (j + 1) & (cap - 1);
+	return &t[j];
 }
 
-/* The slot of k, fresh (count 0) when it is not of the current pass; NULL
- * when out of memory. */
-static struct ft_pass_slot *slot(struct ft_passes *p, struct ft_region_ref k)
+/* The entry of k (last == 0: never touched); NULL when out of memory. */
+static struct ft_pass_region *region(struct ft_passes *p, struct ft_region_ref k)
 {
-	if (p->slots_used * 2 >= p->slots_cap) {
-		/* Grow, keeping only the current pass's regions. */
-		uint32_t cap = p->slots_cap * 2;
-		struct ft_pass_slot *s = calloc(cap, sizeof(*s));
-		if (!s)
+	if (p->used * 2 >= p->cap) {
+		uint32_t cap = p->cap * 2;
+		struct ft_pass_region *t = calloc(cap, sizeof(*t));
+		if (!t)
 			return NULL;
-		uint32_t used = 0;
-		for (uint32_t i = 0; i < p->slots_cap; i++) {
-			struct ft_pass_slot *o = &p->slots[i];
-			if (o->generation != p->generation)
-				continue;
-			uint32_t j = hash(o->key) & (cap - 1);
-			while (s[j].generation)
-				j = (j + 1) & (cap - 1);
-			s[j] = *o;
-			used++;
-		}
-		free(p->slots);
-		p->slots = s;
-		p->slots_cap = cap;
-		p->slots_used = used;
+		for (uint32_t i = 0; i < p->cap; i++)
+			if (p->regions[i].last)
+				*find(t, cap, p->regions[i].key) = p->regions[i];
+		free(p->regions);
+		p->regions = t;
+		p->cap = cap;
 	}
-	uint32_t j = hash(k) & (p->slots_cap - 1);
-	for (;;) {
-		struct ft_pass_slot *s = &p->slots[j];
-		if (s->generation != p->generation) {
-			/* empty, or stale (another pass): free */
-			p->slots_used++;
-			*s = (struct ft_pass_slot){ .key = k, .generation = p->generation };
-			return s;
-		}
-		if (same(s->key, k))
-			return s;
-		j = (j + 1) & (p->slots_cap - 1);
+	struct ft_pass_region *e = find(p->regions, p->cap, k);
+	if (!e->last) {
+		e->key = k;
+		e->ret = 0;
 	}
+	return e;
 }
 
-static void new_pass(struct ft_passes *p, uint64_t start)
+static void log_launch(struct ft_pass_log *l, uint64_t index, const struct ft_region_ref *r,
+		       unsigned n)
 {
-	p->start = start;
-	p->n = 0;
-	p->norder = 0;
-	p->pending = 0;
-	p->log->n = p->log->nref = 0;
-	/* A new generation makes every slot stale at once. */
-	if (++p->generation == 0) {
-		memset(p->slots, 0, p->slots_cap * sizeof(*p->slots));
-		p->generation = 1;
-	}
-	p->slots_used = 0;
+	uint32_t s = (uint32_t)(l->launches++ % LOG_MAX);
+	l->index[s] = index;
+	l->from[s] = l->refs;
+	l->n[s] = n;
+	for (unsigned i = 0; i < n; i++)
+		l->ref[(l->refs + i) % LOG_REFS] = r[i];
+	l->refs += n;
 }
 
-static int log_launch(struct ft_pass_log *l, uint64_t index, const struct ft_region_ref *r,
-		      unsigned n)
+/* Copies the logged launches from index c on into moved_ref/moved_end. */
+static void hand_over(struct ft_passes *p, uint64_t c)
 {
-	if (l->n == LOG_MAX)
-		return -1;
-	if (l->n == l->cap) {
-		uint32_t cap = l->cap ? l->cap * 2 : 256;
-		uint64_t *ix = realloc(l->index, cap * sizeof(*ix));
-		if (!ix)
-			return -1;
-		l->index = ix;
-		uint32_t *e = realloc(l->end, cap * sizeof(*e));
-		if (!e)
-			return -1;
-		l->end = e;
-		l->cap = cap;
+	struct ft_pass_log *l = p->log;
+	uint64_t first = l->launches > LOG_MAX ? l->launches - LOG_MAX : 0;
+	uint64_t k = l->launches;
+	while (k > first && l->index[(k - 1) % LOG_MAX] >= c)
+		k--;
+	uint32_t nref = 0;
+	p->moved = 0;
+	for (; k < l->launches; k++) {
+		uint32_t s = (uint32_t)(k % LOG_MAX);
+		if (l->refs - l->from[s] > LOG_REFS)
+			continue; /* its refs were overwritten: handed over empty */
+		for (uint32_t i = 0; i < l->n[s] && nref < LOG_REFS; i++)
+			p->moved_ref[nref++] = l->ref[(l->from[s] + i) % LOG_REFS];
+		p->moved_end[p->moved++] = nref;
 	}
-	if (l->nref + n > l->refcap) {
-		uint32_t cap = (l->nref + n) * 2;
-		struct ft_region_ref *rr = realloc(l->ref, cap * sizeof(*rr));
-		if (!rr)
-			return -1;
-		l->ref = rr;
-		l->refcap = cap;
-	}
-	memcpy(l->ref + l->nref, r, n * sizeof(*r));
-	l->nref += n;
-	l->index[l->n] = index;
-	l->end[l->n++] = l->nref;
-	return 0;
 }
 
-/* One launch into the current pass; replay: no candidate logic. */
-static void touch(struct ft_passes *p, const struct ft_region_ref *r, unsigned n, uint64_t index,
-		  int replay)
+/* a and b within an eighth of b */
+static int near(uint64_t a, uint64_t b)
 {
-	uint64_t at = p->n++;
-	if (p->pending && !replay && log_launch(p->log, index, r, n))
-		p->pending = 0;
-	for (unsigned i = 0; i < n; i++) {
-		struct ft_pass_slot *s = slot(p, r[i]);
-		if (!s)
-			return;
-		uint32_t c = s->count;
-		if (c == 0) {
-			s->count = 1;
-			s->pos = p->norder++;
-			s->first = at;
-			if (p->pending && !replay)
-				p->unknown++;
-			continue;
-		}
-		s->count = c + 1;
-		if (replay)
-			continue;
-		int early = c == 1 && s->first * 1000 <= (uint64_t)EARLY_PERMILLE * p->n;
-		int again = p->pending && same(r[i], p->anchor);
-		if ((early || again) && (!p->pending || s->pos <= p->anchor_pos)) {
-			p->pending = 1;
-			p->cand = index;
-			p->anchor = r[i];
-			p->anchor_pos = s->pos;
-			p->matched = p->unknown = 0;
-			p->log->n = p->log->nref = 0;
-			if (log_launch(p->log, index, r, n))
-				p->pending = 0;
-			continue;
-		}
-		if (p->pending && c == 1 && s->pos > p->anchor_pos)
-			p->matched++;
-	}
+	return (a > b ? a - b : b - a) * 8 <= b;
 }
 
-enum ft_pass_source ft_passes_launch(struct ft_passes *p, uint64_t index,
+/* Touched again after as many launches as the time before: read once a
+ * pass, like a weight (within an eighth). */
+static int periodic(const struct ft_pass_region *e, uint64_t i)
+{
+	return e->ret && near(i - (e->last - 1), e->ret);
+}
+
+/* One region touched by launch i: votes on the candidates, then is
+ * remembered.  Returns the previous touch (NONE if never). */
+static uint64_t touch(struct ft_passes *p, struct ft_pass_region *e, uint64_t i)
+{
+	if (!e->last)
+		return NONE;
+	uint64_t last = e->last - 1;
+	if (last == i)
+		return NONE; /* twice in one launch */
+	for (uint32_t k = 0; k < p->ncand; k++) {
+		struct ft_pass_cand *c = &p->cand[k];
+		if (last >= c->c)
+			continue; /* reused within the new pass */
+		if (last >= c->a)
+			c->matched++;
+		else if (periodic(e, i) && e->ret * 2 >= c->c - c->a)
+			c->against++;
+	}
+	return last;
+}
+
+/* The hypothesis a region touched again by launch i offers: the previous
+ * pass began at its last touch (NONE: none).  The distance is of pass scale
+ * and the region is not one reused at short distance; once passes are
+ * known, the candidate also keeps in step with them: the last touch was in
+ * the first tenth of the current pass. */
+static uint64_t offer(const struct ft_passes *p, const struct ft_pass_region *e, uint64_t i,
+		      uint64_t minp, uint64_t maxp)
+{
+	if (!e->last || e->last - 1 == i)
+		return NONE;
+	uint64_t last = e->last - 1, d = i - last;
+	if (d < minp || d > maxp)
+		return NONE;
+	/* reused at short distance: no anchor, unless read exactly twice a
+	 * pass (a tied embedding: lookup, then head) */
+	if (e->ret && e->ret < minp && !(p->prev_len && near(e->ret + d, p->prev_len)))
+		return NONE;
+	if (p->prev_len && (last < p->start || (last - p->start) * 10 > i - p->start))
+		return NONE;
+	return last;
+}
+
+/* Where candidate x places the boundary: at x, or at the anchor's next
+ * touch if that came just after (a tied embedding: the head reads it at
+ * the end of the pass, the lookup at the start). */
+static uint64_t placed(const struct ft_passes *p, const struct ft_pass_cand *x)
+{
+	const struct ft_pass_region *e = find(p->regions, p->cap, x->anchor);
+	uint64_t len = p->prev_len > x->c - x->a ? p->prev_len : x->c - x->a;
+	if (e->last && e->last - 1 > x->c && (e->last - 1 - x->c) * 5 <= len)
+		return e->last - 1;
+	return x->c;
+}
+
+enum ft_pass_source ft_passes_launch(struct ft_passes *p, uint64_t i,
 				     const struct ft_region_ref *r, unsigned n, uint64_t *start)
 {
 	p->launches++;
 	if (p->marked)
 		return FT_PASS_NONE;
-	uint64_t limit = p->prev_len * 3 > RELEARN_MIN ? p->prev_len * 3 : RELEARN_MIN;
-	if (p->n > limit)
-		new_pass(p, index); /* nothing repeated for too long: learn afresh */
-	touch(p, r, n, index, 0);
-	if (!p->pending)
-		return FT_PASS_NONE;
-	if (p->unknown > p->matched + SLACK) {
-		p->pending = 0;
-		return FT_PASS_NONE;
+	if (p->prev_len && i - p->start > 4 * p->prev_len + 256)
+		p->prev_len = 0; /* nothing confirmed for too long: learn afresh */
+	uint64_t minp = p->prev_len / 2 > MIN_PASS ? p->prev_len / 2 : MIN_PASS;
+	uint64_t maxp = p->prev_len ? 4 * p->prev_len + 64 : NONE;
+	log_launch(p->log, i, r, n);
+
+	uint64_t best_a = NONE;
+	struct ft_region_ref anchor = { 0 };
+	for (unsigned j = 0; j < n; j++) {
+		struct ft_pass_region *e = region(p, r[j]);
+		if (!e)
+			return FT_PASS_NONE;
+		uint64_t a = offer(p, e, i, minp, maxp);
+		if (a != NONE && (best_a == NONE || a < best_a)) {
+			best_a = a;
+			anchor = r[j];
+		}
+		uint64_t last = touch(p, e, i);
+		if (!e->last)
+			p->used++;
+		if (last != NONE)
+			e->ret = i - last;
+		e->last = i + 1;
 	}
-	if (p->matched < CONFIRM)
+
+	/* Drop the refuted and the too old; confirm the earliest standing
+	 * candidate once one has enough matches. */
+	int confirmed = 0;
+	uint32_t kept = 0;
+	for (uint32_t k = 0; k < p->ncand; k++) {
+		struct ft_pass_cand *c = &p->cand[k];
+		if (c->against > 2 + c->matched / 8 || i - c->c >= LOG_MAX - 1)
+			continue;
+		confirmed |= c->matched >= CONFIRM;
+		p->cand[kept++] = *c;
+	}
+	p->ncand = kept;
+	if (best_a != NONE && p->ncand < MAX_CAND && (!p->passes || i - p->start >= MIN_PASS))
+		p->cand[p->ncand++] = (struct ft_pass_cand){ .c = i, .a = best_a, .anchor = anchor };
+	if (!confirmed)
 		return FT_PASS_NONE;
 
-	/* Confirmed: the new pass began at the candidate. */
-	struct ft_pass_log *l = p->log;
-	uint64_t cand = p->cand;
-	p->prev_len = p->n - l->n;
-	p->passes++;
-	/* Take the log out so that new_pass does not clear it. */
-	uint32_t nl = l->n;
-	new_pass(p, cand);
-	p->moved = nl;
-	uint32_t from = 0;
-	for (uint32_t i = 0; i < nl; i++) {
-		touch(p, l->ref + from, l->end[i] - from, l->index[i], 1);
-		from = l->end[i];
+	/* The earliest standing candidate with enough support. */
+	struct ft_pass_cand *b = NULL;
+	for (uint32_t k = 0; k < p->ncand; k++) {
+		struct ft_pass_cand *x = &p->cand[k];
+		if (x->matched >= CONFIRM / 2 && (!b || placed(p, x) < placed(p, b)))
+			b = x;
 	}
+	uint64_t c = placed(p, b);
+	p->prev_len = p->passes ? c - p->start : c - b->a;
+	p->start = c;
+	p->passes++;
+	p->ncand = 0;
+	hand_over(p, c);
 	if (start)
-		*start = cand;
+		*start = c;
 	return FT_PASS_EAGER;
 }
 
 unsigned ft_passes_moved(const struct ft_passes *p, const struct ft_region_ref **refs,
 			 const uint32_t **ends)
 {
-	*refs = p->log->ref;
-	*ends = p->log->end;
+	*refs = p->moved_ref;
+	*ends = p->moved_end;
 	return p->moved;
 }
 
@@ -250,7 +285,8 @@ enum ft_pass_source ft_passes_mark(struct ft_passes *p)
 	if (!p->marked) {
 		/* From now on only marks count: forget what the heuristics learnt. */
 		p->marked = 1;
-		new_pass(p, p->launches);
+		p->ncand = 0;
+		p->start = p->launches;
 	}
 	p->passes++;
 	return FT_PASS_MARK;

@@ -7,7 +7,7 @@ grouping offline (tests/data/).  Run under the preload:
       python3 capture_traces.py OUT
 
 With a second argument `hf8`, records only an 8-layer transformers Llama
-with a DynamicCache (prefill, 16 decode steps).
+with a DynamicCache (prefill, 40 decode steps).
 Writes OUT/truth.json: for every forward call its launch-sequence window
 [first, end) and its kind, and the address ranges of every parameter, KV
 cache, input and output buffer, so a test can score what the library infers.
@@ -143,7 +143,7 @@ def manual_workload():
 
 
 def hf8_workload():
-    """An 8-layer transformers Llama with a DynamicCache, prefill 64 then 16
+    """An 8-layer transformers Llama with a DynamicCache, prefill 64 then 40
     decode steps: the workload whose boundaries were unstable on the H200."""
     from transformers import DynamicCache
 
@@ -155,7 +155,7 @@ def hf8_workload():
         cache = DynamicCache()
         out = forward("hf8", "prefill", lambda: m(ids, past_key_values=cache, use_cache=True))
         tok = out.logits[:, -1:].argmax(-1)
-        for _ in range(16):
+        for _ in range(40):
             out = forward("hf8", "decode", lambda: m(tok, past_key_values=cache, use_cache=True))
             tok = out.logits[:, -1:].argmax(-1)
 

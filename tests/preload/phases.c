@@ -16,6 +16,8 @@
  *  again  as eager, with the profile.json an eager run wrote: discovery
  *         finds the same model, its timings are taken and INFERENCE begins
  *         without profiling (phases_profile.sh runs the sequence).
+ *  skip   as again, with FT_SKIP_DISCOVERY=1: the first discovery pass is
+ *         matched against the saved weights and INFERENCE begins at once.
  */
 #include <cjson/cJSON.h>
 #include <cuda.h>
@@ -113,6 +115,7 @@ int main(int argc, char **argv)
 {
 	int graph = argc > 1 && !strcmp(argv[1], "graph");
 	int again = argc > 1 && !strcmp(argv[1], "again");
+	int skip = argc > 1 && !strcmp(argv[1], "skip");
 	if (argc > 1 && (!strcmp(argv[1], "fresh") || graph)) {
 		/* no profile.json from an earlier run of this test */
 		char path[512];
@@ -150,6 +153,13 @@ int main(int argc, char **argv)
 		      "graph %llu marked %llu", stat("passes_graph"), stat("passes_marked"));
 		/* discovery read what the capture read; replays are not timed */
 		check_profile(0);
+	} else if (skip) {
+		/* FT_SKIP_DISCOVERY=1 and a compatible profile.json: INFERENCE
+		 * after the first discovery pass, no checksum pass. */
+		for (int i = 0; i < 5; i++)
+			forward(NULL, i);
+		CHECK(stat("passes_eager") == 4, "passes_eager %llu", stat("passes_eager"));
+		CHECK(ft_phase() == FT_INFERENCE, "phase %d after 5 forwards", ft_phase());
 	} else if (again) {
 		/* A compatible profile.json: INFERENCE right after discovery. */
 		for (int i = 0; i < 6; i++)

@@ -1,6 +1,8 @@
 #!/bin/sh
 # profile.json across runs: an eager run writes it; a second run of the same
 # model takes its timings and skips profiling (the file is left as it was);
+# with FT_SKIP_DISCOVERY=1 a run takes it after one pass, and without a file
+# warns and discovers;
 # a corrupt file is refused with a warning, profiling runs and the file is
 # rewritten.
 # usage: phases_profile.sh <libflextensor.so> <phases>
@@ -9,16 +11,28 @@ lib=$1 prog=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-run() { # run <mode>
-	LD_PRELOAD="$lib" FT_ENABLED=1 FT_DISCOVERY_ITERS=1 FT_PROFILING_ITERS=2 \
+run() { # run <mode> [VAR=value...]
+	m=$1
+	shift
+	env "$@" LD_PRELOAD="$lib" FT_ENABLED=1 FT_DISCOVERY_ITERS=1 FT_PROFILING_ITERS=2 \
 		FT_LOG_LEVEL=info FT_PROFILE_STORAGE_DIR="$tmp/p" FT_TRACE="$tmp/t.jsonl" \
-		"$prog" "$1" 2>"$tmp/err"
+		"$prog" "$m" 2>"$tmp/err"
 }
 run eager || { echo "FAIL: first run"; cat "$tmp/err"; fail=1; }
 cp "$tmp/p/profile.json" "$tmp/first.json"
 run again || { echo "FAIL: second run"; cat "$tmp/err"; fail=1; }
 grep -q "profiling skipped" "$tmp/err" || { echo "FAIL: profile not used"; cat "$tmp/err"; fail=1; }
 cmp -s "$tmp/p/profile.json" "$tmp/first.json" || { echo "FAIL: profile rewritten"; fail=1; }
+run skip FT_SKIP_DISCOVERY=1 || { echo "FAIL: FT_SKIP_DISCOVERY run"; cat "$tmp/err"; fail=1; }
+grep -q "first pass matches the saved profile" "$tmp/err" ||
+	{ echo "FAIL: FT_SKIP_DISCOVERY not honoured"; cat "$tmp/err"; fail=1; }
+# without a profile: a warning, and discovery runs as usual
+mv "$tmp/p" "$tmp/kept"
+run eager FT_SKIP_DISCOVERY=1 || { echo "FAIL: FT_SKIP_DISCOVERY without a profile"; cat "$tmp/err"; fail=1; }
+grep -q "FT_SKIP_DISCOVERY=1 but there is no profile.json" "$tmp/err" ||
+	{ echo "FAIL: no warning for FT_SKIP_DISCOVERY without a profile"; cat "$tmp/err"; fail=1; }
+rm -rf "$tmp/p"
+mv "$tmp/kept" "$tmp/p"
 printf '{"schema": 1, "lib' >"$tmp/p/profile.json"
 run eager || { echo "FAIL: run with a corrupt profile"; cat "$tmp/err"; fail=1; }
 grep -q "profile.json refused (corrupt)" "$tmp/err" ||

@@ -7,13 +7,13 @@
  * discovery cutoff can be exercised on CI.  Kernels do nothing, so contents
  * never change: a KV cache looks unchanged here (the content rule is tested
  * on the GPU).
- * usage: replay TRACE.jsonl LAST_SEQ [TRUTH.json]
+ * usage: replay TRACE.jsonl LAST_SEQ [TRUTH.json PREFIX TRAPS]
  *   replays launches with seq < LAST_SEQ; with TRUTH.json (the recording's
- *   ground truth) it checks what the library concluded, from profile.json
- *   (FT_PROFILE_STORAGE_DIR) and its own trace (FT_TRACE): INFERENCE
- *   reached, every weight the library found is a model parameter, every
- *   parameter >= 0.1 MiB of the first model found, one trap per decoder layer
- *   plus embedding and head.
+ *   ground truth) it checks what the library concluded, from its own trace
+ *   (FT_TRACE): INFERENCE reached, every weight the library found lies in a
+ *   parameter whose name starts with PREFIX (the model under test), every
+ *   such parameter >= 0.1 MiB found, TRAPS traps (one per decoder layer plus
+ *   embedding and head).
  */
 #include <cjson/cJSON.h>
 #include <cuda.h>
@@ -41,8 +41,9 @@ static cJSON *load_json(const char *path)
 /* The recording's address of allocation id (from its trace). */
 static unsigned long long rec_ptr[MAX_ID];
 
-static int check(const char *rec_trace, const char *truth_path)
+static int check(const char *rec_trace, const char *truth_path, const char *prefix, int want_traps)
 {
+	size_t np = strlen(prefix);
 	int failures = 0;
 	char line[1 << 16];
 	FILE *f = fopen(rec_trace, "r");
@@ -86,7 +87,7 @@ static int check(const char *rec_trace, const char *truth_path)
 		cJSON_ArrayForEach(b, bufs) {
 			unsigned long long lo = (unsigned long long)cJSON_GetObjectItem(b, "ptr")->valuedouble;
 			unsigned long long n = (unsigned long long)cJSON_GetObjectItem(b, "bytes")->valuedouble;
-			if (!strncmp(cJSON_GetObjectItem(b, "name")->valuestring, "hf.", 3) && p >= lo &&
+			if (!strncmp(cJSON_GetObjectItem(b, "name")->valuestring, prefix, np) && p >= lo &&
 			    p < lo + n)
 				owner = k;
 			k++;
@@ -101,7 +102,7 @@ static int check(const char *rec_trace, const char *truth_path)
 	int k = 0;
 	cJSON_ArrayForEach(b, bufs) {
 		const char *name = cJSON_GetObjectItem(b, "name")->valuestring;
-		if (!strncmp(name, "hf.", 3) && cJSON_GetObjectItem(b, "bytes")->valuedouble >= 104858) {
+		if (!strncmp(name, prefix, np) && cJSON_GetObjectItem(b, "bytes")->valuedouble >= 104858) {
 			nparams++;
 			if (k < 4096 && !found[k]) {
 				fprintf(stderr, "FAIL: parameter %s not identified\n", name);
@@ -113,8 +114,8 @@ static int check(const char *rec_trace, const char *truth_path)
 	int traps = cJSON_GetObjectItem(disc, "traps")->valueint;
 	printf("%d weights found for %d parameters >= 0.1 MiB; %d traps\n",
 	       cJSON_GetObjectItem(disc, "weights")->valueint, nparams, traps);
-	if (traps != 6) { /* embedding, 4 layers, head */
-		fprintf(stderr, "FAIL: %d traps, expected 6\n", traps);
+	if (traps != want_traps) {
+		fprintf(stderr, "FAIL: %d traps, expected %d\n", traps, want_traps);
 		failures++;
 	}
 	cJSON_Delete(disc);
@@ -125,7 +126,7 @@ static int check(const char *rec_trace, const char *truth_path)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 && argc != 4)
+	if (argc != 3 && argc != 6)
 		return 2;
 	unsigned long long last = strtoull(argv[2], NULL, 10);
 	FILE *f = fopen(argv[1], "r");
@@ -181,5 +182,5 @@ int main(int argc, char **argv)
 	unsigned long long eager = 0;
 	ft_stat_get("passes_eager", &eager);
 	printf("replayed %llu launches: phase %d, %llu passes\n", launches, ft_phase(), eager);
-	return argc > 3 ? check(argv[1], argv[3]) : 0;
+	return argc > 3 ? check(argv[1], argv[3], argv[4], atoi(argv[5])) : 0;
 }

@@ -1,11 +1,12 @@
 #!/bin/sh
-# Replays the H200 recording (tests/data) under the preload and checks what
-# discovery concluded about its first model (see replay.c).
-# usage: replay.sh <libflextensor.so> <replay> <tests/data>
+# Replays an H200 recording (tests/data/NAME.trace.jsonl.gz with its
+# NAME.truth.json) under the preload and checks what discovery concluded
+# about the model whose parameters are named PREFIX* (see replay.c).
+# usage: replay.sh <libflextensor.so> <replay> <tests/data> NAME LAST_SEQ PREFIX TRAPS
 set -u
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-gzip -dc "$3/h200-workloads.trace.jsonl.gz" >"$tmp/rec.jsonl" || exit 1
+gzip -dc "$3/$4.trace.jsonl.gz" >"$tmp/rec.jsonl" || exit 1
 for v in $(env | sed -n 's/^\(FT_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 LD_PRELOAD="$1" FT_ENABLED=1 FT_PROFILING_ITERS=5 FT_TRACE="$tmp/lib.jsonl" \
-	FT_PROFILE_STORAGE_DIR="$tmp/profile" "$2" "$tmp/rec.jsonl" 4000 "$3/h200-workloads.truth.json"
+	FT_PROFILE_STORAGE_DIR="$tmp/profile" "$2" "$tmp/rec.jsonl" "$5" "$3/$4.truth.json" "$6" "$7"
