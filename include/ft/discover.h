@@ -84,4 +84,11 @@ const char *ft_disc_reason_name(enum ft_disc_reason r);
  * many (idx malloc'd). */
 uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx);
 
+/* FT_SKIP_DISCOVERY: keeps, of the candidate weights idx[0..n) (first-touch
+ * order), the first subsequence whose extents are exactly sizes[0..nsizes)
+ * (a saved profile's weights), in place.  Returns nsizes, or 0 when there
+ * is none. */
+uint32_t ft_disc_match(const struct ft_discover *d, uint32_t *idx, uint32_t n,
+		       const uint64_t *sizes, uint32_t nsizes);
+
 #endif

@@ -221,6 +221,16 @@ static int finish_discovery(int trial)
 		reasons[ft_disc_classify(&L.disc, i)]++;
 	uint32_t *idx;
 	uint32_t n = ft_disc_weights(&L.disc, &idx);
+	if (trial && idx) {
+		/* one pass proves nothing about contents: take exactly the saved
+		 * sizes, in order, from what the pass read */
+		uint32_t m = ft_disc_match(&L.disc, idx, n, L.saved.weights, L.saved.nweights);
+		if (!m)
+			ft_warn("FT_SKIP_DISCOVERY=1: the first pass did not read regions of the "
+				"%u sizes %s/%s lists, in its order; discovery runs",
+				L.saved.nweights, ft_g.opt.profile_storage_dir, FT_PROFILE_FILE);
+		n = m;
+	}
 
 	p->schema = FT_PROFILE_SCHEMA;
 	snprintf(p->library, sizeof(p->library), "%s", FT_VERSION);

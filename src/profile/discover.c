@@ -171,3 +171,13 @@ uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx)
 	*idx = v;
 	return k;
 }
+
+uint32_t ft_disc_match(const struct ft_discover *d, uint32_t *idx, uint32_t n,
+		       const uint64_t *sizes, uint32_t nsizes)
+{
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n && k < nsizes; i++)
+		if (d->r[idx[i]].extent == sizes[k])
+			idx[k++] = idx[i];
+	return k == nsizes ? k : 0;
+}

@@ -133,6 +133,34 @@ static void writes_and_boundaries(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* FT_SKIP_DISCOVERY: one pass, contents on the saved profile's word; the
+ * saved sizes are matched in order, other regions of the pass skipped. */
+static void saved_sizes_after_one_pass(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);  /* 2 MiB */
+	ft_disc_read(&d, KV, 0, 0, 4 * MB);       /* 4 MiB, changes: no checksum to say so */
+	ft_disc_read(&d, WEIGHTS, 2 * MB, 0, 8 * MB); /* 6 MiB */
+	ft_disc_pass_end(&d);
+	d.content_known = 1;
+	ft_disc_extents(&d);
+	uint32_t *idx;
+	uint32_t n = ft_disc_weights(&d, &idx);
+	assert_int_equal(n, 3); /* the KV cache is a candidate too */
+	static const uint64_t saved[] = { 2 * MB, 6 * MB }, other[] = { 2 * MB, 5 * MB };
+	assert_int_equal(ft_disc_match(&d, idx, n, saved, 2), 2);
+	assert_int_equal(d.r[idx[0]].offset, 0);
+	assert_int_equal(d.r[idx[1]].alloc_id, WEIGHTS);
+	assert_int_equal(d.r[idx[1]].offset, 2 * MB);
+	free(idx);
+	n = ft_disc_weights(&d, &idx);
+	assert_int_equal(ft_disc_match(&d, idx, n, other, 2), 0);
+	free(idx);
+	ft_disc_destroy(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -140,6 +168,7 @@ int main(void)
 		cmocka_unit_test(one_checksum_is_not_proof),
 		cmocka_unit_test(extent_change_restarts_sampling),
 		cmocka_unit_test(writes_and_boundaries),
+		cmocka_unit_test(saved_sizes_after_one_pass),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
