@@ -10,7 +10,15 @@
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 {
-	CUresult rc = FT_CALL(cuMemAlloc_v2, dptr, size);
+	/* large allocations through VMM, so that offloading can re-back them */
+	CUresult rc;
+	if (OBSERVING() && dptr && !ft_vmm_alloc(&ft_g.vmm, dptr, size)) {
+		rc = CUDA_SUCCESS;
+		FT_STAT_INC(&ft_g.stats, vmm_allocs);
+		FT_STAT_ADD(&ft_g.stats, vmm_bytes, size);
+	} else {
+		rc = FT_CALL(cuMemAlloc_v2, dptr, size);
+	}
 	if (rc == CUDA_SUCCESS && OBSERVING())
 		ft_obs_alloc("cuMemAlloc_v2", *dptr, size, FT_ALLOC_DEVICE, NULL);
 	return rc;
@@ -38,7 +46,60 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
 	if (OBSERVING())
 		ft_obs_free("cuMemFree_v2", dptr);
+	CUdeviceptr base;
+	size_t size;
+	CUresult rc;
+	if (ft_vmm_range(&ft_g.vmm, dptr, &base, &size) && base == dptr) {
+		ft_off_freed(&ft_g.off, base, size);
+		if (ft_vmm_free(&ft_g.vmm, dptr, &rc))
+			return rc;
+	}
 	return FT_CALL(cuMemFree_v2, dptr);
+}
+
+/* What a VMM-backed allocation looks like from outside: one range, as if
+ * cuMemAlloc had made it (the driver would answer per 2 MiB mapping). */
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+	CUdeviceptr base;
+	size_t size;
+	if (!ft_vmm_range(&ft_g.vmm, dptr, &base, &size))
+		return FT_CALL(cuMemGetAddressRange_v2, pbase, psize, dptr);
+	if (pbase)
+		*pbase = base;
+	if (psize)
+		*psize = size;
+	return CUDA_SUCCESS;
+}
+
+CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, CUdeviceptr ptr)
+{
+	CUdeviceptr base;
+	size_t size;
+	if (data && (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR ||
+		     attr == CU_POINTER_ATTRIBUTE_RANGE_SIZE) &&
+	    ft_vmm_range(&ft_g.vmm, ptr, &base, &size)) {
+		if (attr == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+			*(CUdeviceptr *)data = base;
+		else
+			*(size_t *)data = size;
+		return CUDA_SUCCESS;
+	}
+	return FT_CALL(cuPointerGetAttribute, data, attr, ptr);
+}
+
+/* Legacy IPC handles do not exist for VMM memory: said, not silently wrong. */
+CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr ptr)
+{
+	CUdeviceptr base;
+	size_t size;
+	if (ft_vmm_range(&ft_g.vmm, ptr, &base, &size)) {
+		ft_error("cuIpcGetMemHandle on an allocation libflextensor serves through VMM "
+			 "(%zu bytes): legacy IPC cannot share it; run with FT_VMM_MIN_BYTES=0 (no "
+			 "offloading) or above %zu to share such memory between processes", size, size);
+		return CUDA_ERROR_NOT_SUPPORTED;
+	}
+	return FT_CALL(cuIpcGetMemHandle, h, ptr);
 }
 
 #define ALLOC_ASYNC(sym)                                                       \

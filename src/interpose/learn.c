@@ -18,10 +18,12 @@
  *                    (a launch belongs to the highest trap whose weights
  *                    it or an earlier launch of the pass read) and each
  *                    trap's compute time is one sample
- *   INFERENCE        median / min / max per trap; profile.json is written to
+ *   INFERENCE        median / min / max per trap; the plan is made and
+ *                    applied (apply.c); profile.json is written to
  *                    FT_PROFILE_STORAGE_DIR unless FT_PROFILE_READ_ONLY.  A
  *                    profile.json read at start that describes the model
- *                    discovery found, on this device, replaces profiling.
+ *                    discovery found, on this device, replaces profiling,
+ *                    and its plan is applied as it is.
  *
  * Everything here runs under ft_g.learn_lock and fails open: a driver call
  * that fails is logged once and the step is skipped.
@@ -242,7 +244,8 @@ static int finish_discovery(int trial)
 	for (uint32_t k = 0; k < n && p->weights && L.wmap; k++) {
 		const struct ft_disc_region *r = &L.disc.r[idx[k]];
 		p->weights[k] = r->extent;
-		L.wmap[k] = (struct ft_wmap){ r->alloc_id, r->offset, 0 };
+		L.wmap[k] = (struct ft_wmap){ r->alloc_id, r->offset, r->alloc_base + r->offset,
+					      r->extent, 0 };
 		total += r->extent;
 	}
 	p->nweights = p->weights && L.wmap ? n : 0;
@@ -304,7 +307,7 @@ static int finish_discovery(int trial)
 
 static int weight_trap(uint64_t id, uint64_t off)
 {
-	struct ft_wmap key = { id, off, 0 };
+	struct ft_wmap key = { .alloc_id = id, .offset = off };
 	const struct ft_wmap *w = bsearch(&key, L.wmap, L.nwmap, sizeof(*L.wmap), by_key);
 	return w ? (int)w->trap : -1;
 }
@@ -429,82 +432,6 @@ static int cmp_float(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-/* The budget for the traps, memory mode (upstream's rules): a fraction of
- * the device, capped by what is free plus the weights already on it, minus
- * the device memory that is not weights (it stays).  0: latency mode. */
-static uint64_t trap_budget(uint64_t weights)
-{
-	double f = ft_g.opt.max_gpu_mem_fraction;
-	if (isnan(f) || !L.prof.device.total_bytes)
-		return 0;
-	double budget = f * (double)L.prof.device.total_bytes;
-	size_t free_b = 0, total_b = 0;
-	if (ft_g.real.cuMemGetInfo_v2 &&
-	    ft_g.real.cuMemGetInfo_v2(&free_b, &total_b) == CUDA_SUCCESS &&
-	    budget > (double)free_b + (double)weights) {
-		ft_info("capping the GPU budget from %.0f to %.0f MiB (free memory plus the weights)",
-			budget / 1048576.0, ((double)free_b + (double)weights) / 1048576.0);
-		budget = (double)free_b + (double)weights;
-	}
-	unsigned device = 1u << FT_ALLOC_DEVICE | 1u << FT_ALLOC_PITCH | 1u << FT_ALLOC_ASYNC |
-			  1u << FT_ALLOC_POOL | 1u << FT_ALLOC_VMM | 1u << FT_ALLOC_MANAGED;
-	uint64_t used = ft_registry_bytes(&ft_g.reg, device);
-	double other = used > weights ? (double)(used - weights) : 0;
-	budget -= other;
-	return budget > 1 ? (uint64_t)budget : 1;
-}
-
-/* The plan for profile.json (offloading itself is not implemented yet). */
-static void make_plan(void)
-{
-	struct ft_profile *p = &L.prof;
-	uint64_t weights = 0;
-	for (uint32_t i = 0; i < p->nweights; i++)
-		weights += p->weights[i];
-	if (!p->ntraps || !p->ncurve || p->plan_json)
-		return;
-	struct ft_plan_input in = {
-		.profile = p, .budget = trap_budget(weights),
-		.num_blocks = (uint32_t)ft_g.opt.num_blocks, .min_blocks = (uint32_t)ft_g.opt.min_blocks,
-		.scale = ft_g.opt.transfer_budget_scale,
-		.raw = ft_g.opt.transfer_mode == FT_TM_RAW_BLOCK,
-	};
-	struct ft_plan plan;
-	char why[512];
-	if (ft_plan_make(&in, &plan, why, sizeof(why))) {
-		ft_warn("no plan: %s", why);
-		return;
-	}
-	cJSON *o = cJSON_CreateObject();
-	ft_trace_str(o, "mode", in.budget ? "memory" : "latency");
-	ft_trace_num(o, "budget_bytes", (double)in.budget);
-	ft_trace_num(o, "blocks", plan.nblocks);
-	cJSON *bb = cJSON_AddArrayToObject(o, "block_bytes");
-	for (uint32_t k = 0; k < plan.nblocks; k++)
-		cJSON_AddItemToArray(bb, cJSON_CreateNumber((double)plan.block_bytes[k]));
-	cJSON *tr = cJSON_AddArrayToObject(o, "traps");
-	for (uint32_t i = 0; i < plan.ntraps; i++) {
-		cJSON *t = cJSON_CreateObject();
-		ft_trace_num(t, "block", plan.t[i].block);
-		ft_trace_num(t, "issue_ms", plan.t[i].offloaded ? plan.t[i].issue_ms : 0);
-		ft_trace_num(t, "wait_ms", plan.t[i].wait_ms);
-		cJSON_AddItemToArray(tr, t);
-	}
-	ft_trace_num(o, "peak_bytes", (double)plan.peak_bytes);
-	ft_trace_num(o, "offloaded_bytes", (double)plan.offloaded_bytes);
-	ft_trace_num(o, "pass_ms", plan.pass_ms);
-	ft_trace_num(o, "stall_ms", plan.stall_ms);
-	ft_trace_num(o, "floor_ms", plan.floor_ms);
-	p->plan_json = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
-	ft_info("plan (%s mode): offload %.1f of %.1f MiB in %u blocks, predicted pass %.3f ms "
-		"(resident %.3f, floor %.3f); not applied: offloading is not implemented yet",
-		in.budget ? "memory" : "latency", (double)plan.offloaded_bytes / 1048576.0,
-		(double)weights / 1048576.0, plan.nblocks, plan.pass_ms, plan.compute_ms,
-		plan.floor_ms);
-	ft_plan_free(&plan);
-}
-
 static void finish_profiling(void)
 {
 	struct ft_profile *p = &L.prof;
@@ -528,7 +455,7 @@ static void finish_profiling(void)
 	}
 	free(v);
 	ft_info("profiling: %u passes timed, %.3f ms of trap compute per pass", L.nsamples, sum);
-	make_plan();
+	ft_learn_offload();
 	const char *dir = ft_g.opt.profile_storage_dir;
 	if (!dir || !p->nweights)
 		return;
@@ -617,6 +544,7 @@ static int skip_discovery(void)
 	atomic_store_explicit(&ft_g.phase, FT_PHASE_INFERENCE, memory_order_relaxed);
 	ft_info("pass %llu: FT_SKIP_DISCOVERY=1 and the first pass matches the saved profile: "
 		"entering INFERENCE", (unsigned long long)ft_g.phases.total);
+	ft_learn_offload();
 	return 1;
 }
 
@@ -655,6 +583,7 @@ void ft_obs_pass(int source, uint64_t start)
 			ft_g.phases.phase = FT_PHASE_INFERENCE;
 			atomic_store_explicit(&ft_g.phase, FT_PHASE_INFERENCE, memory_order_relaxed);
 			ft_info("pass %llu: entering INFERENCE", (unsigned long long)ft_g.phases.total);
+			ft_learn_offload();
 		}
 	}
 trace:

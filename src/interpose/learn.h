@@ -43,6 +43,7 @@ struct ft_learning {
 	int skip_tried;           /* FT_SKIP_DISCOVERY was tried (once) */
 	struct ft_wmap {
 		uint64_t alloc_id, offset;
+		uint64_t va, extent;  /* address and extent when discovered */
 		uint32_t trap;
 	} *wmap;                  /* weights sorted by (alloc_id, offset) */
 	uint32_t nwmap;
@@ -70,6 +71,9 @@ void ft_learn_alloc(uint64_t id);
 /* The scan's references as the regions pass detection, discovery and the
  * graph bookkeeping take (out has room for refs->n). */
 void ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out);
+/* INFERENCE begins: the plan (made now, or the saved profile's) is applied
+ * (apply.c).  Under the learning lock. */
+void ft_learn_offload(void);
 /* A copy or memset wrote [dst, dst + bytes): DISCOVERY's written flag. */
 void ft_learn_write(uint64_t alloc_id, uint64_t offset, uint64_t bytes);
 

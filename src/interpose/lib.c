@@ -120,6 +120,10 @@ static void fork_child(void)
 	/* What the parent was learning does not describe the child. */
 	atomic_store(&ft_g.phase, FT_PHASE_INFERENCE);
 	ft_g.phases.phase = FT_PHASE_INFERENCE;
+	/* nor do its VMM allocations and blocks (CUDA does not cross fork) */
+	pthread_mutex_init(&ft_g.vmm.lock, NULL);
+	ft_g.vmm.n = 0;
+	ft_g.off.active = 0;
 }
 
 static int start_observers(void)
@@ -133,6 +137,7 @@ static int start_observers(void)
 	}
 	ft_tmaps_init(ft_g.tmaps);
 	ft_graphs_init(ft_g.graphs);
+	ft_vmm_init(&ft_g.vmm, &ft_g.real, (size_t)ft_g.opt.vmm_min_bytes);
 	pthread_mutex_init(&ft_g.learn_lock, NULL);
 	/* Two content samples prove a buffer unchanged: discovery needs two
 	 * passes whatever FT_DISCOVERY_ITERS says.  Profiling starts inside a

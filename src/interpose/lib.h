@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "ft/cuda.h"
+#include "ft/engine.h"
 #include "ft/kernels.h"
 #include "ft/log.h"
 #include "ft/graphs.h"
@@ -48,6 +49,8 @@ struct ft_lib {
 	_Atomic int phase;          /* phases.phase, readable without the lock */
 	struct ft_graphs *graphs;
 	struct ft_learning learning;
+	struct ft_vmm vmm;
+	struct ft_offload off;
 };
 
 extern struct ft_lib ft_g;

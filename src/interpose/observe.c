@@ -201,6 +201,15 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 	s->cap = ft_obs_capture_id(l->stream, l->ptsz);
 	if (s->scanned && !s->cap)
 		ft_learn_before(l, &s->refs, s->seq);
+	if (s->scanned && ft_g.off.active && s->refs.n) {
+		uint64_t a[FT_MAX_REFS];
+		for (unsigned i = 0; i < s->refs.n; i++)
+			a[i] = s->refs.v[i].alloc_base + s->refs.v[i].offset;
+		if (s->cap)
+			ft_off_captured(&ft_g.off, a, s->refs.n);
+		else
+			ft_off_launch(&ft_g.off, l->stream, a, s->refs.n);
+	}
 }
 
 void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUresult rc)

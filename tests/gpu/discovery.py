@@ -41,6 +41,45 @@ def build(workload, torch):
     return m, 6
 
 
+def make_step(workload, m, torch):
+    """One decode step of the workload: step(tokens) -> logits of the last
+    position; the first tokens (the prompt); buffers that are not weights."""
+    buffers = []
+    if workload == "hf":
+        from transformers import DynamicCache
+
+        ids = torch.randint(0, 32000, (1, 64), device="cuda")
+        cache = DynamicCache()
+        step = lambda t: m(t, past_key_values=cache, use_cache=True).logits[:, -1:]
+        tok = ids
+    else:
+        buffers = [{"kind": "kv_cache", "name": "k", "ptr": m.k.data_ptr(), "bytes": m.k.numel() * 2},
+                    {"kind": "kv_cache", "name": "v", "ptr": m.v.data_ptr(), "bytes": m.v.numel() * 2}]
+        tok = torch.randint(0, 8192, (1, 16), device="cuda")
+        pos = torch.zeros(16, dtype=torch.long, device="cuda")
+        pos.copy_(torch.arange(16, device="cuda"))
+        state = {"n": 16}
+        # a 1 MiB staging buffer written by a host copy every decode
+        # step (the position in its first element), read by the step
+        host_pos = torch.zeros(1 << 17, dtype=torch.long).pin_memory()
+        stage = torch.zeros(1 << 17, dtype=torch.long, device="cuda")
+        buffers.append({"kind": "staging", "name": "positions", "ptr": stage.data_ptr(),
+                        "bytes": stage.numel() * 8})
+
+        def step(t):
+            n = t.shape[1]
+            if n > 1:
+                p = torch.arange(state["n"] - n, state["n"], device="cuda")
+            else:
+                host_pos[0] = state["n"] - 1
+                stage.copy_(host_pos, non_blocking=True)
+                p = stage[:1]
+            out_ = m(t, p)[:, -1:]
+            state["n"] += 1
+            return out_
+    return step, tok, buffers
+
+
 def run(workload, out):
     import torch
 
@@ -54,42 +93,12 @@ def run(workload, out):
                 for n, b in m.named_buffers()]
     times, phases = [], []
     with torch.inference_mode():
-        if workload == "hf":
-            from transformers import DynamicCache
-
-            ids = torch.randint(0, 32000, (1, 64), device="cuda")
-            cache = DynamicCache()
-            step = lambda t: m(t, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
-            tok = ids
-        else:
-            buffers += [{"kind": "kv_cache", "name": "k", "ptr": m.k.data_ptr(), "bytes": m.k.numel() * 2},
-                        {"kind": "kv_cache", "name": "v", "ptr": m.v.data_ptr(), "bytes": m.v.numel() * 2}]
-            tok = torch.randint(0, 8192, (1, 16), device="cuda")
-            pos = torch.zeros(16, dtype=torch.long, device="cuda")
-            pos.copy_(torch.arange(16, device="cuda"))
-            state = {"n": 16}
-            # a 1 MiB staging buffer written by a host copy every decode
-            # step (the position in its first element), read by the step
-            host_pos = torch.zeros(1 << 17, dtype=torch.long).pin_memory()
-            stage = torch.zeros(1 << 17, dtype=torch.long, device="cuda")
-            buffers.append({"kind": "staging", "name": "positions", "ptr": stage.data_ptr(),
-                            "bytes": stage.numel() * 8})
-
-            def step(t):
-                n = t.shape[1]
-                if n > 1:
-                    p = torch.arange(state["n"] - n, state["n"], device="cuda")
-                else:
-                    host_pos[0] = state["n"] - 1
-                    stage.copy_(host_pos, non_blocking=True)
-                    p = stage[:1]
-                out_ = m(t, p)[:, -1:].argmax(-1)
-                state["n"] += 1
-                return out_
+        step, tok, more = make_step(workload, m, torch)
+        buffers += more
         for i in range(STEPS):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            tok = step(tok)
+            tok = step(tok).argmax(-1)
             torch.cuda.synchronize()
             times.append((time.perf_counter() - t0) * 1e3)
             phases.append(lib.ft_phase() if pre else -1)

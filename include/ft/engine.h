@@ -1,0 +1,158 @@
+/*
+ * The block engine: what the library does with a plan (DESIGN.md sections
+ * 2 and 6).  Everything reaches the driver through the real table only.
+ *
+ * VMM-backed allocations (vmm.c).  Device allocations of at least
+ * FT_VMM_MIN_BYTES are served as a reserved address range mapped chunk by
+ * chunk (2 MiB, the VMM granularity) onto physical handles of their own.
+ * The caller gets an ordinary device pointer; any chunk can later be
+ * re-backed by a block's chunk without the address changing.
+ *
+ * Offloading (offload.c).  Applying a plan, once: for every offloaded trap,
+ * the chunks its weights cover entirely (a chunk that also holds bytes of
+ * something else stays resident) are copied to the host store (pageable
+ * memory registered with the driver, one buffer per trap: host RAM equals
+ * the offloaded bytes), their own handles are released, and they are mapped
+ * onto the chunks of the trap's block.  Traps sharing a block alias the same
+ * physical memory; which one's bytes it holds is the executor's business.
+ * Mappings never change after that.
+ *
+ * The executor (offload.c, ft_off_launch): before each launch, the traps
+ * whose weights it reads are looked up; an offloaded trap not in its block
+ * is loaded (the copy stream waits until the block's previous occupant's
+ * readers are done, then copies), the launch stream waits on the trap's
+ * ready event once per load, and the next offloaded traps, cyclically
+ * across the pass boundary, are loaded as far as their blocks are free.
+ * strategy mode copies on the launch stream itself at first use and
+ * prefetches nothing.
+ */
+#ifndef FT_ENGINE_H
+#define FT_ENGINE_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "ft/real.h"
+#include "ft/stats.h"
+
+/* ------------------------------------------------------------------- VMM */
+
+struct ft_vmm_alloc {
+	CUdeviceptr base;
+	size_t size;                        /* reserved: chunks x chunk */
+	uint32_t nchunks;
+	CUmemGenericAllocationHandle *own;  /* per chunk; 0 once re-backed by a block */
+};
+
+struct ft_vmm {
+	pthread_mutex_t lock;
+	const struct ft_real *real;
+	size_t min_bytes;                   /* FT_VMM_MIN_BYTES; 0 = off */
+	size_t chunk;
+	int device;
+	int state;                          /* 0 untried, 1 usable, -1 unusable */
+	uint32_t n, cap;
+	struct ft_vmm_alloc *a;             /* sorted by base */
+};
+
+void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes);
+/* Serves a device allocation of size bytes: 0, or -1 when the caller should
+ * ask the driver instead (too small, VMM unusable, out of memory). */
+int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size);
+/* Frees p if it is a VMM-backed allocation's base: 1 (freed, with rc in
+ * *rc), else 0 (not ours). */
+int ft_vmm_free(struct ft_vmm *v, CUdeviceptr p, CUresult *rc);
+/* The VMM-backed allocation holding p: 1 with its base and size, else 0. */
+int ft_vmm_range(struct ft_vmm *v, CUdeviceptr p, CUdeviceptr *base, size_t *size);
+
+/* Re-backs the chunk at c (chunk aligned, in a VMM-backed allocation) by
+ * the physical handle h, releasing the chunk's own memory: 0, or -1 with
+ * the chunk unchanged. */
+int ft_vmm_rebind(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle h);
+/* A new physical chunk on the device: 0 or -1. */
+int ft_vmm_chunk_handle(struct ft_vmm *v, CUmemGenericAllocationHandle *h);
+/* Maps n chunk handles contiguously at a new address *va: 0 or -1. */
+int ft_vmm_map_block(struct ft_vmm *v, const CUmemGenericAllocationHandle *h, uint32_t n,
+		     CUdeviceptr *va);
+
+/* ------------------------------------------------------------ coverage */
+
+struct ft_span {
+	uint64_t lo, hi;                    /* [lo, hi) */
+};
+
+/* The chunk-aligned runs that spans (one trap's weights, any order) cover
+ * entirely within the allocations allocs[0..nallocs) (VMM-backed, chunk
+ * aligned): chunks holding anything else are left out.  Writes up to cap
+ * runs to out; returns how many there are. */
+uint32_t ft_cover(const struct ft_span *spans, uint32_t n, const struct ft_span *allocs,
+		  uint32_t nallocs, uint64_t chunk, struct ft_span *out, uint32_t cap);
+
+/* ------------------------------------------------------------ offloading */
+
+enum { FT_OFF_ALLOCATION, FT_OFF_RAW, FT_OFF_STRATEGY }; /* = FT_TM_* */
+
+struct ft_off_trap {
+	int block;                          /* -1: resident */
+	uint32_t nchunks;
+	uint32_t nruns;
+	struct ft_span *runs;               /* covered address runs, in order */
+	unsigned char *dead;                /* per run: its allocation was freed */
+	unsigned char *host;                /* the store: nchunks x chunk bytes */
+	uint64_t loads;                     /* copies into its block so far */
+};
+
+#define FT_OFF_READERS 8
+
+struct ft_off_block {
+	uint32_t nchunks;
+	CUmemGenericAllocationHandle *h;
+	CUdeviceptr va;                     /* the chunks mapped contiguously (raw mode) */
+	int occupant;                       /* trap whose bytes it holds or will; -1 */
+	CUevent ready;                      /* recorded after the occupant's copies */
+	uint32_t nreaders;
+	CUstream readers[FT_OFF_READERS];   /* streams that waited for this occupant */
+	CUevent release[FT_OFF_READERS];
+};
+
+struct ft_offload {
+	pthread_mutex_t lock;
+	const struct ft_real *real;
+	struct ft_vmm *vmm;
+	struct ft_stats *stats;             /* offload_copies, offload_misses */
+	int active, mode;
+	size_t chunk;
+	uint32_t ntraps, nblocks;
+	struct ft_off_trap *t;
+	struct ft_off_block *b;
+	CUstream copy;
+	uint32_t nw;
+	struct ft_off_weight {
+		uint64_t lo, hi;
+		uint32_t trap;
+	} *w;                               /* every weight, sorted by lo */
+	int cur;                            /* trap of the latest launch that read one */
+	uint64_t offloaded_bytes, block_bytes, loads, stalls_conflict, captured_offloaded;
+};
+
+/* Applies a plan: block[t] for trap t (-1 resident) over nblocks blocks;
+ * weights w[0..nw) with their traps (any order).  0, or -1 with why (nothing
+ * changed then, or everything undone). */
+int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm *vmm,
+		 struct ft_stats *stats, int mode,
+		 const int *block, uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w,
+		 uint32_t nw, char *why, uint32_t len);
+/* Bytes of trap t's weights that can be offloaded (whole chunks in VMM-backed
+ * allocations), for the planner. */
+uint64_t ft_off_coverable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,
+			  uint32_t trap);
+/* Before a launch on stream s reading the addresses addr[0..n). */
+void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n);
+/* A launch being captured reads addr[0..n): offloading inside graphs is not
+ * implemented; an offloaded trap read there is reported (once). */
+void ft_off_captured(struct ft_offload *o, const uint64_t *addr, unsigned n);
+/* A VMM allocation [base, base + size) is being freed: its chunks leave the
+ * plan (their traps are no longer copied there). */
+void ft_off_freed(struct ft_offload *o, uint64_t base, uint64_t size);
+
+#endif

@@ -1,0 +1,436 @@
+/* Offloading: applying a plan, the host store, blocks, and the executor
+ * (include/ft/engine.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/engine.h"
+#include "ft/log.h"
+
+static int by_lo(const void *a, const void *b)
+{
+	const struct ft_span *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+uint32_t ft_cover(const struct ft_span *spans, uint32_t n, const struct ft_span *allocs,
+		  uint32_t nallocs, uint64_t chunk, struct ft_span *out, uint32_t cap)
+{
+	struct ft_span *s = malloc((n + 1) * sizeof(*s));
+	if (!s || !chunk)
+		return free(s), 0;
+	memcpy(s, spans, n * sizeof(*s));
+	qsort(s, n, sizeof(*s), by_lo);
+	uint32_t runs = 0;
+	for (uint32_t i = 0; i < n;) {
+		/* one union of touching spans */
+		uint64_t lo = s[i].lo, hi = s[i].hi;
+		for (i++; i < n && s[i].lo <= hi; i++)
+			if (s[i].hi > hi)
+				hi = s[i].hi;
+		/* the allocations it meets (allocs sorted, disjoint) */
+		uint32_t a = 0, b = nallocs;
+		while (a < b) {
+			uint32_t m = (a + b) / 2;
+			if (allocs[m].hi <= lo)
+				a = m + 1;
+			else
+				b = m;
+		}
+		for (; a < nallocs && allocs[a].lo < hi; a++) {
+			uint64_t clo = lo > allocs[a].lo ? lo : allocs[a].lo;
+			uint64_t chi = hi < allocs[a].hi ? hi : allocs[a].hi;
+			uint64_t c0 = allocs[a].lo + (clo - allocs[a].lo + chunk - 1) / chunk * chunk;
+			uint64_t c1 = allocs[a].lo + (chi - allocs[a].lo) / chunk * chunk;
+			if (c1 <= c0)
+				continue;
+			if (runs < cap)
+				out[runs] = (struct ft_span){ c0, c1 };
+			runs++;
+		}
+	}
+	free(s);
+	return runs;
+}
+
+/* The trap's weight spans and the VMM allocations, for ft_cover. */
+static uint32_t trap_runs(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,
+			  uint32_t trap, struct ft_span **out)
+{
+	*out = NULL;
+	struct ft_span *s = malloc((nw + 1) * sizeof(*s));
+	uint32_t n = 0;
+	for (uint32_t i = 0; s && i < nw; i++)
+		if (w[i].trap == trap)
+			s[n++] = (struct ft_span){ w[i].lo, w[i].hi };
+	pthread_mutex_lock(&vmm->lock);
+	struct ft_span *a = malloc((vmm->n + 1) * sizeof(*a));
+	for (uint32_t i = 0; a && i < vmm->n; i++)
+		a[i] = (struct ft_span){ vmm->a[i].base, vmm->a[i].base + vmm->a[i].size };
+	uint32_t na = vmm->n;
+	uint64_t chunk = vmm->chunk;
+	pthread_mutex_unlock(&vmm->lock);
+	uint32_t runs = 0;
+	if (s && a && n && na) {
+		runs = ft_cover(s, n, a, na, chunk, NULL, 0);
+		*out = malloc((runs + 1) * sizeof(**out));
+		if (*out)
+			ft_cover(s, n, a, na, chunk, *out, runs);
+		else
+			runs = 0;
+	}
+	free(s);
+	free(a);
+	return runs;
+}
+
+uint64_t ft_off_coverable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,
+			  uint32_t trap)
+{
+	struct ft_span *r;
+	uint32_t n = trap_runs(vmm, w, nw, trap, &r);
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i < n; i++)
+		bytes += r[i].hi - r[i].lo;
+	free(r);
+	return bytes;
+}
+
+static void release_all(struct ft_offload *o)
+{
+	const struct ft_real *r = o->real;
+	for (uint32_t t = 0; o->t && t < o->ntraps; t++) {
+		free(o->t[t].runs);
+		free(o->t[t].dead);
+		if (o->t[t].host) {
+			r->cuMemHostUnregister(o->t[t].host);
+			free(o->t[t].host);
+		}
+	}
+	for (uint32_t k = 0; o->b && k < o->nblocks; k++) {
+		struct ft_off_block *b = &o->b[k];
+		if (b->va) {
+			for (uint32_t i = 0; i < b->nchunks; i++)
+				r->cuMemUnmap(b->va + i * o->chunk, o->chunk);
+			r->cuMemAddressFree(b->va, b->nchunks * o->chunk);
+		}
+		for (uint32_t i = 0; b->h && i < b->nchunks; i++)
+			if (b->h[i])
+				r->cuMemRelease(b->h[i]);
+		free(b->h);
+	}
+	free(o->t);
+	free(o->b);
+	free(o->w);
+	o->t = NULL;
+	o->b = NULL;
+	o->w = NULL;
+}
+
+static int by_weight(const void *a, const void *b)
+{
+	const struct ft_off_weight *x = a, *y = b;
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+#define FAIL(...) do { snprintf(why, len, __VA_ARGS__); goto fail; } while (0)
+
+int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm *vmm,
+		 struct ft_stats *stats, int mode,
+		 const int *block, uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w,
+		 uint32_t nw, char *why, uint32_t len)
+{
+	const struct ft_real *r = real;
+	memset(o, 0, sizeof(*o));
+	pthread_mutex_init(&o->lock, NULL);
+	o->real = real;
+	o->vmm = vmm;
+	o->stats = stats;
+	o->mode = mode;
+	o->chunk = vmm->chunk;
+	o->cur = -1;
+	if (!nblocks || vmm->state <= 0)
+		FAIL("no VMM-backed allocations (FT_VMM_MIN_BYTES=0, or VMM unusable)");
+	if (mode == FT_OFF_STRATEGY)
+		nblocks = 1; /* one staging block, loaded at first use */
+	o->ntraps = ntraps;
+	o->nblocks = nblocks;
+	o->t = calloc(ntraps, sizeof(*o->t));
+	o->b = calloc(nblocks, sizeof(*o->b));
+	o->w = malloc((nw + 1) * sizeof(*o->w));
+	if (!o->t || !o->b || !o->w)
+		FAIL("out of memory");
+	memcpy(o->w, w, nw * sizeof(*w));
+	qsort(o->w, nw, sizeof(*w), by_weight);
+	o->nw = nw;
+
+	/* which chunks each offloaded trap gives up */
+	for (uint32_t t = 0; t < ntraps; t++) {
+		struct ft_off_trap *x = &o->t[t];
+		x->block = block[t] < 0 ? -1 : mode == FT_OFF_STRATEGY ? 0 : block[t] % (int)nblocks;
+		if (x->block < 0)
+			continue;
+		x->nruns = trap_runs(vmm, w, nw, t, &x->runs);
+		x->dead = calloc(x->nruns + 1, 1);
+		if (!x->dead)
+			FAIL("out of memory");
+		for (uint32_t i = 0; i < x->nruns; i++)
+			x->nchunks += (uint32_t)((x->runs[i].hi - x->runs[i].lo) / o->chunk);
+		if (!x->nchunks) {
+			x->block = -1;
+			continue;
+		}
+		struct ft_off_block *b = &o->b[x->block];
+		if (x->nchunks > b->nchunks)
+			b->nchunks = x->nchunks;
+	}
+	/* blocks: chunk handles, and one contiguous address for raw copies */
+	for (uint32_t k = 0; k < nblocks; k++) {
+		struct ft_off_block *b = &o->b[k];
+		b->occupant = -1;
+		if (!b->nchunks)
+			continue;
+		b->h = calloc(b->nchunks, sizeof(*b->h));
+		if (!b->h)
+			FAIL("out of memory");
+		for (uint32_t i = 0; i < b->nchunks; i++)
+			if (ft_vmm_chunk_handle(vmm, &b->h[i]))
+				FAIL("cannot create block %u's memory (%u MiB)", k,
+				     (unsigned)(b->nchunks * o->chunk >> 20));
+		if (mode == FT_OFF_RAW && ft_vmm_map_block(vmm, b->h, b->nchunks, &b->va))
+			FAIL("cannot map block %u contiguously", k);
+		if (r->cuEventCreate(&b->ready, CU_EVENT_DISABLE_TIMING))
+			FAIL("cannot create events");
+		for (uint32_t i = 0; i < FT_OFF_READERS; i++)
+			if (r->cuEventCreate(&b->release[i], CU_EVENT_DISABLE_TIMING))
+				FAIL("cannot create events");
+		o->block_bytes += b->nchunks * o->chunk;
+	}
+	if (mode != FT_OFF_STRATEGY && r->cuStreamCreate(&o->copy, CU_STREAM_NON_BLOCKING))
+		FAIL("cannot create the copy stream");
+	/* the host store: touched, registered, filled */
+	if (r->cuCtxSynchronize())
+		FAIL("the device reported an error before offloading");
+	for (uint32_t t = 0; t < ntraps; t++) {
+		struct ft_off_trap *x = &o->t[t];
+		if (x->block < 0)
+			continue;
+		size_t bytes = x->nchunks * o->chunk;
+		if (posix_memalign((void **)&x->host, 4096, bytes))
+			FAIL("cannot allocate %zu MiB of host memory for trap %u", bytes >> 20, t);
+		memset(x->host, 0, bytes);
+		if (r->cuMemHostRegister_v2(x->host, bytes, 0)) {
+			free(x->host);
+			x->host = NULL;
+			FAIL("cannot pin %zu MiB of host memory for trap %u", bytes >> 20, t);
+		}
+		size_t off = 0;
+		for (uint32_t i = 0; i < x->nruns; i++) {
+			size_t n = x->runs[i].hi - x->runs[i].lo;
+			if (r->cuMemcpyDtoH_v2(x->host + off, x->runs[i].lo, n))
+				FAIL("cannot copy trap %u to the host", t);
+			off += n;
+		}
+	}
+	/* re-back: chunk j of a trap onto chunk j of its block */
+	for (uint32_t t = 0; t < ntraps; t++) {
+		struct ft_off_trap *x = &o->t[t];
+		if (x->block < 0)
+			continue;
+		uint32_t j = 0;
+		for (uint32_t i = 0; i < x->nruns; i++)
+			for (uint64_t c = x->runs[i].lo; c < x->runs[i].hi; c += o->chunk, j++)
+				if (!ft_vmm_rebind(vmm, c, o->b[x->block].h[j]))
+					o->offloaded_bytes += o->chunk;
+	}
+	o->active = 1;
+	return 0;
+fail:
+	release_all(o);
+	return -1;
+}
+
+/* ---------------------------------------------------------------- executor */
+
+static int trap_of(const struct ft_offload *o, uint64_t a)
+{
+	uint32_t lo = 0, hi = o->nw;
+	while (lo < hi) {
+		uint32_t m = (lo + hi) / 2;
+		if (o->w[m].lo <= a)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	if (!lo || a >= o->w[lo - 1].hi || o->w[lo - 1].trap >= o->ntraps)
+		return -1;
+	return (int)o->w[lo - 1].trap;
+}
+
+/* A reference inside an offloaded weight's extent but not at a weight
+ * discovery saw: perhaps a tensor the allocator later placed in the
+ * extent's tail, which a block must not hold.  Said once. */
+static void foreign(const struct ft_offload *o, uint64_t a, int t)
+{
+	uint32_t lo = 0, hi = o->nw;
+	while (lo < hi) {
+		uint32_t m = (lo + hi) / 2;
+		if (o->w[m].lo < a)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	if (lo < o->nw && o->w[lo].lo == a)
+		return;
+	FT_STAT_INC(o->stats, offload_foreign_refs);
+	ft_warn_once("a launch refers to 0x%llx, inside offloaded trap %d but not at a weight "
+		     "discovery saw; if a tensor other than the weight lives there, results are "
+		     "wrong: run with FT_TRACE and report it", (unsigned long long)a, t);
+}
+
+/* Copies trap t into its block on stream cs, after the block's previous
+ * occupant's readers are done. */
+static void load(struct ft_offload *o, int t, CUstream cs)
+{
+	const struct ft_real *r = o->real;
+	struct ft_off_trap *x = &o->t[t];
+	struct ft_off_block *b = &o->b[x->block];
+	if (b->occupant >= 0)
+		for (uint32_t k = 0; k < b->nreaders; k++) {
+			if (b->readers[k] == cs)
+				continue;
+			r->cuEventRecord(b->release[k], b->readers[k]);
+			r->cuStreamWaitEvent(cs, b->release[k], 0);
+		}
+	b->nreaders = 0;
+	if (o->mode == FT_OFF_RAW) {
+		r->cuMemcpyHtoDAsync_v2(b->va, x->host, x->nchunks * o->chunk, cs);
+	} else {
+		size_t off = 0;
+		for (uint32_t i = 0; i < x->nruns; i++) {
+			size_t n = x->runs[i].hi - x->runs[i].lo;
+			if (!x->dead[i])
+				r->cuMemcpyHtoDAsync_v2(x->runs[i].lo, x->host + off, n, cs);
+			off += n;
+		}
+	}
+	r->cuEventRecord(b->ready, cs);
+	b->occupant = t;
+	x->loads++;
+	o->loads++;
+	FT_STAT_INC(o->stats, offload_copies);
+}
+
+/* Trap t is read by a launch on stream s: its bytes are in its block before
+ * the launch runs, and the block is not reloaded before the launch is done. */
+static void ensure(struct ft_offload *o, int t, CUstream s)
+{
+	struct ft_off_block *b = &o->b[o->t[t].block];
+	if (b->occupant != t) {
+		load(o, t, o->mode == FT_OFF_STRATEGY ? s : o->copy);
+		FT_STAT_INC(o->stats, offload_misses);
+	}
+	for (uint32_t k = 0; k < b->nreaders; k++)
+		if (b->readers[k] == s)
+			return;
+	if (b->nreaders == FT_OFF_READERS) {
+		/* more streams than tracked: wait for all of them here */
+		o->real->cuCtxSynchronize();
+		b->nreaders = 0;
+	}
+	o->real->cuStreamWaitEvent(s, b->ready, 0);
+	b->readers[b->nreaders++] = s;
+}
+
+/* Loads the next offloaded traps after cur whose blocks are free: their
+ * previous occupants come later than they do, cyclically (done). */
+static void prefetch(struct ft_offload *o, int cur)
+{
+	uint32_t n = o->ntraps, ahead = 0;
+	for (uint32_t step = 1; step < n && ahead + 1 < o->nblocks; step++) {
+		int t = (int)((cur + step) % n);
+		if (o->t[t].block < 0)
+			continue;
+		ahead++;
+		int occ = o->b[o->t[t].block].occupant;
+		if (occ == t)
+			continue;
+		if (occ >= 0 && (uint32_t)(occ - cur + (int)n) % n < step)
+			break; /* its block still serves a trap before it */
+		load(o, t, o->copy);
+	}
+}
+
+void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n)
+{
+	if (!o->active)
+		return;
+	int touched[8], nt = 0;
+	for (unsigned i = 0; i < n; i++) {
+		int t = trap_of(o, addr[i]);
+		if (t < 0)
+			continue;
+		if (o->t[t].block >= 0)
+			foreign(o, addr[i], t);
+		int seen = 0;
+		for (int k = 0; k < nt; k++)
+			seen |= touched[k] == t;
+		if (!seen && nt < 8)
+			touched[nt++] = t;
+	}
+	if (!nt)
+		return;
+	pthread_mutex_lock(&o->lock);
+	int cur = touched[0];
+	for (int k = 0; k < nt; k++) {
+		int t = touched[k];
+		if (t > cur)
+			cur = t;
+		if (o->t[t].block >= 0)
+			ensure(o, t, s);
+	}
+	for (int k = 0; k < nt; k++)
+		if (o->t[touched[k]].block >= 0 &&
+		    o->b[o->t[touched[k]].block].occupant != touched[k]) {
+			o->stalls_conflict++;
+			ft_warn_once("one kernel reads two offloaded traps that share a block: "
+				      "its results are wrong; report this with FT_TRACE");
+		}
+	if (o->mode != FT_OFF_STRATEGY && cur != o->cur)
+		prefetch(o, cur);
+	o->cur = cur;
+	pthread_mutex_unlock(&o->lock);
+}
+
+void ft_off_freed(struct ft_offload *o, uint64_t base, uint64_t size)
+{
+	if (!o->active)
+		return;
+	pthread_mutex_lock(&o->lock);
+	for (uint32_t i = 0; i < o->nw; i++)
+		if (o->w[i].lo >= base && o->w[i].lo < base + size)
+			o->w[i].trap = UINT32_MAX;
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		for (uint32_t i = 0; i < o->t[t].nruns; i++) {
+			struct ft_span *x = &o->t[t].runs[i];
+			if (x->lo >= base && x->lo < base + size)
+				o->t[t].dead[i] = 1; /* no more copies there */
+		}
+	pthread_mutex_unlock(&o->lock);
+}
+
+void ft_off_captured(struct ft_offload *o, const uint64_t *addr, unsigned n)
+{
+	if (!o->active)
+		return;
+	for (unsigned i = 0; i < n; i++) {
+		int t = trap_of(o, addr[i]);
+		if (t >= 0 && o->t[t].block >= 0) {
+			o->captured_offloaded++;
+			ft_warn_once("a CUDA graph captured after offloading began reads offloaded "
+				     "weights (trap %d): its replays read whatever the block holds "
+				     "then; capture before INFERENCE or run without offloading", t);
+			return;
+		}
+	}
+}

@@ -1,0 +1,227 @@
+/* VMM-backed device allocations (include/ft/engine.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/engine.h"
+
+void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes)
+{
+	memset(v, 0, sizeof(*v));
+	pthread_mutex_init(&v->lock, NULL);
+	v->real = real;
+	v->min_bytes = min_bytes;
+}
+
+static CUmemAllocationProp prop(int device)
+{
+	CUmemAllocationProp p;
+	memset(&p, 0, sizeof(p));
+	p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	p.location.id = device;
+	return p;
+}
+
+/* First use: the device and its granularity; -1 when VMM cannot serve. */
+static int start(struct ft_vmm *v)
+{
+	const struct ft_real *r = v->real;
+	if (v->state)
+		return v->state > 0 ? 0 : -1;
+	v->state = -1;
+	CUdevice d;
+	if (!r->cuMemAddressReserve || !r->cuMemAddressFree || !r->cuMemCreate ||
+	    !r->cuMemRelease || !r->cuMemMap || !r->cuMemUnmap || !r->cuMemSetAccess ||
+	    !r->cuMemGetAllocationGranularity || !r->cuCtxGetDevice || r->cuCtxGetDevice(&d))
+		return -1;
+	v->device = (int)d;
+	CUmemAllocationProp p = prop(v->device);
+	size_t g = 0;
+	if (r->cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || !g)
+		return -1;
+	v->chunk = g;
+	v->state = 1;
+	return 0;
+}
+
+static uint32_t find(const struct ft_vmm *v, CUdeviceptr p)
+{
+	uint32_t lo = 0, hi = v->n;
+	while (lo < hi) {
+		uint32_t mid = (lo + hi) / 2;
+		if (v->a[mid].base <= p)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo; /* first entry with base > p */
+}
+
+/* Unmaps and releases chunks [0, k) of a and its reservation. */
+static void undo(const struct ft_real *r, struct ft_vmm_alloc *a, uint32_t k, size_t chunk)
+{
+	for (uint32_t i = 0; i < k; i++) {
+		r->cuMemUnmap(a->base + i * chunk, chunk);
+		if (a->own[i])
+			r->cuMemRelease(a->own[i]);
+	}
+	r->cuMemAddressFree(a->base, a->size);
+	free(a->own);
+}
+
+int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size)
+{
+	if (!v->min_bytes || size < v->min_bytes)
+		return -1;
+	pthread_mutex_lock(&v->lock);
+	const struct ft_real *r = v->real;
+	int rc = -1;
+	if (start(v))
+		goto out;
+	struct ft_vmm_alloc a = { 0 };
+	a.nchunks = (uint32_t)((size + v->chunk - 1) / v->chunk);
+	a.size = (size_t)a.nchunks * v->chunk;
+	a.own = calloc(a.nchunks, sizeof(*a.own));
+	if (!a.own)
+		goto out;
+	if (r->cuMemAddressReserve(&a.base, a.size, v->chunk, 0, 0)) {
+		free(a.own);
+		goto out;
+	}
+	CUmemAllocationProp p = prop(v->device);
+	CUmemAccessDesc acc;
+	memset(&acc, 0, sizeof(acc));
+	acc.location = p.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	for (uint32_t i = 0; i < a.nchunks; i++) {
+		CUdeviceptr c = a.base + i * v->chunk;
+		if (r->cuMemCreate(&a.own[i], v->chunk, &p, 0)) {
+			a.own[i] = 0;
+			undo(r, &a, i, v->chunk);
+			goto out;
+		}
+		if (r->cuMemMap(c, v->chunk, 0, a.own[i], 0) ||
+		    r->cuMemSetAccess(c, v->chunk, &acc, 1)) {
+			undo(r, &a, i + 1, v->chunk);
+			goto out;
+		}
+	}
+	if (v->n == v->cap) {
+		uint32_t cap = v->cap ? v->cap * 2 : 64;
+		struct ft_vmm_alloc *t = realloc(v->a, cap * sizeof(*t));
+		if (!t) {
+			undo(r, &a, a.nchunks, v->chunk);
+			goto out;
+		}
+		v->a = t;
+		v->cap = cap;
+	}
+	uint32_t at = find(v, a.base);
+	memmove(&v->a[at + 1], &v->a[at], (v->n - at) * sizeof(*v->a));
+	v->a[at] = a;
+	v->n++;
+	*out = a.base;
+	rc = 0;
+out:
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ft_vmm_free(struct ft_vmm *v, CUdeviceptr p, CUresult *rc)
+{
+	if (!v->n)
+		return 0;
+	pthread_mutex_lock(&v->lock);
+	uint32_t i = find(v, p);
+	if (!i || v->a[i - 1].base != p) {
+		pthread_mutex_unlock(&v->lock);
+		return 0;
+	}
+	struct ft_vmm_alloc a = v->a[--i];
+	memmove(&v->a[i], &v->a[i + 1], (v->n - i - 1) * sizeof(*v->a));
+	v->n--;
+	pthread_mutex_unlock(&v->lock);
+	/* cuMemFree waits for the device; so does this (unmapping memory a
+	 * pending kernel reads would fault it) */
+	CUresult s = v->real->cuCtxSynchronize ? v->real->cuCtxSynchronize() : CUDA_SUCCESS;
+	undo(v->real, &a, a.nchunks, v->chunk);
+	*rc = s;
+	return 1;
+}
+
+int ft_vmm_range(struct ft_vmm *v, CUdeviceptr p, CUdeviceptr *base, size_t *size)
+{
+	if (!v->n)
+		return 0;
+	pthread_mutex_lock(&v->lock);
+	uint32_t i = find(v, p);
+	int ours = i && p < v->a[i - 1].base + v->a[i - 1].size;
+	if (ours) {
+		*base = v->a[i - 1].base;
+		*size = v->a[i - 1].size;
+	}
+	pthread_mutex_unlock(&v->lock);
+	return ours;
+}
+
+int ft_vmm_rebind(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle h)
+{
+	const struct ft_real *r = v->real;
+	pthread_mutex_lock(&v->lock);
+	uint32_t i = find(v, c);
+	int rc = -1;
+	if (!i || c >= v->a[i - 1].base + v->a[i - 1].size || (c - v->a[i - 1].base) % v->chunk)
+		goto out;
+	struct ft_vmm_alloc *a = &v->a[i - 1];
+	uint32_t k = (uint32_t)((c - a->base) / v->chunk);
+	CUmemAllocationProp p = prop(v->device);
+	CUmemAccessDesc acc;
+	memset(&acc, 0, sizeof(acc));
+	acc.location = p.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	if (r->cuMemUnmap(c, v->chunk))
+		goto out;
+	if (r->cuMemMap(c, v->chunk, 0, h, 0) || r->cuMemSetAccess(c, v->chunk, &acc, 1)) {
+		/* put the chunk's own memory back */
+		r->cuMemMap(c, v->chunk, 0, a->own[k], 0);
+		r->cuMemSetAccess(c, v->chunk, &acc, 1);
+		goto out;
+	}
+	if (a->own[k])
+		r->cuMemRelease(a->own[k]);
+	a->own[k] = 0;
+	rc = 0;
+out:
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+int ft_vmm_chunk_handle(struct ft_vmm *v, CUmemGenericAllocationHandle *h)
+{
+	CUmemAllocationProp p = prop(v->device);
+	return v->real->cuMemCreate(h, v->chunk, &p, 0) ? -1 : 0;
+}
+
+int ft_vmm_map_block(struct ft_vmm *v, const CUmemGenericAllocationHandle *h, uint32_t n,
+		     CUdeviceptr *va)
+{
+	const struct ft_real *r = v->real;
+	size_t size = (size_t)n * v->chunk;
+	if (r->cuMemAddressReserve(va, size, v->chunk, 0, 0))
+		return -1;
+	CUmemAllocationProp p = prop(v->device);
+	CUmemAccessDesc acc;
+	memset(&acc, 0, sizeof(acc));
+	acc.location = p.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	for (uint32_t i = 0; i < n; i++)
+		if (r->cuMemMap(*va + i * v->chunk, v->chunk, 0, h[i], 0) ||
+		    r->cuMemSetAccess(*va + i * v->chunk, v->chunk, &acc, 1)) {
+			for (uint32_t k = 0; k < i; k++)
+				r->cuMemUnmap(*va + k * v->chunk, v->chunk);
+			r->cuMemAddressFree(*va, size);
+			*va = 0;
+			return -1;
+		}
+	return 0;
+}

@@ -1,0 +1,184 @@
+/*
+ * INFERENCE begins: the plan is made (or taken from the saved profile) and
+ * applied by the block engine (include/ft/engine.h).  Runs under the
+ * learning lock, once.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/engine.h"
+#include "ft/plan.h"
+#include "lib.h"
+
+#define L (ft_g.learning)
+
+/* The budget for the traps, memory mode (upstream's rules): a fraction of
+ * the device, capped by what is free plus the weights already on it, minus
+ * the device memory that is not weights (it stays).  0: latency mode. */
+static uint64_t trap_budget(uint64_t weights)
+{
+	double f = ft_g.opt.max_gpu_mem_fraction;
+	if (isnan(f) || !L.prof.device.total_bytes)
+		return 0;
+	double budget = f * (double)L.prof.device.total_bytes;
+	size_t free_b = 0, total_b = 0;
+	if (ft_g.real.cuMemGetInfo_v2 &&
+	    ft_g.real.cuMemGetInfo_v2(&free_b, &total_b) == CUDA_SUCCESS &&
+	    budget > (double)free_b + (double)weights) {
+		ft_info("capping the GPU budget from %.0f to %.0f MiB (free memory plus the weights)",
+			budget / 1048576.0, ((double)free_b + (double)weights) / 1048576.0);
+		budget = (double)free_b + (double)weights;
+	}
+	unsigned device = 1u << FT_ALLOC_DEVICE | 1u << FT_ALLOC_PITCH | 1u << FT_ALLOC_ASYNC |
+			  1u << FT_ALLOC_POOL | 1u << FT_ALLOC_VMM | 1u << FT_ALLOC_MANAGED;
+	uint64_t used = ft_registry_bytes(&ft_g.reg, device);
+	double other = used > weights ? (double)(used - weights) : 0;
+	budget -= other;
+	return budget > 1 ? (uint64_t)budget : 1;
+}
+
+/* A new plan, into profile.json: what can leave the GPU is what whole
+ * chunks of VMM-backed allocations hold (cov[t] per trap), so the planner
+ * sees those bytes as the traps' and the rest as staying resident. */
+static void make_plan(const uint64_t *cov)
+{
+	struct ft_profile *p = &L.prof;
+	uint64_t weights = 0, coverable = 0;
+	for (uint32_t i = 0; i < p->nweights; i++)
+		weights += p->weights[i];
+	for (uint32_t t = 0; t < p->ntraps; t++)
+		coverable += cov[t];
+	if (!p->ntraps || !p->ncurve || p->plan_json)
+		return;
+	struct ft_profile q = *p;
+	q.traps = malloc(p->ntraps * sizeof(*q.traps));
+	if (!q.traps)
+		return;
+	memcpy(q.traps, p->traps, p->ntraps * sizeof(*q.traps));
+	for (uint32_t t = 0; t < p->ntraps; t++)
+		q.traps[t].bytes = cov[t];
+	uint64_t budget = trap_budget(weights), stays = weights - coverable;
+	if (budget && budget <= stays) {
+		ft_error("FT_MAX_GPU_MEM_FRACTION=%g leaves %.0f MiB for the weights, but %.0f MiB of "
+			 "them cannot leave the GPU (not in whole 2 MiB chunks of their own); nothing is "
+			 "offloaded: raise the fraction", ft_g.opt.max_gpu_mem_fraction,
+			 (double)budget / 1048576.0, (double)stays / 1048576.0);
+		free(q.traps);
+		return;
+	}
+	struct ft_plan_input in = {
+		.profile = &q, .budget = budget ? budget - stays : 0,
+		.num_blocks = (uint32_t)ft_g.opt.num_blocks, .min_blocks = (uint32_t)ft_g.opt.min_blocks,
+		.scale = ft_g.opt.transfer_budget_scale,
+		.raw = ft_g.opt.transfer_mode == FT_TM_RAW_BLOCK,
+	};
+	struct ft_plan plan;
+	char why[512];
+	int rc = ft_plan_make(&in, &plan, why, sizeof(why));
+	free(q.traps);
+	if (rc) {
+		ft_error("no plan, nothing is offloaded: %s", why);
+		return;
+	}
+	cJSON *o = cJSON_CreateObject();
+	ft_trace_str(o, "mode", in.budget ? "memory" : "latency");
+	ft_trace_num(o, "budget_bytes", (double)in.budget);
+	ft_trace_num(o, "blocks", plan.nblocks);
+	cJSON *bb = cJSON_AddArrayToObject(o, "block_bytes");
+	for (uint32_t k = 0; k < plan.nblocks; k++)
+		cJSON_AddItemToArray(bb, cJSON_CreateNumber((double)plan.block_bytes[k]));
+	cJSON *tr = cJSON_AddArrayToObject(o, "traps");
+	for (uint32_t i = 0; i < plan.ntraps; i++) {
+		cJSON *t = cJSON_CreateObject();
+		ft_trace_num(t, "block", plan.t[i].block);
+		ft_trace_num(t, "issue_ms", plan.t[i].offloaded ? plan.t[i].issue_ms : 0);
+		ft_trace_num(t, "wait_ms", plan.t[i].wait_ms);
+		cJSON_AddItemToArray(tr, t);
+	}
+	ft_trace_num(o, "peak_bytes", (double)plan.peak_bytes);
+	ft_trace_num(o, "offloaded_bytes", (double)plan.offloaded_bytes);
+	ft_trace_num(o, "pass_ms", plan.pass_ms);
+	ft_trace_num(o, "stall_ms", plan.stall_ms);
+	ft_trace_num(o, "floor_ms", plan.floor_ms);
+	p->plan_json = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	ft_info("plan (%s mode): offload %.1f of %.1f MiB in %u blocks, predicted pass %.3f ms "
+		"(resident %.3f, floor %.3f)",
+		in.budget ? "memory" : "latency", (double)plan.offloaded_bytes / 1048576.0,
+		(double)weights / 1048576.0, plan.nblocks, plan.pass_ms, plan.compute_ms,
+		plan.floor_ms);
+	ft_plan_free(&plan);
+}
+
+
+/* Blocks per trap from a plan in profile.json ("blocks", "traps"[].block). */
+static int plan_blocks(const char *json, uint32_t ntraps, int *block, uint32_t *nblocks)
+{
+	cJSON *o = cJSON_Parse(json);
+	cJSON *tr = o ? cJSON_GetObjectItem(o, "traps") : NULL;
+	cJSON *nb = o ? cJSON_GetObjectItem(o, "blocks") : NULL;
+	int ok = cJSON_IsArray(tr) && cJSON_IsNumber(nb) && (uint32_t)cJSON_GetArraySize(tr) == ntraps;
+	for (uint32_t t = 0; ok && t < ntraps; t++) {
+		cJSON *b = cJSON_GetObjectItem(cJSON_GetArrayItem(tr, (int)t), "block");
+		ok = cJSON_IsNumber(b) && b->valueint < nb->valueint;
+		block[t] = ok ? b->valueint : -1;
+	}
+	*nblocks = ok ? (uint32_t)nb->valueint : 0;
+	cJSON_Delete(o);
+	return ok ? 0 : -1;
+}
+
+void ft_learn_offload(void)
+{
+	struct ft_profile *p = &L.prof;
+	if (!p->ntraps || !L.nwmap)
+		return;
+	struct ft_off_weight *w = malloc(L.nwmap * sizeof(*w));
+	uint64_t *cov = calloc(p->ntraps, sizeof(*cov));
+	int *block = malloc(p->ntraps * sizeof(*block));
+	if (!w || !cov || !block)
+		goto out;
+	for (uint32_t i = 0; i < L.nwmap; i++)
+		w[i] = (struct ft_off_weight){ L.wmap[i].va, L.wmap[i].va + L.wmap[i].extent,
+					       L.wmap[i].trap };
+	for (uint32_t t = 0; t < p->ntraps; t++)
+		cov[t] = ft_off_coverable(&ft_g.vmm, w, L.nwmap, t);
+	int saved = p->plan_json != NULL;
+	if (!saved)
+		make_plan(cov);
+	uint32_t nblocks = 0;
+	if (!p->plan_json || plan_blocks(p->plan_json, p->ntraps, block, &nblocks)) {
+		if (saved)
+			ft_warn("the saved profile's plan cannot be read: nothing is offloaded");
+		goto out;
+	}
+	uint32_t off = 0;
+	for (uint32_t t = 0; t < p->ntraps; t++)
+		off += block[t] >= 0;
+	if (!off) {
+		ft_info("the plan offloads nothing: every weight stays on the GPU");
+		goto out;
+	}
+	char why[256];
+	if (ft_off_apply(&ft_g.off, &ft_g.real, &ft_g.vmm, &ft_g.stats, ft_g.opt.transfer_mode, block,
+			 p->ntraps, nblocks, w, L.nwmap, why, sizeof(why))) {
+		ft_error("offloading failed, every weight stays on the GPU: %s", why);
+		goto out;
+	}
+	FT_STAT_ADD(&ft_g.stats, offloaded_bytes, ft_g.off.offloaded_bytes);
+	FT_STAT_ADD(&ft_g.stats, block_bytes, ft_g.off.block_bytes);
+	static const char *const modes[] = { "allocation_block_transfer", "raw_block_transfer",
+					     "strategy" };
+	ft_info("offloading (%s%s): %.1f MiB of weights moved to the host store, %u blocks of "
+		"%.1f MiB in all on the GPU", modes[ft_g.opt.transfer_mode],
+		saved ? ", plan from the saved profile" : "",
+		(double)ft_g.off.offloaded_bytes / 1048576.0, ft_g.off.nblocks,
+		(double)ft_g.off.block_bytes / 1048576.0);
+out:
+	free(w);
+	free(cov);
+	free(block);
+}

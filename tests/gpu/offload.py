@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""GPU check of offloading (issue 4), one run per process:
+
+  offload.py run WORKLOAD TAG OUT   a prompt then STEPS greedy decode steps of
+                                    WORKLOAD (discovery.py's hf or manual);
+                                    saves every step's last-position logits,
+                                    per-step times, phases, the library's
+                                    counters and device memory to
+                                    OUT/WORKLOAD-TAG.pt
+  offload.py fraction WORKLOAD OUT  from the plain run: the FT_MAX_GPU_MEM_FRACTION
+                                    whose budget leaves about half the weights
+                                    on the GPU
+  offload.py report OUT             compares every preloaded run with the
+                                    plain one: logits bitwise equal, bytes
+                                    offloaded, device memory, step times vs
+                                    resident and vs the transfer floor
+Run by offload.sh.  No downloads: random weights, seeded.
+"""
+import ctypes
+import glob
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from discovery import build, make_step  # noqa: E402
+
+STEPS = 40
+STATS = ("offloaded_bytes", "block_bytes", "offload_copies", "offload_misses", "vmm_allocs",
+         "vmm_bytes", "passes_eager", "offload_foreign_refs")
+
+
+def stat(lib, name):
+    lib.ft_stat_get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulonglong)]
+    v = ctypes.c_ulonglong(0)
+    lib.ft_stat_get(name.encode(), ctypes.byref(v))
+    return v.value
+
+
+def run(workload, tag, out):
+    import torch
+
+    lib = ctypes.CDLL(None)
+    pre = hasattr(lib, "ft_phase")
+    m, _ = build(workload, torch)
+    params = sum(p.numel() * p.element_size() for p in m.parameters())
+    times, phases, logits = [], [], []
+    with torch.inference_mode():
+        step, tok, _ = make_step(workload, m, torch)
+        for _ in range(STEPS):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            lg = step(tok)
+            tok = lg.argmax(-1)
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - t0) * 1e3)
+            logits.append(lg.float().cpu())
+            phases.append(lib.ft_phase() if pre else -1)
+    free, total = torch.cuda.mem_get_info()
+    res = {"workload": workload, "tag": tag, "times_ms": times, "phases": phases,
+           "logits": torch.cat(logits), "params": params, "used": total - free, "total": total,
+           "reserved": torch.cuda.memory_reserved(),
+           "stats": {s: stat(lib, s) for s in STATS} if pre else {}}
+    torch.save(res, os.path.join(out, f"{workload}-{tag}.pt"))
+    print(f"{workload} {tag}: phases {phases}, stats {res['stats']}")
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else float("nan")
+
+
+def report(out):
+    import torch
+
+    lines, ok = ["# Offloading on the H200", ""], True
+    for plain_path in sorted(glob.glob(os.path.join(out, "*-plain.pt"))):
+        plain = torch.load(plain_path)
+        w = plain["workload"]
+        # steady steps: the last half, where every preloaded run is in INFERENCE
+        half = STEPS // 2
+        res_ms = median(plain["times_ms"][half:])
+        lines += [f"## {w}: {plain['params'] / 2**20:.0f} MiB of parameters, resident decode "
+                  f"step {res_ms:.3f} ms (median of steps {half + 1}..{STEPS})", "",
+                  "| run | logits bitwise equal | offloaded MiB | blocks MiB | device used MiB "
+                  "(plain " + f"{plain['used'] / 2**20:.0f}) | step ms | floor ms | "
+                  "step / max(resident, floor) | copies | misses |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for path in sorted(glob.glob(os.path.join(out, f"{w}-*.pt"))):
+            r = torch.load(path)
+            if r["tag"] == "plain":
+                continue
+            same = torch.equal(r["logits"], plain["logits"])
+            inference = r["phases"][half] == 2 if r["phases"] else False
+            ok &= same and inference
+            st = r["stats"]
+            ms = median(r["times_ms"][half:])
+            floor = st["offloaded_bytes"] / 54e9 * 1e3  # the H200's 54 GB/s pinned H2D
+            lines.append(f"| {r['tag']} | {'yes' if same else 'NO'} | "
+                         f"{st['offloaded_bytes'] / 2**20:.0f} | {st['block_bytes'] / 2**20:.0f} | "
+                         f"{r['used'] / 2**20:.0f} | {ms:.3f} | {floor:.3f} | "
+                         f"{ms / max(res_ms, floor):.2f} | {st['offload_copies']} | "
+                         f"{st['offload_misses']} |")
+        lines.append("")
+    text = "\n".join(lines)
+    print(text)
+    open(os.path.join(out, "offload.md"), "w").write(text)
+    return 0 if ok else 1
+
+
+def fraction(workload, out):
+    import torch
+
+    r = torch.load(os.path.join(out, f"{workload}-plain.pt"))
+    # the library's budget: fraction x total, minus the device memory that
+    # is not weights; leave about half the weights resident
+    f = (r["reserved"] - r["params"] / 2) / r["total"]
+    print(f"{f:.6f}")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "run":
+        run(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "fraction":
+        fraction(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(report(sys.argv[2]))
