@@ -28,7 +28,8 @@ struct ft_gpu {
 /* Loads the kernel, creates the stream (at first use). */
 int ft_gpu_start(struct ft_gpu *g, const struct ft_real *real);
 /* Waits for all device work, then checksums n ranges [addr[i], addr[i] +
- * bytes[i]) (8-byte words; a tail shorter than 8 bytes is not covered). */
+ * bytes[i]) (the aligned 8-byte words inside each; up to 7 bytes at either
+ * end are not covered). */
 int ft_gpu_checksums(struct ft_gpu *g, const uint64_t *addr, const uint64_t *bytes, uint32_t n,
 		     uint64_t *out);
 /* Times pinned host-to-device copies of n sizes (median of 5), into pts. */

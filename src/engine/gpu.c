@@ -104,8 +104,10 @@ int ft_gpu_checksums(struct ft_gpu *g, const uint64_t *addr, const uint64_t *byt
 	    !OK(r->cuMemsetD8Async(g->sums, 0, n * sizeof(uint64_t), g->stream)))
 		return -1;
 	for (uint32_t i = 0; i < n; i++) {
-		CUdeviceptr p = addr[i], slot = g->sums + i * sizeof(uint64_t);
-		uint64_t words = bytes[i] / 8;
+		/* 8-byte loads must be aligned: the words that lie wholly
+		 * inside the range (a tensor may start at any element) */
+		CUdeviceptr p = (addr[i] + 7) & ~(CUdeviceptr)7, slot = g->sums + i * sizeof(uint64_t);
+		uint64_t words = addr[i] + bytes[i] > p ? (addr[i] + bytes[i] - p) / 8 : 0;
 		unsigned blocks = (unsigned)(words / 256 + 1);
 		if (blocks > 1024)
 			blocks = 1024;

@@ -319,6 +319,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	x->loads++;
 	o->loads++;
 	FT_STAT_INC(o->stats, offload_copies);
+	FT_STAT_ADD(o->stats, offload_copy_bytes, x->nchunks * o->chunk);
 }
 
 /* Trap t is read by a launch on stream s: its bytes are in its block before

@@ -69,6 +69,7 @@ static void make_plan(const uint64_t *cov)
 		free(q.traps);
 		return;
 	}
+	FT_STAT_ADD(&ft_g.stats, plan_budget_bytes, budget);
 	struct ft_plan_input in = {
 		.profile = &q, .budget = budget ? budget - stays : 0,
 		.num_blocks = (uint32_t)ft_g.opt.num_blocks, .min_blocks = (uint32_t)ft_g.opt.min_blocks,

@@ -36,6 +36,12 @@ def build(workload, torch):
     sys.path.insert(0, os.path.dirname(__file__))
     from models import Manual
 
+    if workload == "big":
+        # Llama-3-8B-sized hand-written decoder: 32 layers, 16 GB of bf16
+        with torch.device("cuda"):
+            m = Manual(layers=32, d=4096, heads=32, ffn=14336, vocab=32000,
+                       max_len=128).to(torch.bfloat16).eval()
+        return m, 32
     with torch.device("cuda"):
         m = Manual(layers=6, d=1024, ffn=2816, vocab=8192, max_len=256).to(torch.bfloat16).eval()
     return m, 6
@@ -55,7 +61,7 @@ def make_step(workload, m, torch):
     else:
         buffers = [{"kind": "kv_cache", "name": "k", "ptr": m.k.data_ptr(), "bytes": m.k.numel() * 2},
                     {"kind": "kv_cache", "name": "v", "ptr": m.v.data_ptr(), "bytes": m.v.numel() * 2}]
-        tok = torch.randint(0, 8192, (1, 16), device="cuda")
+        tok = torch.randint(0, m.head.out_features, (1, 16), device="cuda")
         pos = torch.zeros(16, dtype=torch.long, device="cuda")
         pos.copy_(torch.arange(16, device="cuda"))
         state = {"n": 16}

@@ -7,9 +7,10 @@
                                     per-step times, phases, the library's
                                     counters and device memory to
                                     OUT/WORKLOAD-TAG.pt
-  offload.py fraction WORKLOAD OUT  from the plain run: the FT_MAX_GPU_MEM_FRACTION
-                                    whose budget leaves about half the weights
-                                    on the GPU
+  offload.py fraction WORKLOAD OUT TARGET   from the plain run: the
+                                    FT_MAX_GPU_MEM_FRACTION whose budget for
+                                    the weights is TARGET bytes (a share of
+                                    the parameters when <= 1)
   offload.py report OUT             compares every preloaded run with the
                                     plain one: logits bitwise equal, bytes
                                     offloaded, device memory, step times vs
@@ -28,7 +29,8 @@ from discovery import build, make_step  # noqa: E402
 
 STEPS = 40
 STATS = ("offloaded_bytes", "block_bytes", "offload_copies", "offload_misses", "vmm_allocs",
-         "vmm_bytes", "passes_eager", "offload_foreign_refs")
+         "vmm_bytes", "passes_eager", "offload_foreign_refs", "offload_copy_bytes",
+         "plan_budget_bytes")
 
 
 def stat(lib, name):
@@ -45,20 +47,22 @@ def run(workload, tag, out):
     pre = hasattr(lib, "ft_phase")
     m, _ = build(workload, torch)
     params = sum(p.numel() * p.element_size() for p in m.parameters())
-    times, phases, logits = [], [], []
+    times, phases, logits, copied = [], [], [], []
     with torch.inference_mode():
         step, tok, _ = make_step(workload, m, torch)
         for _ in range(STEPS):
+            before = stat(lib, "offload_copy_bytes") if pre else 0
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             lg = step(tok)
             tok = lg.argmax(-1)
             torch.cuda.synchronize()
             times.append((time.perf_counter() - t0) * 1e3)
+            copied.append((stat(lib, "offload_copy_bytes") if pre else 0) - before)
             logits.append(lg.float().cpu())
             phases.append(lib.ft_phase() if pre else -1)
     free, total = torch.cuda.mem_get_info()
-    res = {"workload": workload, "tag": tag, "times_ms": times, "phases": phases,
+    res = {"workload": workload, "tag": tag, "times_ms": times, "phases": phases, "copied": copied,
            "logits": torch.cat(logits), "params": params, "used": total - free, "total": total,
            "reserved": torch.cuda.memory_reserved(),
            "stats": {s: stat(lib, s) for s in STATS} if pre else {}}
@@ -83,10 +87,10 @@ def report(out):
         res_ms = median(plain["times_ms"][half:])
         lines += [f"## {w}: {plain['params'] / 2**20:.0f} MiB of parameters, resident decode "
                   f"step {res_ms:.3f} ms (median of steps {half + 1}..{STEPS})", "",
-                  "| run | logits bitwise equal | offloaded MiB | blocks MiB | device used MiB "
-                  "(plain " + f"{plain['used'] / 2**20:.0f}) | step ms | floor ms | "
-                  "step / max(resident, floor) | copies | misses |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "| run | logits bitwise equal | offloaded MiB | blocks MiB | weights on GPU MiB "
+                  "(budget) | device used MiB (plain " + f"{plain['used'] / 2**20:.0f}) | step ms | "
+                  "copied MiB/step | floor ms | step / max(resident, floor) | misses |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for path in sorted(glob.glob(os.path.join(out, f"{w}-*.pt"))):
             r = torch.load(path)
             if r["tag"] == "plain":
@@ -96,11 +100,14 @@ def report(out):
             ok &= same and inference
             st = r["stats"]
             ms = median(r["times_ms"][half:])
-            floor = st["offloaded_bytes"] / 54e9 * 1e3  # the H200's 54 GB/s pinned H2D
+            cp = median(r["copied"][half:])
+            floor = cp / 54e9 * 1e3  # the H200's 54 GB/s of pinned host-to-device copies
+            on_gpu = plain["params"] - st["offloaded_bytes"] + st["block_bytes"]
+            budget = f" ({st['plan_budget_bytes'] / 2**20:.0f})" if st["plan_budget_bytes"] else ""
             lines.append(f"| {r['tag']} | {'yes' if same else 'NO'} | "
                          f"{st['offloaded_bytes'] / 2**20:.0f} | {st['block_bytes'] / 2**20:.0f} | "
-                         f"{r['used'] / 2**20:.0f} | {ms:.3f} | {floor:.3f} | "
-                         f"{ms / max(res_ms, floor):.2f} | {st['offload_copies']} | "
+                         f"{on_gpu / 2**20:.0f}{budget} | {r['used'] / 2**20:.0f} | {ms:.3f} | "
+                         f"{cp / 2**20:.0f} | {floor:.3f} | {ms / max(res_ms, floor):.3f} | "
                          f"{st['offload_misses']} |")
         lines.append("")
     text = "\n".join(lines)
@@ -109,13 +116,16 @@ def report(out):
     return 0 if ok else 1
 
 
-def fraction(workload, out):
+def fraction(workload, out, target):
     import torch
 
     r = torch.load(os.path.join(out, f"{workload}-plain.pt"))
-    # the library's budget: fraction x total, minus the device memory that
-    # is not weights; leave about half the weights resident
-    f = (r["reserved"] - r["params"] / 2) / r["total"]
+    # the library's budget for the weights is fraction x total minus the
+    # device memory that is not weights: target bytes (or a share of the
+    # parameters when target <= 1) for the weights
+    t = float(target)
+    t = t * r["params"] if t <= 1 else t
+    f = (r["reserved"] - r["params"] + t) / r["total"]
     print(f"{f:.6f}")
 
 
@@ -123,6 +133,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "run":
         run(sys.argv[2], sys.argv[3], sys.argv[4])
     elif sys.argv[1] == "fraction":
-        fraction(sys.argv[2], sys.argv[3])
+        fraction(sys.argv[2], sys.argv[3], sys.argv[4])
     else:
         sys.exit(report(sys.argv[2]))
