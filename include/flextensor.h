@@ -48,6 +48,21 @@ int ft_phase(void);
  * library is not observing. */
 unsigned long long ft_iters_before_inference(void);
 
+/* Writes what the library learnt (weights, traps, timings, the plan) to
+ * dir/profile.json, atomically; dir NULL = FT_PROFILE_STORAGE_DIR.  Returns
+ * 0, or -1 when the library is not observing, has not reached INFERENCE
+ * (nothing complete to save), no directory is given, FT_PROFILE_READ_ONLY=1
+ * or the write failed (the log says which). */
+int ft_save_profile(const char *dir);
+
+/* Reads dir/profile.json (dir NULL = FT_PROFILE_STORAGE_DIR) as the profile
+ * to use when discovery ends: if it describes the model found, on this
+ * device, its traps, timings and plan are taken and profiling is skipped.
+ * Returns 0, or -1 when the library is not observing, discovery has already
+ * ended, or the file is missing, corrupt or of another schema (the log says
+ * why; discovery then runs as without it). */
+int ft_load_profile(const char *dir);
+
 /* Writes out what the FT_TRACE file has buffered.  Returns 0, or -1 when no
  * trace is open. */
 int ft_flush_trace(void);

@@ -169,23 +169,21 @@ static int adopt_saved(int trial)
 	return 1;
 }
 
-void ft_learn_start(void)
+/* Reads dir's profile.json as the one to adopt when discovery ends. */
+static int load_saved(const char *dir)
 {
-	const char *dir = ft_g.opt.profile_storage_dir;
-	if (!dir) {
-		if (ft_g.opt.skip_discovery)
-			ft_warn("FT_SKIP_DISCOVERY=1 needs FT_PROFILE_STORAGE_DIR with a profile.json "
-				"of this model on this device: discovery runs");
-		return;
-	}
 	char why[512];
+	ft_profile_free(&L.saved);
+	L.have_saved = 0;
 	enum ft_profile_refusal r = ft_profile_load(dir, &L.saved, why, sizeof(why));
 	if (r == FT_PROFILE_OK) {
 		L.have_saved = 1;
 		ft_info("loaded %s/%s (%u weights, %u traps); it is used if discovery finds the "
 			"same model on the same device", dir, FT_PROFILE_FILE, L.saved.nweights,
 			L.saved.ntraps);
-	} else if (r == FT_PROFILE_MISSING) {
+		return 0;
+	}
+	if (r == FT_PROFILE_MISSING) {
 		if (ft_g.opt.skip_discovery)
 			ft_warn("FT_SKIP_DISCOVERY=1 but there is no %s in %s: discovery runs, and "
 				"the file is written when INFERENCE begins", FT_PROFILE_FILE, dir);
@@ -196,6 +194,30 @@ void ft_learn_start(void)
 		ft_warn("%s/%s refused (%s): %s; discovery and profiling run as without it", dir,
 			FT_PROFILE_FILE, ft_profile_refusal_name(r), why);
 	}
+	return -1;
+}
+
+void ft_learn_start(void)
+{
+	const char *dir = ft_g.opt.profile_storage_dir;
+	if (!dir) {
+		if (ft_g.opt.skip_discovery)
+			ft_warn("FT_SKIP_DISCOVERY=1 needs FT_PROFILE_STORAGE_DIR with a profile.json "
+				"of this model on this device: discovery runs");
+		return;
+	}
+	load_saved(dir);
+}
+
+int ft_learn_load(const char *dir)
+{
+	dir = dir ? dir : ft_g.opt.profile_storage_dir;
+	if (!dir || L.nwmap || ft_g.phases.phase != FT_PHASE_DISCOVERY) {
+		ft_warn("ft_load_profile: %s", !dir ? "no directory given and FT_PROFILE_STORAGE_DIR "
+			"is not set" : "discovery has already ended");
+		return -1;
+	}
+	return load_saved(dir);
 }
 
 static void drop_discovery(void)
@@ -456,12 +478,23 @@ static void finish_profiling(void)
 	free(v);
 	ft_info("profiling: %u passes timed, %.3f ms of trap compute per pass", L.nsamples, sum);
 	ft_learn_offload();
-	const char *dir = ft_g.opt.profile_storage_dir;
-	if (!dir || !p->nweights)
-		return;
+	if (ft_g.opt.profile_storage_dir)
+		ft_learn_save(NULL);
+}
+
+int ft_learn_save(const char *dir)
+{
+	struct ft_profile *p = &L.prof;
+	dir = dir ? dir : ft_g.opt.profile_storage_dir;
+	if (!dir || !p->nweights || ft_g.phases.phase != FT_PHASE_INFERENCE) {
+		ft_warn("profile not saved: %s", !dir ? "no directory given and "
+			"FT_PROFILE_STORAGE_DIR is not set" : "nothing learnt yet (not in INFERENCE, "
+			"or no weights found)");
+		return -1;
+	}
 	if (ft_g.opt.profile_read_only) {
 		ft_info("FT_PROFILE_READ_ONLY=1: %s/%s not written", dir, FT_PROFILE_FILE);
-		return;
+		return -1;
 	}
 	int rc = ft_profile_save(p, dir);
 	if (rc)
@@ -474,6 +507,7 @@ static void finish_profiling(void)
 		ft_trace_num(rec, "result", rc);
 		ft_trace_emit(&ft_g.trace, rec);
 	}
+	return rc ? -1 : 0;
 }
 
 /* ------------------------------------------------------------------ passes */

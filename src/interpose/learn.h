@@ -71,6 +71,10 @@ void ft_learn_alloc(uint64_t id);
 /* The scan's references as the regions pass detection, discovery and the
  * graph bookkeeping take (out has room for refs->n). */
 void ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out);
+/* ft_save_profile / ft_load_profile (dir NULL: FT_PROFILE_STORAGE_DIR),
+ * under the learning lock: 0 or -1. */
+int ft_learn_save(const char *dir);
+int ft_learn_load(const char *dir);
 /* INFERENCE begins: the plan (made now, or the saved profile's) is applied
  * (apply.c).  Under the learning lock. */
 void ft_learn_offload(void);

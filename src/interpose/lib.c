@@ -259,6 +259,28 @@ FT_EXPORT unsigned long long ft_iters_before_inference(void)
 	return 2 + ft_phases_iters_before_inference(&ft_g.phases);
 }
 
+FT_EXPORT int ft_save_profile(const char *dir)
+{
+	ft_lib_ensure();
+	if (!ft_is_observing())
+		return -1;
+	pthread_mutex_lock(&ft_g.learn_lock);
+	int rc = ft_learn_save(dir);
+	pthread_mutex_unlock(&ft_g.learn_lock);
+	return rc;
+}
+
+FT_EXPORT int ft_load_profile(const char *dir)
+{
+	ft_lib_ensure();
+	if (!ft_is_observing())
+		return -1;
+	pthread_mutex_lock(&ft_g.learn_lock);
+	int rc = ft_learn_load(dir);
+	pthread_mutex_unlock(&ft_g.learn_lock);
+	return rc;
+}
+
 FT_EXPORT int ft_flush_trace(void)
 {
 	if (!ft_is_observing() || !ft_trace_on(&ft_g.trace))

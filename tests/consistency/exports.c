@@ -21,7 +21,8 @@ static const char *const expected[] = {
 #include "../../src/interpose/hooks.def"
 	"dlsym",
 	"ft_version", "ft_is_observing", "ft_stat_get", "ft_flush_trace",
-	"ft_mark_pass", "ft_phase", "ft_iters_before_inference",
+	"ft_mark_pass", "ft_phase", "ft_iters_before_inference", "ft_save_profile",
+	"ft_load_profile",
 };
 #define N (sizeof(expected) / sizeof(expected[0]))
 
@@ -29,7 +30,8 @@ static const char *const expected[] = {
 static void *const api[] = { (void *)ft_version, (void *)ft_is_observing,
 			     (void *)ft_stat_get, (void *)ft_flush_trace,
 			     (void *)ft_mark_pass, (void *)ft_phase,
-			     (void *)ft_iters_before_inference };
+			     (void *)ft_iters_before_inference, (void *)ft_save_profile,
+			     (void *)ft_load_profile };
 
 static int seen[N], failures;
 

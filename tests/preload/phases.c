@@ -18,6 +18,8 @@
  *         without profiling (phases_profile.sh runs the sequence).
  *  skip   as again, with FT_SKIP_DISCOVERY=1: the first discovery pass is
  *         matched against the saved weights and INFERENCE begins at once.
+ *  api DIR OUT  as again, the profile taken with ft_load_profile(DIR) and
+ *         written with ft_save_profile(OUT) (no FT_PROFILE_STORAGE_DIR).
  */
 #include <cjson/cJSON.h>
 #include <cuda.h>
@@ -116,6 +118,7 @@ int main(int argc, char **argv)
 	int graph = argc > 1 && !strcmp(argv[1], "graph");
 	int again = argc > 1 && !strcmp(argv[1], "again");
 	int skip = argc > 1 && !strcmp(argv[1], "skip");
+	int api = argc > 2 && !strcmp(argv[1], "api");
 	if (argc > 1 && (!strcmp(argv[1], "fresh") || graph)) {
 		/* no profile.json from an earlier run of this test */
 		char path[512];
@@ -153,6 +156,17 @@ int main(int argc, char **argv)
 		      "graph %llu marked %llu", stat("passes_graph"), stat("passes_marked"));
 		/* discovery read what the capture read; replays are not timed */
 		check_profile(0);
+	} else if (api) {
+		/* ft_load_profile before discovery ends, ft_save_profile in
+		 * INFERENCE (FT_PROFILE_STORAGE_DIR unset): argv[2] holds a
+		 * profile.json of this model, argv[3] receives one */
+		CHECK(ft_save_profile(argv[3]) == -1, "saved before INFERENCE");
+		CHECK(ft_load_profile(argv[2]) == 0, "ft_load_profile(%s)", argv[2]);
+		for (int i = 0; i < 6; i++)
+			forward(NULL, i);
+		CHECK(ft_phase() == FT_INFERENCE, "phase %d after 6 forwards", ft_phase());
+		CHECK(ft_load_profile(argv[2]) == -1, "loaded after discovery");
+		CHECK(ft_save_profile(argv[3]) == 0, "ft_save_profile(%s)", argv[3]);
 	} else if (skip) {
 		/* FT_SKIP_DISCOVERY=1 and a compatible profile.json: INFERENCE
 		 * after the first discovery pass, no checksum pass. */

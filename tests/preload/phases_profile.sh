@@ -33,6 +33,13 @@ grep -q "FT_SKIP_DISCOVERY=1 but there is no profile.json" "$tmp/err" ||
 	{ echo "FAIL: no warning for FT_SKIP_DISCOVERY without a profile"; cat "$tmp/err"; fail=1; }
 rm -rf "$tmp/p"
 mv "$tmp/kept" "$tmp/p"
+# the public API: ft_load_profile / ft_save_profile without FT_PROFILE_STORAGE_DIR
+mkdir -p "$tmp/api"
+env LD_PRELOAD="$lib" FT_ENABLED=1 FT_DISCOVERY_ITERS=1 FT_PROFILING_ITERS=2 FT_LOG_LEVEL=info \
+	"$prog" api "$tmp/p" "$tmp/api" 2>"$tmp/err" || { echo "FAIL: api run"; cat "$tmp/err"; fail=1; }
+grep -q "profiling skipped" "$tmp/err" || { echo "FAIL: ft_load_profile not used"; cat "$tmp/err"; fail=1; }
+[ "$(grep '"fingerprint"' "$tmp/api/profile.json")" = "$(grep '"fingerprint"' "$tmp/first.json")" ] ||
+	{ echo "FAIL: ft_save_profile did not write this model's profile"; fail=1; }
 printf '{"schema": 1, "lib' >"$tmp/p/profile.json"
 run eager || { echo "FAIL: run with a corrupt profile"; cat "$tmp/err"; fail=1; }
 grep -q "profile.json refused (corrupt)" "$tmp/err" ||
