@@ -25,6 +25,14 @@
  * across the pass boundary, are loaded as far as their blocks are free.
  * strategy mode copies on the launch stream itself at first use and
  * prefetches nothing.
+ *
+ * FT_VERIFY (gpu non-NULL at apply): nothing is prefetched, and when the
+ * launches move on to another trap every other block is released at once:
+ * its contents are checksummed against the host store (a kernel that wrote
+ * to an offloaded weight is reported with the weight and the last kernel
+ * that read it) and poisoned with 0xFF bytes (NaN in every float format),
+ * so that a reader the executor does not see reads NaN instead of another
+ * trap's plausible numbers.
  */
 #ifndef FT_ENGINE_H
 #define FT_ENGINE_H
@@ -32,6 +40,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "ft/gpu.h"
 #include "ft/real.h"
 #include "ft/stats.h"
 
@@ -99,6 +108,7 @@ struct ft_off_trap {
 	struct ft_span *runs;               /* covered address runs, in order */
 	unsigned char *dead;                /* per run: its allocation was freed */
 	unsigned char *host;                /* the store: nchunks x chunk bytes */
+	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	uint64_t loads;                     /* copies into its block so far */
 };
 
@@ -113,6 +123,7 @@ struct ft_off_block {
 	uint32_t nreaders;
 	CUstream readers[FT_OFF_READERS];   /* streams that waited for this occupant */
 	CUevent release[FT_OFF_READERS];
+	const char *last_kernel;            /* the latest launch that read the occupant */
 };
 
 struct ft_offload {
@@ -120,6 +131,7 @@ struct ft_offload {
 	const struct ft_real *real;
 	struct ft_vmm *vmm;
 	struct ft_stats *stats;             /* offload_copies, offload_misses */
+	struct ft_gpu *gpu;                 /* FT_VERIFY's checksums; NULL = no verify */
 	int active, mode;
 	size_t chunk;
 	uint32_t ntraps, nblocks;
@@ -132,25 +144,28 @@ struct ft_offload {
 		uint32_t trap;
 	} *w;                               /* every weight, sorted by lo */
 	int cur;                            /* trap of the latest launch that read one */
-	uint64_t offloaded_bytes, block_bytes, loads, stalls_conflict, captured_offloaded;
+	uint64_t offloaded_bytes, block_bytes, loads, stalls_conflict;
 };
 
 /* Applies a plan: block[t] for trap t (-1 resident) over nblocks blocks;
  * weights w[0..nw) with their traps (any order).  0, or -1 with why (nothing
  * changed then, or everything undone). */
 int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm *vmm,
-		 struct ft_stats *stats, int mode,
+		 struct ft_stats *stats, struct ft_gpu *verify, int mode,
 		 const int *block, uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w,
 		 uint32_t nw, char *why, uint32_t len);
 /* Bytes of trap t's weights that can be offloaded (whole chunks in VMM-backed
  * allocations), for the planner. */
 uint64_t ft_off_coverable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,
 			  uint32_t trap);
-/* Before a launch on stream s reading the addresses addr[0..n). */
-void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n);
-/* A launch being captured reads addr[0..n): offloading inside graphs is not
- * implemented; an offloaded trap read there is reported (once). */
-void ft_off_captured(struct ft_offload *o, const uint64_t *addr, unsigned n);
+/* Before a launch of kernel (its name) on stream s reading the addresses
+ * addr[0..n). */
+void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n,
+		   const char *kernel);
+/* The first of addr[0..n) that lies in an offloaded trap: 1 with the trap
+ * and the weight's address, else 0 (a reader the executor cannot serve). */
+int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int *trap,
+		     uint64_t *weight);
 /* A VMM allocation [base, base + size) is being freed: its chunks leave the
  * plan (their traps are no longer copied there). */
 void ft_off_freed(struct ft_offload *o, uint64_t base, uint64_t size);

@@ -102,6 +102,7 @@ static void release_all(struct ft_offload *o)
 	for (uint32_t t = 0; o->t && t < o->ntraps; t++) {
 		free(o->t[t].runs);
 		free(o->t[t].dead);
+		free(o->t[t].sums);
 		if (o->t[t].host) {
 			r->cuMemHostUnregister(o->t[t].host);
 			free(o->t[t].host);
@@ -133,10 +134,21 @@ static int by_weight(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
+/* The GPU checksum kernel's sum (gpu.c): word i of the range times 2i + 1,
+ * modulo 2^64, over the aligned 8-byte words (p is page aligned here). */
+static uint64_t ft_host_checksum(const unsigned char *p, size_t n)
+{
+	uint64_t sum = 0;
+	const uint64_t *w = (const uint64_t *)(const void *)p;
+	for (size_t i = 0; i < n / 8; i++)
+		sum += w[i] * (2 * i + 1);
+	return sum;
+}
+
 #define FAIL(...) do { snprintf(why, len, __VA_ARGS__); goto fail; } while (0)
 
 int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm *vmm,
-		 struct ft_stats *stats, int mode,
+		 struct ft_stats *stats, struct ft_gpu *verify, int mode,
 		 const int *block, uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w,
 		 uint32_t nw, char *why, uint32_t len)
 {
@@ -146,6 +158,7 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 	o->real = real;
 	o->vmm = vmm;
 	o->stats = stats;
+	o->gpu = verify;
 	o->mode = mode;
 	o->chunk = vmm->chunk;
 	o->cur = -1;
@@ -225,10 +238,14 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 			FAIL("cannot pin %zu MiB of host memory for trap %u", bytes >> 20, t);
 		}
 		size_t off = 0;
+		if (o->gpu && !(x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))
+			FAIL("out of memory");
 		for (uint32_t i = 0; i < x->nruns; i++) {
 			size_t n = x->runs[i].hi - x->runs[i].lo;
 			if (r->cuMemcpyDtoH_v2(x->host + off, x->runs[i].lo, n))
 				FAIL("cannot copy trap %u to the host", t);
+			if (x->sums)
+				x->sums[i] = ft_host_checksum(x->host + off, n);
 			off += n;
 		}
 	}
@@ -343,6 +360,49 @@ static void ensure(struct ft_offload *o, int t, CUstream s)
 	b->readers[b->nreaders++] = s;
 }
 
+/* FT_VERIFY: block k gives up its occupant now.  Its contents must still
+ * be the host store's (else a kernel wrote to an offloaded weight), then
+ * they are poisoned. */
+static void verify_release(struct ft_offload *o, uint32_t k)
+{
+	struct ft_off_block *b = &o->b[k];
+	struct ft_off_trap *x = &o->t[b->occupant];
+	uint64_t addr[64], bytes[64], sums[64];
+	for (uint32_t i = 0; i < x->nruns; i += 64) {
+		uint32_t n = 0;
+		for (uint32_t j = i; j < x->nruns && n < 64; j++)
+			if (!x->dead[j]) {
+				addr[n] = x->runs[j].lo;
+				bytes[n++] = x->runs[j].hi - x->runs[j].lo;
+			}
+		if (!n)
+			continue;
+		if (ft_gpu_checksums(o->gpu, addr, bytes, n, sums)) {
+			ft_warn_once("FT_VERIFY: cannot checksum blocks; contents are not checked");
+		} else {
+			for (uint32_t j = i, m = 0; j < x->nruns && m < n; j++) {
+				if (x->dead[j])
+					continue;
+				if (sums[m] != x->sums[j]) {
+					FT_STAT_INC(o->stats, verify_failures);
+					ft_error("FT_VERIFY: offloaded trap %d changed in its block: the "
+						 "weight bytes at 0x%llx..0x%llx differ from the host store; "
+						 "a kernel wrote to an offloaded weight (the last kernel that "
+						 "read it: %s). Such weights must stay resident",
+						 b->occupant, (unsigned long long)x->runs[j].lo,
+						 (unsigned long long)x->runs[j].hi,
+						 b->last_kernel ? b->last_kernel : "?");
+				}
+				m++;
+			}
+		}
+		for (uint32_t m = 0; m < n; m++)
+			o->real->cuMemsetD8_v2(addr[m], 0xff, bytes[m]);
+	}
+	b->occupant = -1;
+	b->nreaders = 0;
+}
+
 /* Loads the next offloaded traps after cur whose blocks are free: their
  * previous occupants come later than they do, cyclically (done). */
 static void prefetch(struct ft_offload *o, int cur)
@@ -362,7 +422,8 @@ static void prefetch(struct ft_offload *o, int cur)
 	}
 }
 
-void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n)
+void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n,
+		   const char *kernel)
 {
 	if (!o->active)
 		return;
@@ -383,12 +444,23 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 		return;
 	pthread_mutex_lock(&o->lock);
 	int cur = touched[0];
+	for (int k = 1; k < nt; k++)
+		if (touched[k] > cur)
+			cur = touched[k];
+	if (o->gpu && cur != o->cur)
+		for (uint32_t k = 0; k < o->nblocks; k++) {
+			int occ = o->b[k].occupant, keep = occ < 0;
+			for (int j = 0; j < nt; j++)
+				keep |= occ == touched[j];
+			if (!keep)
+				verify_release(o, k);
+		}
 	for (int k = 0; k < nt; k++) {
 		int t = touched[k];
-		if (t > cur)
-			cur = t;
-		if (o->t[t].block >= 0)
+		if (o->t[t].block >= 0) {
 			ensure(o, t, s);
+			o->b[o->t[t].block].last_kernel = kernel;
+		}
 	}
 	for (int k = 0; k < nt; k++)
 		if (o->t[touched[k]].block >= 0 &&
@@ -397,7 +469,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 			ft_warn_once("one kernel reads two offloaded traps that share a block: "
 				      "its results are wrong; report this with FT_TRACE");
 		}
-	if (o->mode != FT_OFF_STRATEGY && cur != o->cur)
+	if (o->mode != FT_OFF_STRATEGY && !o->gpu && cur != o->cur)
 		prefetch(o, cur);
 	o->cur = cur;
 	pthread_mutex_unlock(&o->lock);
@@ -420,18 +492,18 @@ void ft_off_freed(struct ft_offload *o, uint64_t base, uint64_t size)
 	pthread_mutex_unlock(&o->lock);
 }
 
-void ft_off_captured(struct ft_offload *o, const uint64_t *addr, unsigned n)
+int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int *trap,
+		     uint64_t *weight)
 {
 	if (!o->active)
-		return;
+		return 0;
 	for (unsigned i = 0; i < n; i++) {
 		int t = trap_of(o, addr[i]);
 		if (t >= 0 && o->t[t].block >= 0) {
-			o->captured_offloaded++;
-			ft_warn_once("a CUDA graph captured after offloading began reads offloaded "
-				     "weights (trap %d): its replays read whatever the block holds "
-				     "then; capture before INFERENCE or run without offloading", t);
-			return;
+			*trap = t;
+			*weight = addr[i];
+			return 1;
 		}
 	}
+	return 0;
 }

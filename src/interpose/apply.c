@@ -164,7 +164,16 @@ void ft_learn_offload(void)
 		goto out;
 	}
 	char why[256];
-	if (ft_off_apply(&ft_g.off, &ft_g.real, &ft_g.vmm, &ft_g.stats, ft_g.opt.transfer_mode, block,
+	struct ft_gpu *verify = NULL;
+	if (ft_g.opt.verify) {
+		if (ft_gpu_start(&L.gpu, &ft_g.real))
+			ft_warn("FT_VERIFY=1: the checksum kernel cannot be loaded; blocks are "
+				"poisoned but not checked");
+		else
+			verify = &L.gpu;
+	}
+	if (ft_off_apply(&ft_g.off, &ft_g.real, &ft_g.vmm, &ft_g.stats, verify,
+			 ft_g.opt.transfer_mode, block,
 			 p->ntraps, nblocks, w, L.nwmap, why, sizeof(why))) {
 		ft_error("offloading failed, every weight stays on the GPU: %s", why);
 		goto out;
@@ -173,9 +182,9 @@ void ft_learn_offload(void)
 	FT_STAT_ADD(&ft_g.stats, block_bytes, ft_g.off.block_bytes);
 	static const char *const modes[] = { "allocation_block_transfer", "raw_block_transfer",
 					     "strategy" };
-	ft_info("offloading (%s%s): %.1f MiB of weights moved to the host store, %u blocks of "
+	ft_info("offloading (%s%s%s): %.1f MiB of weights moved to the host store, %u blocks of "
 		"%.1f MiB in all on the GPU", modes[ft_g.opt.transfer_mode],
-		saved ? ", plan from the saved profile" : "",
+		saved ? ", plan from the saved profile" : "", verify ? ", FT_VERIFY" : "",
 		(double)ft_g.off.offloaded_bytes / 1048576.0, ft_g.off.nblocks,
 		(double)ft_g.off.block_bytes / 1048576.0);
 out:

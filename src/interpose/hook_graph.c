@@ -5,6 +5,9 @@
  * graph_instantiate (graph -> exec), graph_launch (exec, stream); captured
  * launches carry the capture id.
  */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "hooks.h"
 
 #define OBSERVING() (ft_lib_ensure(), ft_observing())
@@ -101,9 +104,32 @@ static void replayed(CUgraphExec e)
 	ft_learn_replay(H(e));
 }
 
+/* A replay that reads offloaded weights: the executor never sees its
+ * kernels (offloading inside graphs is not implemented), so it is said. */
+static void check_offloaded(CUgraphExec e)
+{
+	struct ft_region_ref *r = NULL;
+	uint32_t n = ft_graphs_exec_refs(ft_g.graphs, H(e), &r);
+	uint64_t *a = n ? malloc(n * sizeof(*a)) : NULL;
+	for (uint32_t i = 0; a && i < n; i++)
+		a[i] = r[i].alloc_base + r[i].offset;
+	int trap;
+	uint64_t w;
+	char what[64];
+	if (a && ft_off_offloaded(&ft_g.off, a, n, &trap, &w)) {
+		snprintf(what, sizeof(what), "a replay of graph exec 0x%llx",
+			 (unsigned long long)H(e));
+		ft_obs_hidden(what, "cuGraphLaunch", trap, w);
+	}
+	free(a);
+	free(r);
+}
+
 #define GRAPH_ON_STREAM(sym, ev, counted)                                      \
 	CUresult sym(CUgraphExec e, CUstream s)                                \
 	{                                                                      \
+		if (counted && ft_g.off.active)                                \
+			check_offloaded(e);                                    \
 		CUresult rc = FT_CALL(sym, e, s);                              \
 		if (OBSERVING()) {                                             \
 			if (counted && rc == CUDA_SUCCESS) {                   \

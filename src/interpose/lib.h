@@ -121,6 +121,9 @@ void ft_obs_event(const char *ev, const char *api, CUresult rc,
 		  const char *k1, uint64_t h1, const char *k2, uint64_t h2);
 /* A pass completed (source: enum ft_pass_source); caller holds learn_lock. */
 void ft_obs_pass(int source, uint64_t start_launch);
+/* what (a launch, a replay; name: the kernel or API) reads offloaded trap
+ * trap at weight where the executor cannot page it: counted, reported. */
+void ft_obs_hidden(const char *what, const char *name, int trap, uint64_t weight);
 /* Capture id of the capture stream s belongs to, or 0. */
 uint64_t ft_obs_capture_id(CUstream s, int ptsz);
 void ft_obs_tensormap(const char *api, const CUtensorMap *map, uint64_t addr);

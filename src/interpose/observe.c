@@ -201,14 +201,22 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 	s->cap = ft_obs_capture_id(l->stream, l->ptsz);
 	if (s->scanned && !s->cap)
 		ft_learn_before(l, &s->refs, s->seq);
-	if (s->scanned && ft_g.off.active && s->refs.n) {
+	if (!ft_g.off.active)
+		return;
+	const char *name = s->k ? s->k->name : "?";
+	if (!s->scanned) {
+		ft_warn_once("kernel %s cannot be scanned while weights are offloaded: if it reads "
+			     "one, it reads whatever the block holds", name);
+	} else if (s->refs.n) {
 		uint64_t a[FT_MAX_REFS];
 		for (unsigned i = 0; i < s->refs.n; i++)
 			a[i] = s->refs.v[i].alloc_base + s->refs.v[i].offset;
-		if (s->cap)
-			ft_off_captured(&ft_g.off, a, s->refs.n);
-		else
-			ft_off_launch(&ft_g.off, l->stream, a, s->refs.n);
+		int trap;
+		uint64_t w;
+		if (!s->cap)
+			ft_off_launch(&ft_g.off, l->stream, a, s->refs.n, name);
+		else if (ft_off_offloaded(&ft_g.off, a, s->refs.n, &trap, &w))
+			ft_obs_hidden("a launch captured into a CUDA graph", name, trap, w);
 	}
 }
 
@@ -265,4 +273,16 @@ void ft_obs_tensormap(const char *api, const CUtensorMap *map, uint64_t addr)
 	ft_trace_hex(rec, "addr", addr);
 	add_alloc_ref(rec, "id", "off", addr);
 	ft_trace_emit(&ft_g.trace, rec);
+}
+
+void ft_obs_hidden(const char *what, const char *name, int trap, uint64_t weight)
+{
+	static _Atomic int reports;
+	FT_STAT_INC(&ft_g.stats, hidden_readers);
+	if (atomic_fetch_add(&reports, 1) < 8)
+		ft_error("%s (%s) reads offloaded trap %d (weight at 0x%llx) where the executor "
+			 "cannot page it: it reads whatever the block holds then (NaN with "
+			 "FT_VERIFY=1). Offloading inside CUDA graphs is not implemented yet: run "
+			 "such programs with FT_VMM_MIN_BYTES=0 (nothing offloaded)", what, name, trap,
+			 (unsigned long long)weight);
 }

@@ -40,6 +40,8 @@ for w in $workloads; do
 		for m in allocation_block_transfer raw_block_transfer strategy; do
 			pre "$w" "all-${m%%_*}" FT_TRANSFER_BUDGET_SCALE=1000 FT_TRANSFER_MODE=$m
 		done
+		# FT_VERIFY on a correct program changes nothing in its results
+		pre "$w" all-verify FT_TRANSFER_BUDGET_SCALE=1000 FT_VERIFY=1
 		# (manual's 198 MB are below the planner's 256 MiB minimum budget)
 		[ "$w" = hf ] && pre "$w" memory-allocation FT_MAX_GPU_MEM_FRACTION="$(frac "$w" 0.6)" ;;
 	esac
