@@ -26,6 +26,13 @@
  * strategy mode copies on the launch stream itself at first use and
  * prefetches nothing.
  *
+ * Guards.  A launch that refers into an offloaded trap's chunks at an
+ * address discovery never saw (a tensor the allocator later placed in a
+ * weight's free tail), or a copy or memset that writes into them, brings the
+ * trap back to the GPU for good before it runs (own memory, filled from the
+ * host store): nothing but the weights may live in a block.  A copy that
+ * reads an offloaded weight (a checkpoint save) waits for its trap.
+ *
  * FT_VERIFY (gpu non-NULL at apply): nothing is prefetched, and when the
  * launches move on to another trap every other block is released at once:
  * its contents are checksummed against the host store (a kernel that wrote
@@ -78,6 +85,10 @@ int ft_vmm_range(struct ft_vmm *v, CUdeviceptr p, CUdeviceptr *base, size_t *siz
  * the physical handle h, releasing the chunk's own memory: 0, or -1 with
  * the chunk unchanged. */
 int ft_vmm_rebind(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle h);
+/* The reverse: the chunk at c gets physical memory of its own again (its
+ * contents are undefined): 0 or -1 (then it may be unmapped: the caller
+ * has nowhere to put the bytes). */
+int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c);
 /* A new physical chunk on the device: 0 or -1. */
 int ft_vmm_chunk_handle(struct ft_vmm *v, CUmemGenericAllocationHandle *h);
 /* Maps n chunk handles contiguously at a new address *va: 0 or -1. */
@@ -166,6 +177,12 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
  * and the weight's address, else 0 (a reader the executor cannot serve). */
 int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int *trap,
 		     uint64_t *weight);
+/* Before a copy or memset on stream s writing [dst, dst + dbytes) and
+ * reading [src, src + sbytes) (0 bytes: no device side): an offloaded trap
+ * written to comes back to the GPU for good (the write must not be lost to
+ * the next load), one read from is loaded first. */
+void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes, uint64_t src,
+		 uint64_t sbytes);
 /* A VMM allocation [base, base + size) is being freed: its chunks leave the
  * plan (their traps are no longer copied there). */
 void ft_off_freed(struct ft_offload *o, uint64_t base, uint64_t size);

@@ -284,10 +284,47 @@ static int trap_of(const struct ft_offload *o, uint64_t a)
 	return (int)o->w[lo - 1].trap;
 }
 
+/* Trap t leaves its block for good: its chunks get memory of their own,
+ * filled from the host store (the device is idle first: the block may be
+ * in use).  Under o->lock. */
+static void demote(struct ft_offload *o, int t, const char *why)
+{
+	struct ft_off_trap *x = &o->t[t];
+	if (x->block < 0)
+		return;
+	const struct ft_real *r = o->real;
+	struct ft_off_block *b = &o->b[x->block];
+	r->cuCtxSynchronize();
+	size_t off = 0;
+	int lost = 0;
+	for (uint32_t i = 0; i < x->nruns; i++) {
+		size_t n = x->runs[i].hi - x->runs[i].lo;
+		if (!x->dead[i]) {
+			for (uint64_t c = x->runs[i].lo; c < x->runs[i].hi; c += o->chunk)
+				lost |= ft_vmm_own(o->vmm, c) != 0;
+			r->cuMemcpyHtoD_v2(x->runs[i].lo, x->host + off, n);
+		}
+		off += n;
+	}
+	if (b->occupant == t) {
+		b->occupant = -1;
+		b->nreaders = 0;
+	}
+	x->block = -1;
+	FT_STAT_INC(o->stats, offload_demoted);
+	FT_STAT_ADD(o->stats, offloaded_bytes, -(uint64_t)(x->nchunks * o->chunk));
+	if (lost)
+		ft_error("trap %d must come back to the GPU (%s) but device memory ran out: its "
+			 "weights are unreadable now", t, why);
+	else
+		ft_warn("trap %d is back on the GPU for good (%zu MiB): %s", t,
+			(size_t)(x->nchunks * o->chunk) >> 20, why);
+}
+
 /* A reference inside an offloaded weight's extent but not at a weight
  * discovery saw: perhaps a tensor the allocator later placed in the
- * extent's tail, which a block must not hold.  Said once. */
-static void foreign(const struct ft_offload *o, uint64_t a, int t)
+ * extent's tail, which a block must not hold.  Returns 1 then. */
+static int foreign(const struct ft_offload *o, uint64_t a, int t)
 {
 	uint32_t lo = 0, hi = o->nw;
 	while (lo < hi) {
@@ -298,11 +335,15 @@ static void foreign(const struct ft_offload *o, uint64_t a, int t)
 			hi = m;
 	}
 	if (lo < o->nw && o->w[lo].lo == a)
-		return;
-	FT_STAT_INC(o->stats, offload_foreign_refs);
-	ft_warn_once("a launch refers to 0x%llx, inside offloaded trap %d but not at a weight "
-		     "discovery saw; if a tensor other than the weight lives there, results are "
-		     "wrong: run with FT_TRACE and report it", (unsigned long long)a, t);
+		return 0;
+	/* only chunks that left the GPU matter */
+	const struct ft_off_trap *x = &o->t[t];
+	for (uint32_t i = 0; i < x->nruns; i++)
+		if (!x->dead[i] && a >= x->runs[i].lo && a < x->runs[i].hi) {
+			FT_STAT_INC(o->stats, offload_foreign_refs);
+			return 1;
+		}
+	return 0;
 }
 
 /* Copies trap t into its block on stream cs, after the block's previous
@@ -432,8 +473,12 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 		int t = trap_of(o, addr[i]);
 		if (t < 0)
 			continue;
-		if (o->t[t].block >= 0)
-			foreign(o, addr[i], t);
+		if (o->t[t].block >= 0 && foreign(o, addr[i], t)) {
+			pthread_mutex_lock(&o->lock);
+			demote(o, t, "a launch refers into its chunks at an address that is not a "
+				     "weight (a tensor placed in a weight's free tail)");
+			pthread_mutex_unlock(&o->lock);
+		}
 		int seen = 0;
 		for (int k = 0; k < nt; k++)
 			seen |= touched[k] == t;
@@ -506,4 +551,28 @@ int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int
 		}
 	}
 	return 0;
+}
+
+void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes, uint64_t src,
+		 uint64_t sbytes)
+{
+	if (!o->active)
+		return;
+	pthread_mutex_lock(&o->lock);
+	for (uint32_t t = 0; dbytes && t < o->ntraps; t++) {
+		struct ft_off_trap *x = &o->t[t];
+		for (uint32_t i = 0; x->block >= 0 && i < x->nruns; i++)
+			if (!x->dead[i] && dst < x->runs[i].hi && dst + dbytes > x->runs[i].lo) {
+				demote(o, (int)t, "a copy or memset writes into its chunks");
+				break;
+			}
+	}
+	/* weights the copy reads: their traps are loaded first */
+	for (uint32_t i = 0; sbytes && i < o->nw; i++) {
+		const struct ft_off_weight *w = &o->w[i];
+		if (w->trap < o->ntraps && src < w->hi && src + sbytes > w->lo &&
+		    o->t[w->trap].block >= 0)
+			ensure(o, (int)w->trap, s);
+	}
+	pthread_mutex_unlock(&o->lock);
 }

@@ -225,3 +225,37 @@ int ft_vmm_map_block(struct ft_vmm *v, const CUmemGenericAllocationHandle *h, ui
 		}
 	return 0;
 }
+
+int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c)
+{
+	const struct ft_real *r = v->real;
+	pthread_mutex_lock(&v->lock);
+	uint32_t i = find(v, c);
+	int rc = -1;
+	if (!i || c >= v->a[i - 1].base + v->a[i - 1].size || (c - v->a[i - 1].base) % v->chunk)
+		goto out;
+	struct ft_vmm_alloc *a = &v->a[i - 1];
+	uint32_t k = (uint32_t)((c - a->base) / v->chunk);
+	if (a->own[k]) {
+		rc = 0;
+		goto out;
+	}
+	CUmemAllocationProp p = prop(v->device);
+	CUmemAccessDesc acc;
+	memset(&acc, 0, sizeof(acc));
+	acc.location = p.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	CUmemGenericAllocationHandle h;
+	if (r->cuMemCreate(&h, v->chunk, &p, 0))
+		goto out;
+	if (r->cuMemUnmap(c, v->chunk) || r->cuMemMap(c, v->chunk, 0, h, 0) ||
+	    r->cuMemSetAccess(c, v->chunk, &acc, 1)) {
+		r->cuMemRelease(h);
+		goto out;
+	}
+	a->own[k] = h;
+	rc = 0;
+out:
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}

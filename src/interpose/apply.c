@@ -145,8 +145,14 @@ void ft_learn_offload(void)
 	for (uint32_t i = 0; i < L.nwmap; i++)
 		w[i] = (struct ft_off_weight){ L.wmap[i].va, L.wmap[i].va + L.wmap[i].extent,
 					       L.wmap[i].trap };
-	for (uint32_t t = 0; t < p->ntraps; t++)
+	for (uint32_t t = 0; t < p->ntraps; t++) {
 		cov[t] = ft_off_coverable(&ft_g.vmm, w, L.nwmap, t);
+		if (L.revisited && L.revisited[t] && cov[t]) {
+			ft_info("%s is read again after later traps began (a weight shared across "
+				"the pass): it stays on the GPU", p->traps[t].label);
+			cov[t] = 0;
+		}
+	}
 	int saved = p->plan_json != NULL;
 	if (!saved)
 		make_plan(cov);

@@ -8,8 +8,17 @@
 #define OBSERVING() (ft_lib_ensure(), ft_observing())
 #define P(x) ((uint64_t)(uintptr_t)(x))
 
+/* With weights offloaded, a copy or memset that touches them is settled
+ * first (engine.h, ft_off_copy).  Host addresses never meet them (UVA). */
+#define GUARD(stream, dst, dbytes, src, sbytes)                                \
+	do {                                                                   \
+		if (ft_g.off.active)                                           \
+			ft_off_copy(&ft_g.off, stream, dst, dbytes, src, sbytes); \
+	} while (0)
+
 #define COPY_BODY(sym, stream, ...)                                            \
 	{                                                                      \
+		GUARD(stream, P(dst), n, P(src), n);                           \
 		CUresult rc = FT_CALL(sym, __VA_ARGS__);                        \
 		if (rc == CUDA_SUCCESS && OBSERVING())                         \
 			ft_obs_copy(#sym, P(dst), P(src), n, stream);          \
@@ -49,7 +58,8 @@ COPY_PEER(cuMemcpyPeer_ptds)
 COPY_PEER_ASYNC(cuMemcpyPeerAsync)
 COPY_PEER_ASYNC(cuMemcpyPeerAsync_ptsz)
 
-/* 2D copies: the range from the first to the last byte touched. */
+/* 2D copies: the range from the first to the last byte touched; api NULL:
+ * the guard before the copy, else the observation after it. */
 static void copy2d(const char *api, const CUDA_MEMCPY2D *c, CUstream s)
 {
 	uint64_t dst = c->dstMemoryType == CU_MEMORYTYPE_HOST ? P(c->dstHost)
@@ -59,12 +69,18 @@ static void copy2d(const char *api, const CUDA_MEMCPY2D *c, CUstream s)
 	dst += c->dstY * c->dstPitch + c->dstXInBytes;
 	src += c->srcY * c->srcPitch + c->srcXInBytes;
 	uint64_t bytes = c->Height ? (c->Height - 1) * c->dstPitch + c->WidthInBytes : 0;
-	ft_obs_copy(api, dst, src, bytes, s);
+	uint64_t sbytes = c->Height ? (c->Height - 1) * c->srcPitch + c->WidthInBytes : 0;
+	if (!api)
+		GUARD(s, dst, bytes, src, sbytes);
+	else
+		ft_obs_copy(api, dst, src, bytes, s);
 }
 
 #define COPY_2D(sym)                                                           \
 	CUresult sym(const CUDA_MEMCPY2D *c)                                   \
 	{                                                                      \
+		if (c)                                                         \
+			copy2d(NULL, c, NULL);                                 \
 		CUresult rc = FT_CALL(sym, c);                                 \
 		if (rc == CUDA_SUCCESS && c && OBSERVING())                    \
 			copy2d(#sym, c, NULL);                                 \
@@ -73,6 +89,8 @@ static void copy2d(const char *api, const CUDA_MEMCPY2D *c, CUstream s)
 #define COPY_2D_ASYNC(sym)                                                     \
 	CUresult sym(const CUDA_MEMCPY2D *c, CUstream s)                       \
 	{                                                                      \
+		if (c)                                                         \
+			copy2d(NULL, c, s);                                    \
 		CUresult rc = FT_CALL(sym, c, s);                              \
 		if (rc == CUDA_SUCCESS && c && OBSERVING())                    \
 			copy2d(#sym, c, s);                                    \
@@ -87,6 +105,7 @@ COPY_2D_ASYNC(cuMemcpy2DAsync_v2_ptsz)
 
 #define MEMSET_BODY(sym, esize, stream, ...)                                   \
 	{                                                                      \
+		GUARD(stream, dst, (uint64_t)n * (esize), 0, 0);               \
 		CUresult rc = FT_CALL(sym, __VA_ARGS__);                        \
 		if (rc == CUDA_SUCCESS && OBSERVING())                         \
 			ft_obs_memset(#sym, dst, (uint64_t)n * (esize), stream); \
@@ -114,6 +133,7 @@ MEMSET_ASYNC(cuMemsetD32Async_ptsz, unsigned int, 4)
 /* 2D memsets: pitch * (height - 1) + width elements' bytes. */
 #define MEMSET_2D_BODY(sym, es, stream, ...)                                   \
 	{                                                                      \
+		GUARD(stream, dst, h ? (h - 1) * pitch + w * (es) : 0, 0, 0);  \
 		CUresult rc = FT_CALL(sym, __VA_ARGS__);                        \
 		if (rc == CUDA_SUCCESS && OBSERVING())                         \
 			ft_obs_memset(#sym, dst,                               \

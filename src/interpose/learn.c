@@ -320,6 +320,7 @@ static int finish_discovery(int trial)
 	L.skip_sample = 1;
 	L.samples_cap = (uint32_t)ft_g.phases.profiling;
 	L.samples = calloc((size_t)p->ntraps * L.samples_cap + 1, sizeof(*L.samples));
+	L.revisited = calloc(p->ntraps + 1, 1);
 	if (!L.samples)
 		L.prof_failed = 1;
 	return 0;
@@ -373,11 +374,13 @@ void ft_learn_before(const struct ft_launch *l, const struct ft_refs *refs, uint
 		return;
 	pthread_mutex_lock(&ft_g.learn_lock);
 	if (!L.prof_failed && ft_g.phases.phase == FT_PHASE_PROFILING) {
-		int trap = -1;
+		int trap = -1, low = -1;
 		for (unsigned i = 0; i < refs->n; i++) {
 			int t = weight_trap(refs->v[i].alloc_id, refs->v[i].offset);
 			if (t > trap)
 				trap = t;
+			if (t >= 0 && (low < 0 || t < low))
+				low = t;
 		}
 		if (L.npl == L.cappl) {
 			uint32_t cap = L.cappl ? L.cappl * 2 : 1024;
@@ -389,7 +392,7 @@ void ft_learn_before(const struct ft_launch *l, const struct ft_refs *refs, uint
 		}
 		CUevent b = take_event(), a = b ? take_event() : NULL;
 		if (L.npl < L.cappl && a && !record(b, l)) {
-			L.pl[L.npl++] = (struct ft_prof_launch){ seq, trap, b, a };
+			L.pl[L.npl++] = (struct ft_prof_launch){ seq, trap, low, b, a };
 		} else {
 			L.prof_failed = 1;
 			ft_warn("cannot record profiling events; trap timings will be missing");
@@ -420,6 +423,10 @@ static void analyse(uint64_t end)
 		uint32_t *first = calloc(ntraps, sizeof(*first)), *last = calloc(ntraps, sizeof(*last));
 		char *seen = calloc(ntraps, 1);
 		for (uint32_t i = 0; first && last && seen && i < k; i++) {
+			/* a weight read again after a later trap began: offloading
+			 * its trap would reload it within every pass */
+			if (L.pl[i].low >= 0 && L.pl[i].low < cur && L.revisited)
+				L.revisited[L.pl[i].low] = 1;
 			if (L.pl[i].trap > cur) {
 				cur = L.pl[i].trap;
 				first[cur] = i;

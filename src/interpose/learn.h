@@ -20,6 +20,7 @@ struct ft_refs;
 struct ft_prof_launch {
 	uint64_t seq;
 	int32_t trap;             /* highest trap whose weights it reads, -1 none */
+	int32_t low;              /* lowest, -1 none */
 	CUevent before, after;
 };
 
@@ -53,6 +54,7 @@ struct ft_learning {
 	CUevent *pool;
 	uint32_t npool, pool_next;
 	float *samples;           /* [trap * samples_cap + k] */
+	unsigned char *revisited; /* per trap: read again after a later trap began */
 	uint32_t nsamples, samples_cap;
 	int prof_failed;
 };

@@ -40,6 +40,17 @@ def stat(lib, name):
     return v.value
 
 
+def modify(m, torch):
+    """In INFERENCE, the program rewrites a weight with a device-to-device
+    copy and saves another to the host (a checkpoint): the write must not be
+    lost to the next load, the read must see the weight.  Returns a digest of
+    the saved weight."""
+    w = m.layers[2].qkv.weight
+    w.copy_(w.flip(0))
+    saved = m.layers[4].up.weight.cpu()
+    return float(saved.float().sum())
+
+
 def run(workload, tag, out):
     import torch
 
@@ -48,9 +59,13 @@ def run(workload, tag, out):
     m, _ = build(workload, torch)
     params = sum(p.numel() * p.element_size() for p in m.parameters())
     times, phases, logits, copied = [], [], [], []
+    modifies = tag.startswith("modify") or tag == "plain-modify"
+    digest = None
     with torch.inference_mode():
         step, tok, _ = make_step(workload, m, torch)
-        for _ in range(STEPS):
+        for i in range(STEPS):
+            if modifies and i == STEPS - 10:
+                digest = modify(m, torch)
             before = stat(lib, "offload_copy_bytes") if pre else 0
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -63,6 +78,7 @@ def run(workload, tag, out):
             phases.append(lib.ft_phase() if pre else -1)
     free, total = torch.cuda.mem_get_info()
     res = {"workload": workload, "tag": tag, "times_ms": times, "phases": phases, "copied": copied,
+           "modify": modifies, "digest": digest,
            "logits": torch.cat(logits), "params": params, "used": total - free, "total": total,
            "reserved": torch.cuda.memory_reserved(),
            "stats": {s: stat(lib, s) for s in STATS} if pre else {}}
@@ -81,6 +97,8 @@ def report(out):
     lines, ok = ["# Offloading on the H200", ""], True
     for plain_path in sorted(glob.glob(os.path.join(out, "*-plain.pt"))):
         plain = torch.load(plain_path)
+        mod_path = plain_path.replace("-plain.pt", "-plain-modify.pt")
+        plain_mod = torch.load(mod_path) if os.path.exists(mod_path) else None
         w = plain["workload"]
         # steady steps: the last half, where every preloaded run is in INFERENCE
         half = STEPS // 2
@@ -93,9 +111,11 @@ def report(out):
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for path in sorted(glob.glob(os.path.join(out, f"{w}-*.pt"))):
             r = torch.load(path)
-            if r["tag"] == "plain":
+            if r["tag"].startswith("plain"):
                 continue
-            same = torch.equal(r["logits"], plain["logits"])
+            base = plain_mod if r["modify"] else plain
+            same = base is not None and torch.equal(r["logits"], base["logits"]) and \
+                r["digest"] == base["digest"]
             inference = r["phases"][half] == 2 if r["phases"] else False
             ok &= same and inference
             st = r["stats"]
