@@ -445,8 +445,10 @@ static void verify_release(struct ft_offload *o, uint32_t k)
 }
 
 /* Loads the next offloaded traps after cur whose blocks are free: their
- * previous occupants come later than they do, cyclically (done). */
-static void prefetch(struct ft_offload *o, int cur)
+ * previous occupants come later than they do, cyclically (done), and are
+ * not read by the launch about to run (touched[0..nt): the release events
+ * cover only the work enqueued before it). */
+static void prefetch(struct ft_offload *o, int cur, const int *touched, int nt)
 {
 	uint32_t n = o->ntraps, ahead = 0;
 	for (uint32_t step = 1; step < n && ahead + 1 < o->nblocks; step++) {
@@ -459,6 +461,11 @@ static void prefetch(struct ft_offload *o, int cur)
 			continue;
 		if (occ >= 0 && (uint32_t)(occ - cur + (int)n) % n < step)
 			break; /* its block still serves a trap before it */
+		int busy = 0;
+		for (int k = 0; k < nt; k++)
+			busy |= occ == touched[k];
+		if (busy)
+			break;
 		load(o, t, o->copy);
 	}
 }
@@ -515,7 +522,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 				      "its results are wrong; report this with FT_TRACE");
 		}
 	if (o->mode != FT_OFF_STRATEGY && !o->gpu && cur != o->cur)
-		prefetch(o, cur);
+		prefetch(o, cur, touched, nt);
 	o->cur = cur;
 	pthread_mutex_unlock(&o->lock);
 }

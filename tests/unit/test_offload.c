@@ -1,0 +1,369 @@
+/* The block engine without a GPU: chunk coverage, and the executor's
+ * ordering checked by simulation.  A fake driver table records every event
+ * record, stream wait and copy; vector clocks then decide happens-before.
+ * For every kernel that reads an offloaded trap: the copy that put the trap
+ * in its block happens before it, and no later copy into that block happens
+ * before the kernel.  Checked on regular passes, several streams, kernels
+ * reading two traps, tied weights read at both ends, strategy mode, and
+ * random launch sequences. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ft/engine.h"
+
+#define MB (1ull << 20)
+#define CHUNK (2 * MB)
+
+/* ----------------------------------------------------------- coverage */
+
+static void cover_whole_chunks_only(void **state)
+{
+	(void)state;
+	/* one allocation [0, 16 MiB); spans of one trap: [1, 5) MiB and
+	 * [5, 9) MiB touch, [12, 16) MiB */
+	struct ft_span alloc[] = { { 0, 16 * MB } };
+	struct ft_span spans[] = { { 12 * MB, 16 * MB }, { 1 * MB, 5 * MB }, { 5 * MB, 9 * MB } };
+	struct ft_span out[8];
+	uint32_t n = ft_cover(spans, 3, alloc, 1, CHUNK, out, 8);
+	assert_int_equal(n, 2);
+	assert_int_equal(out[0].lo, 2 * MB); /* [1, 9) -> chunks [2, 8) */
+	assert_int_equal(out[0].hi, 8 * MB);
+	assert_int_equal(out[1].lo, 12 * MB);
+	assert_int_equal(out[1].hi, 16 * MB);
+	/* a span across two allocations is cut at the boundary */
+	struct ft_span two[] = { { 0, 4 * MB }, { 4 * MB, 8 * MB } };
+	struct ft_span across[] = { { 1 * MB, 8 * MB } };
+	n = ft_cover(across, 1, two, 2, CHUNK, out, 8);
+	assert_int_equal(n, 2);
+	assert_int_equal(out[0].lo, 2 * MB);
+	assert_int_equal(out[0].hi, 4 * MB);
+	assert_int_equal(out[1].lo, 4 * MB);
+	assert_int_equal(out[1].hi, 8 * MB);
+	/* outside any allocation, or less than a chunk: nothing */
+	struct ft_span small[] = { { 1 * MB, 3 * MB } };
+	assert_int_equal(ft_cover(small, 1, alloc, 1, CHUNK, out, 8), 0);
+	struct ft_span far[] = { { 32 * MB, 40 * MB } };
+	assert_int_equal(ft_cover(far, 1, alloc, 1, CHUNK, out, 8), 0);
+}
+
+/* --------------------------------------------------------- simulation */
+
+#define NS 4          /* streams: 0 = the copy stream, 1..3 compute */
+#define MAXOPS 200000
+#define NEV 4096
+
+enum { OP_KERNEL, OP_COPY };
+
+struct op {
+	int kind, stream, block, trap;  /* copy: into block, holding trap */
+	int reads[4], nreads;           /* kernel: traps read */
+	uint32_t clock[NS];
+};
+
+static struct sim {
+	struct op op[MAXOPS];
+	int nops;
+	uint32_t cur[NS][NS];           /* each stream's clock for its next op */
+	uint32_t ev[NEV][NS];           /* clock captured by each event */
+	int nev;
+	int ntraps;
+	uint64_t base[64];              /* trap t's run: [base, base + CHUNK) */
+} S;
+
+static int stream_id(CUstream s)
+{
+	return (int)(uintptr_t)s;
+}
+
+static void add_op(struct op *o)
+{
+	int s = o->stream;
+	S.cur[s][s]++;
+	memcpy(o->clock, S.cur[s], sizeof(o->clock));
+	S.op[S.nops++] = *o;
+}
+
+static CUresult f_event_create(CUevent *e, unsigned flags)
+{
+	(void)flags;
+	*e = (CUevent)(uintptr_t)(++S.nev);
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_record(CUevent e, CUstream s)
+{
+	memcpy(S.ev[(uintptr_t)e], S.cur[stream_id(s)], sizeof(S.ev[0]));
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_wait(CUstream s, CUevent e, unsigned flags)
+{
+	(void)flags;
+	uint32_t *c = S.cur[stream_id(s)];
+	for (int k = 0; k < NS; k++)
+		if (S.ev[(uintptr_t)e][k] > c[k])
+			c[k] = S.ev[(uintptr_t)e][k];
+	return CUDA_SUCCESS;
+}
+
+static struct ft_offload *O;
+
+static CUresult f_copy(CUdeviceptr dst, const void *src, size_t n, CUstream s)
+{
+	(void)src;
+	(void)n;
+	struct op o = { .kind = OP_COPY, .stream = stream_id(s), .trap = -1 };
+	for (int t = 0; t < S.ntraps; t++)
+		if (dst == S.base[t])
+			o.trap = t;
+	assert_true(o.trap >= 0);
+	o.block = O->t[o.trap].block;
+	add_op(&o);
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_sync(void)
+{
+	/* every stream waits for everything */
+	uint32_t all[NS] = { 0 };
+	for (int s = 0; s < NS; s++)
+		for (int k = 0; k < NS; k++)
+			if (S.cur[s][k] > all[k])
+				all[k] = S.cur[s][k];
+	for (int s = 0; s < NS; s++)
+		memcpy(S.cur[s], all, sizeof(all));
+	return CUDA_SUCCESS;
+}
+
+static struct ft_real real;
+static struct ft_stats stats;
+static struct ft_vmm vmm;
+
+/* An engine over ntraps traps of one chunk each, traps with block[t] >= 0
+ * offloaded, the copy stream id 0. */
+static struct ft_offload *engine(int ntraps, const int *block, int nblocks, int mode)
+{
+	memset(&S, 0, sizeof(S));
+	S.ntraps = ntraps;
+	real = (struct ft_real){ 0 };
+	real.cuEventCreate = f_event_create;
+	real.cuEventRecord = f_record;
+	real.cuStreamWaitEvent = f_wait;
+	real.cuMemcpyHtoDAsync_v2 = f_copy;
+	real.cuCtxSynchronize = f_sync;
+	memset(&stats, 0, sizeof(stats));
+	struct ft_offload *o = calloc(1, sizeof(*o));
+	pthread_mutex_init(&o->lock, NULL);
+	o->real = &real;
+	o->vmm = &vmm;
+	o->stats = &stats;
+	o->mode = mode;
+	o->chunk = CHUNK;
+	o->cur = -1;
+	o->ntraps = (uint32_t)ntraps;
+	o->nblocks = (uint32_t)nblocks;
+	o->copy = (CUstream)0;
+	o->t = calloc((size_t)ntraps, sizeof(*o->t));
+	o->b = calloc((size_t)nblocks, sizeof(*o->b));
+	o->w = calloc((size_t)ntraps, sizeof(*o->w));
+	for (int t = 0; t < ntraps; t++) {
+		S.base[t] = (uint64_t)(t + 1) * 16 * MB;
+		o->w[t] = (struct ft_off_weight){ S.base[t], S.base[t] + CHUNK, (uint32_t)t };
+		struct ft_off_trap *x = &o->t[t];
+		x->block = block[t];
+		x->nchunks = 1;
+		x->nruns = 1;
+		x->runs = calloc(1, sizeof(*x->runs));
+		x->runs[0] = (struct ft_span){ S.base[t], S.base[t] + CHUNK };
+		x->dead = calloc(1, 1);
+		x->host = malloc(8);
+	}
+	o->nw = (uint32_t)ntraps;
+	for (int k = 0; k < nblocks; k++) {
+		struct ft_off_block *b = &o->b[k];
+		b->occupant = -1;
+		b->nchunks = 1;
+		real.cuEventCreate(&b->ready, 0);
+		for (int i = 0; i < FT_OFF_READERS; i++)
+			real.cuEventCreate(&b->release[i], 0);
+	}
+	o->active = 1;
+	O = o;
+	return o;
+}
+
+static void done(struct ft_offload *o)
+{
+	for (uint32_t t = 0; t < o->ntraps; t++) {
+		free(o->t[t].runs);
+		free(o->t[t].dead);
+		free(o->t[t].host);
+	}
+	free(o->t);
+	free(o->b);
+	free(o->w);
+	free(o);
+}
+
+/* A kernel on stream s reading traps r[0..n). */
+static void kernel(struct ft_offload *o, int s, const int *r, int n)
+{
+	uint64_t a[4];
+	struct op k = { .kind = OP_KERNEL, .stream = s, .nreads = n };
+	for (int i = 0; i < n; i++) {
+		a[i] = S.base[r[i]];
+		k.reads[i] = r[i];
+	}
+	ft_off_launch(o, (CUstream)(uintptr_t)s, a, (unsigned)n, "k");
+	add_op(&k);
+}
+
+static int hb(const struct op *a, const struct op *b)
+{
+	return a->clock[a->stream] <= b->clock[a->stream];
+}
+
+/* The invariant, over everything recorded. */
+static void check(void)
+{
+	for (int i = 0; i < S.nops; i++) {
+		const struct op *k = &S.op[i];
+		if (k->kind != OP_KERNEL)
+			continue;
+		for (int r = 0; r < k->nreads; r++) {
+			int t = k->reads[r], b = O->t[t].block;
+			if (b < 0)
+				continue;
+			int last = -1;
+			for (int j = 0; j < i; j++)
+				if (S.op[j].kind == OP_COPY && S.op[j].block == b)
+					last = j;
+			if (last < 0 || S.op[last].trap != t)
+				fail_msg("kernel %d reads trap %d, but the last copy into block %d "
+					 "before it holds trap %d", i, t, b,
+					 last < 0 ? -1 : S.op[last].trap);
+			if (!hb(&S.op[last], k))
+				fail_msg("kernel %d may run before trap %d's copy (op %d)", i, t, last);
+			for (int j = i + 1; j < S.nops; j++)
+				if (S.op[j].kind == OP_COPY && S.op[j].block == b && S.op[j].trap != t &&
+				    !hb(k, &S.op[j]))
+					fail_msg("copy %d (trap %d) into block %d may overwrite trap %d "
+						 "while kernel %d reads it", j, S.op[j].trap, b, t, i);
+		}
+	}
+}
+
+static const int round_robin4[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3 };
+
+static void regular_passes(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	for (int pass = 0; pass < 5; pass++)
+		for (int t = 0; t < 10; t++)
+			for (int k = 0; k < 3; k++)
+				kernel(o, 1, &t, 1);
+	check();
+	/* one copy per trap and pass, plus the next pass's first trap, loaded
+	 * during the tail of the last one */
+	assert_int_equal(o->loads, 51);
+	assert_int_equal(stats.v[FT_STAT_offload_misses], 1); /* only the very first */
+	done(o);
+}
+
+static void several_streams(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	for (int pass = 0; pass < 4; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			kernel(o, 2 + t % 2, &t, 1); /* a side stream reads it too */
+		}
+	check();
+	done(o);
+}
+
+static void two_traps_in_one_kernel(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	for (int pass = 0; pass < 4; pass++)
+		for (int t = 0; t < 9; t++) {
+			int both[] = { t, t + 1 };
+			kernel(o, 1, both, 2);
+			kernel(o, 1, &t, 1);
+		}
+	check();
+	done(o);
+}
+
+static void tied_weight_read_at_both_ends(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	int zero = 0;
+	for (int pass = 0; pass < 4; pass++) {
+		for (int t = 0; t < 10; t++)
+			kernel(o, 1, &t, 1);
+		kernel(o, 1, &zero, 1); /* the head reads the embedding */
+	}
+	check();
+	done(o);
+}
+
+static void strategy_mode(void **state)
+{
+	(void)state;
+	static const int one[] = { 0, 0, 0, 0, 0, 0 };
+	struct ft_offload *o = engine(6, one, 1, FT_OFF_STRATEGY);
+	for (int pass = 0; pass < 3; pass++)
+		for (int t = 0; t < 6; t++) {
+			kernel(o, 1, &t, 1);
+			kernel(o, 2, &t, 1);
+		}
+	check();
+	done(o);
+}
+
+static void random_sequences(void **state)
+{
+	(void)state;
+	srand(7);
+	for (int round = 0; round < 200; round++) {
+		int n = 3 + rand() % 10, nb = 1 + rand() % 4, block[16];
+		int mode = rand() % 3 == 2 ? FT_OFF_STRATEGY : FT_OFF_ALLOCATION;
+		if (mode == FT_OFF_STRATEGY)
+			nb = 1; /* as ft_off_apply makes it */
+		for (int t = 0; t < n; t++)
+			block[t] = rand() % 4 == 0 ? -1 : t % nb;
+		struct ft_offload *o = engine(n, block, nb, mode);
+		for (int i = 0; i < 300; i++) {
+			int r[2] = { rand() % n, rand() % n };
+			int k = rand() % 4 == 0 && r[0] != r[1] && block[r[0]] != block[r[1]] ? 2 : 1;
+			kernel(o, 1 + rand() % 3, r, k);
+		}
+		check();
+		done(o);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(cover_whole_chunks_only),
+		cmocka_unit_test(regular_passes),
+		cmocka_unit_test(several_streams),
+		cmocka_unit_test(two_traps_in_one_kernel),
+		cmocka_unit_test(tied_weight_read_at_both_ends),
+		cmocka_unit_test(strategy_mode),
+		cmocka_unit_test(random_sequences),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
