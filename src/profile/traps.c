@@ -34,6 +34,21 @@ uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_
 		if (best_len && covered / p >= 3 && covered * 2 >= n) {
 			*start = best_a;
 			*layers = covered / p;
+			/* The last layer before the head may end its allocator
+			 * segment, so its last weight runs to the segment's end:
+			 * padding only adds.  One more layer when the next p
+			 * weights are each at least about the previous layer's and
+			 * something (the head) still follows. */
+			uint32_t end = best_a + *layers * p;
+			while (end + p < n) {
+				uint32_t j = 0;
+				while (j < p && s[end + j] * 8 >= s[end + j - p] * 7)
+					j++;
+				if (j < p)
+					break;
+				++*layers;
+				end += p;
+			}
 			return p;
 		}
 	}
