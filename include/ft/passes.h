@@ -18,7 +18,8 @@
  *     the next layer's, when c is only a layer boundary) contradicts;
  *     regions never seen (a new KV cache block) or reused within the pass
  *     do not vote.  Sixteen matches against at most 2 + matches / 8
- *     contradictions confirm; the boundary is then placed at the earliest
+ *     contradictions confirm (four, once the candidate has survived a whole
+ *     hypothetical pass: a small model reads fewer regions); the boundary is then placed at the earliest
  *     candidate still standing and the launches since are handed to the new
  *     pass.  Nothing confirmed for four passes forgets the pass length (a
  *     new model, a changed workload) and learns afresh.

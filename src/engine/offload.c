@@ -437,7 +437,7 @@ static void verify_release(struct ft_offload *o, uint32_t k)
 				m++;
 			}
 		}
-		for (uint32_t m = 0; m < n; m++)
+		for (uint32_t m = 0; m < n && o->real->cuMemsetD8_v2; m++)
 			o->real->cuMemsetD8_v2(addr[m], 0xff, bytes[m]);
 	}
 	b->occupant = -1;

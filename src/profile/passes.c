@@ -11,6 +11,7 @@
 #define LOG_MAX 4096      /* launches kept for handing over; older candidates are dropped */
 #define LOG_REFS (LOG_MAX * 8)
 #define NONE UINT64_MAX
+#define FT_PASS_MAX_REFS 64 /* references per launch considered */
 
 struct ft_pass_region {
 	struct ft_region_ref key;
@@ -169,17 +170,17 @@ static uint64_t touch(struct ft_passes *p, struct ft_pass_region *e, uint64_t i)
  * and the region is not one reused at short distance; once passes are
  * known, the candidate also keeps in step with them: the last touch was in
  * the first tenth of the current pass. */
-static uint64_t offer(const struct ft_passes *p, const struct ft_pass_region *e, uint64_t i,
+static uint64_t offer(const struct ft_passes *p, uint64_t last1, uint64_t ret, uint64_t i,
 		      uint64_t minp, uint64_t maxp)
 {
-	if (!e->last || e->last - 1 == i)
+	if (!last1 || last1 - 1 == i)
 		return NONE;
-	uint64_t last = e->last - 1, d = i - last;
+	uint64_t last = last1 - 1, d = i - last;
 	if (d < minp || d > maxp)
 		return NONE;
 	/* reused at short distance: no anchor, unless read exactly twice a
 	 * pass (a tied embedding: lookup, then head) */
-	if (e->ret && e->ret < minp && !(p->prev_len && near(e->ret + d, p->prev_len)))
+	if (ret && ret < minp && !(p->prev_len && near(ret + d, p->prev_len)))
 		return NONE;
 	if (p->prev_len && (last < p->start || (last - p->start) * 10 > i - p->start))
 		return NONE;
@@ -198,6 +199,52 @@ static uint64_t placed(const struct ft_passes *p, const struct ft_pass_cand *x)
 	return x->c;
 }
 
+/* A candidate has been confirmed: the boundary goes to the earliest
+ * standing one with enough support; returns where. */
+static uint64_t confirm(struct ft_passes *p)
+{
+	/* The earliest standing candidate with enough support. */
+	struct ft_pass_cand *b = NULL;
+	for (uint32_t k = 0; k < p->ncand; k++) {
+		struct ft_pass_cand *x = &p->cand[k];
+		if (x->matched >= CONFIRM / 4 && (!b || placed(p, x) < placed(p, b)))
+			b = x;
+	}
+	uint64_t c = placed(p, b);
+	p->prev_len = p->passes ? c - p->start : c - b->a;
+	p->start = c;
+	p->passes++;
+	/* candidates for the next boundary may already stand (proposed at
+	 * this very launch, a pass after c): those in step with the new pass */
+	uint32_t keep = 0;
+	for (uint32_t k = 0; k < p->ncand; k++)
+		if (p->cand[k].c > c && p->cand[k].a >= c)
+			p->cand[keep++] = p->cand[k];
+	p->ncand = keep;
+	hand_over(p, c);
+	return c;
+}
+
+/* The launch's proposal, if any: the region whose previous touch (before
+ * this launch) offers the earliest hypothetical previous pass. */
+static void propose(struct ft_passes *p, uint64_t i, const struct ft_region_ref *r, unsigned n,
+		    const uint64_t *last1, const uint64_t *ret)
+{
+	uint64_t minp = p->prev_len / 2 > MIN_PASS ? p->prev_len / 2 : MIN_PASS;
+	uint64_t maxp = p->prev_len ? 4 * p->prev_len + 64 : NONE;
+	uint64_t best_a = NONE;
+	struct ft_region_ref anchor = { 0 };
+	for (unsigned j = 0; j < n; j++) {
+		uint64_t a = offer(p, last1[j], ret[j], i, minp, maxp);
+		if (a != NONE && (best_a == NONE || a < best_a)) {
+			best_a = a;
+			anchor = r[j];
+		}
+	}
+	if (best_a != NONE && p->ncand < MAX_CAND && (!p->passes || i - p->start >= MIN_PASS))
+		p->cand[p->ncand++] = (struct ft_pass_cand){ .c = i, .a = best_a, .anchor = anchor };
+}
+
 enum ft_pass_source ft_passes_launch(struct ft_passes *p, uint64_t i,
 				     const struct ft_region_ref *r, unsigned n, uint64_t *start)
 {
@@ -206,21 +253,18 @@ enum ft_pass_source ft_passes_launch(struct ft_passes *p, uint64_t i,
 		return FT_PASS_NONE;
 	if (p->prev_len && i - p->start > 4 * p->prev_len + 256)
 		p->prev_len = 0; /* nothing confirmed for too long: learn afresh */
-	uint64_t minp = p->prev_len / 2 > MIN_PASS ? p->prev_len / 2 : MIN_PASS;
-	uint64_t maxp = p->prev_len ? 4 * p->prev_len + 64 : NONE;
 	log_launch(p->log, i, r, n);
 
-	uint64_t best_a = NONE;
-	struct ft_region_ref anchor = { 0 };
+	/* each region's state before this launch, for the proposal below */
+	uint64_t last1[FT_PASS_MAX_REFS], ret[FT_PASS_MAX_REFS];
+	if (n > FT_PASS_MAX_REFS)
+		n = FT_PASS_MAX_REFS;
 	for (unsigned j = 0; j < n; j++) {
 		struct ft_pass_region *e = region(p, r[j]);
 		if (!e)
 			return FT_PASS_NONE;
-		uint64_t a = offer(p, e, i, minp, maxp);
-		if (a != NONE && (best_a == NONE || a < best_a)) {
-			best_a = a;
-			anchor = r[j];
-		}
+		last1[j] = e->last;
+		ret[j] = e->ret;
 		uint64_t last = touch(p, e, i);
 		if (!e->last)
 			p->used++;
@@ -237,32 +281,25 @@ enum ft_pass_source ft_passes_launch(struct ft_passes *p, uint64_t i,
 		struct ft_pass_cand *c = &p->cand[k];
 		if (c->against > 2 + c->matched / 8 || i - c->c >= LOG_MAX - 1)
 			continue;
-		confirmed |= c->matched >= CONFIRM;
+		/* enough matches, or a whole hypothetical pass survived (a
+		 * small model reads fewer than CONFIRM regions a pass) */
+		confirmed |= c->matched >= CONFIRM ||
+			     (c->matched >= CONFIRM / 4 && i - c->c >= c->c - c->a);
 		p->cand[kept++] = *c;
 	}
 	p->ncand = kept;
-	if (best_a != NONE && p->ncand < MAX_CAND && (!p->passes || i - p->start >= MIN_PASS))
-		p->cand[p->ncand++] = (struct ft_pass_cand){ .c = i, .a = best_a, .anchor = anchor };
-	if (!confirmed)
+	uint64_t c = NONE;
+	if (confirmed)
+		c = confirm(p);
+	propose(p, i, r, n, last1, ret);
+	if (c == NONE)
 		return FT_PASS_NONE;
-
-	/* The earliest standing candidate with enough support. */
-	struct ft_pass_cand *b = NULL;
-	for (uint32_t k = 0; k < p->ncand; k++) {
-		struct ft_pass_cand *x = &p->cand[k];
-		if (x->matched >= CONFIRM / 2 && (!b || placed(p, x) < placed(p, b)))
-			b = x;
-	}
-	uint64_t c = placed(p, b);
-	p->prev_len = p->passes ? c - p->start : c - b->a;
-	p->start = c;
-	p->passes++;
-	p->ncand = 0;
-	hand_over(p, c);
 	if (start)
 		*start = c;
 	return FT_PASS_EAGER;
 }
+
+
 
 unsigned ft_passes_moved(const struct ft_passes *p, const struct ft_region_ref **refs,
 			 const uint32_t **ends)

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cudaTypedefs.h>
 
@@ -21,6 +22,7 @@
 
 #undef cuGetProcAddress
 #define API __attribute__((visibility("default")))
+#define H(x) ((void *)(uintptr_t)(x))
 
 /* ---- memory: a bump allocator over one anonymous mapping ---- */
 static char *arena;
@@ -84,34 +86,76 @@ API CUresult cuMemFreeHost(void *p) { (void)p; return CUDA_SUCCESS; }
 API CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned f) { (void)p; (void)n; (void)f; return CUDA_SUCCESS; }
 API CUresult cuMemHostUnregister(void *p) { (void)p; return CUDA_SUCCESS; }
 
-/* VMM: a reservation is arena space; handles are counters; map is a no-op
- * because the bytes already live at the address. */
-static unsigned long long next_handle = 1;
+/* VMM with real aliasing: a reservation is an inaccessible mapping, a
+ * physical handle a memfd, cuMemMap maps the memfd shared at the address
+ * (two addresses mapping one handle see the same bytes), cuMemUnmap makes
+ * the range inaccessible again.  Handles are fd + 1. */
+#define FAKE_GRANULARITY (2ULL << 20)
 API CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t a, CUdeviceptr addr,
 				 unsigned long long f)
 {
-	(void)a; (void)addr; (void)f;
-	return cuMemAlloc_v2(p, n);
+	(void)addr; (void)f;
+	size_t align = a > FAKE_GRANULARITY ? a : FAKE_GRANULARITY;
+	char *m = mmap(NULL, n + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+	if (m == MAP_FAILED)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	uintptr_t q = ((uintptr_t)m + align - 1) & ~(uintptr_t)(align - 1);
+	if (q > (uintptr_t)m)
+		munmap(m, q - (uintptr_t)m);
+	munmap((char *)q + n, (uintptr_t)m + align - q);
+	*p = (CUdeviceptr)q;
+	return CUDA_SUCCESS;
 }
-API CUresult cuMemAddressFree(CUdeviceptr p, size_t n) { (void)p; (void)n; return CUDA_SUCCESS; }
+API CUresult cuMemAddressFree(CUdeviceptr p, size_t n)
+{
+	return munmap(H(p), n) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
 API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n,
 			 const CUmemAllocationProp *prop, unsigned long long f)
 {
-	(void)n; (void)prop; (void)f;
-	*h = __atomic_fetch_add(&next_handle, 1, __ATOMIC_RELAXED);
+	(void)prop; (void)f;
+	int fd = memfd_create("fake-vmm", 0);
+	if (fd < 0 || ftruncate(fd, (off_t)n)) {
+		if (fd >= 0)
+			close(fd);
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	*h = (CUmemGenericAllocationHandle)fd + 1;
 	return CUDA_SUCCESS;
 }
-API CUresult cuMemRelease(CUmemGenericAllocationHandle h) { (void)h; return CUDA_SUCCESS; }
+API CUresult cuMemRelease(CUmemGenericAllocationHandle h)
+{
+	return close((int)h - 1) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
 API CUresult cuMemMap(CUdeviceptr p, size_t n, size_t o, CUmemGenericAllocationHandle h,
 		      unsigned long long f)
 {
-	(void)p; (void)n; (void)o; (void)h; (void)f;
+	(void)f;
+	void *m = mmap(H(p), n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, (int)h - 1,
+		       (off_t)o);
+	return m == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+API CUresult cuMemUnmap(CUdeviceptr p, size_t n)
+{
+	void *m = mmap(H(p), n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+		       -1, 0);
+	return m == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+API CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t c)
+{
+	(void)p; (void)n; (void)d; (void)c;
 	return CUDA_SUCCESS;
 }
-API CUresult cuMemUnmap(CUdeviceptr p, size_t n) { (void)p; (void)n; return CUDA_SUCCESS; }
+API CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
+					   CUmemAllocationGranularity_flags o)
+{
+	(void)prop; (void)o;
+	*g = FAKE_GRANULARITY;
+	return CUDA_SUCCESS;
+}
 
 /* ---- copies and memsets ---- */
-#define H(x) ((void *)(uintptr_t)(x))
 API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy(H(d), s, n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { return cuMemcpyHtoD_v2(d, s, n); }
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; return cuMemcpyHtoD_v2(d, s, n); }
@@ -120,6 +164,7 @@ API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, H(s),
 API CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { return cuMemcpyDtoH_v2(d, s, n); }
 API CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memmove(H(d), H(s), n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return cuMemcpyAsync(d, s, n, st); }
+API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { memset(H(d), v, n); return CUDA_SUCCESS; }
 API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -327,6 +372,9 @@ static double now_ms(void)
 API CUresult cuEventRecord(CUevent e, CUstream s) { (void)s; *(double *)e = now_ms(); return CUDA_SUCCESS; }
 API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return cuEventRecord(e, s); }
 API CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
+/* every call completes before it returns: ordering holds by itself */
+API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { (void)s; (void)e; (void)f; return CUDA_SUCCESS; }
+API CUresult cuEventDestroy_v2(CUevent e) { (void)e; return CUDA_SUCCESS; }
 API CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b)
 {
 	*ms = (float)(*(double *)b - *(double *)a);

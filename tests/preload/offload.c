@@ -1,0 +1,91 @@
+/*
+ * Offloading end to end against the fake driver (whose VMM aliases for
+ * real): a small model, each weight its own 4 MiB allocation (two chunks),
+ * run for STEPS forwards; every forward's output goes to OUT (a file).
+ * offload.sh runs it without the library and with it in each transfer mode
+ * and with FT_VERIFY, and compares the files byte for byte.  Kernels run on
+ * the host here, so this checks the data path (host store, aliases, the
+ * copies into the right addresses, guards), not the ordering on streams
+ * (test_offload simulates that).
+ * usage: offload OUT [modify]
+ *   modify: after step 10 the program rewrites a weight with a host copy
+ *   and reads another back (a checkpoint); the outputs must still match a
+ *   run without the library that does the same.
+ */
+#include <cuda.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../fake/fake.h"
+
+#define STEPS 16
+#define LAYERS 6
+#define N (1 << 20) /* floats: 4 MiB */
+
+static CUfunction add;
+static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out;
+
+static void vec_add(CUdeviceptr a, CUdeviceptr x, CUdeviceptr c)
+{
+	int n = N;
+	void *p[] = { &a, &x, &c, &n };
+	cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, NULL, p, NULL);
+}
+
+static void fill(CUdeviceptr d, float base)
+{
+	static float v[N];
+	for (int i = 0; i < N; i++)
+		v[i] = base + (float)(i % 977) * 0.001f;
+	cuMemcpyHtoD_v2(d, v, sizeof(v));
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return 2;
+	int modify = argc > 2 && !strcmp(argv[2], "modify");
+	FILE *f = fopen(argv[1], "wb");
+	if (!f)
+		return 2;
+	cuInit(0);
+	add = fake_function("vec_add");
+	CUdeviceptr *all[] = { &emb, &head };
+	for (int i = 0; i < 2; i++)
+		cuMemAlloc_v2(all[i], N * sizeof(float));
+	for (int l = 0; l < LAYERS; l++)
+		for (int k = 0; k < 2; k++)
+			cuMemAlloc_v2(&w[l][k], N * sizeof(float));
+	fill(emb, 1.0f);
+	fill(head, 2.0f);
+	for (int l = 0; l < LAYERS; l++)
+		for (int k = 0; k < 2; k++)
+			fill(w[l][k], 0.25f * (float)(l * 2 + k));
+	static float v[N];
+	for (int s = 0; s < STEPS; s++) {
+		if (!inp) {
+			/* activations appear with the first forward */
+			cuMemAlloc_v2(&inp, N * sizeof(float));
+			cuMemAlloc_v2(&h, N * sizeof(float));
+			cuMemAlloc_v2(&tmp, N * sizeof(float));
+			cuMemAlloc_v2(&out, N * sizeof(float));
+		}
+		if (modify && s == 10) {
+			fill(w[3][0], 9.5f);                              /* a weight rewritten */
+			cuMemcpyDtoH_v2(v, w[4][1], N * sizeof(float)); /* one saved */
+			fwrite(v, sizeof(float), N, f);
+		}
+		fill(inp, (float)s);
+		vec_add(inp, emb, h);
+		for (int l = 0; l < LAYERS; l++) {
+			vec_add(h, w[l][0], tmp);
+			vec_add(tmp, w[l][1], h);
+		}
+		vec_add(h, head, out);
+		cuMemcpyDtoH_v2(v, out, N * sizeof(float));
+		fwrite(v, sizeof(float), N, f);
+	}
+	fclose(f);
+	return 0;
+}

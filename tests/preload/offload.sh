@@ -1,0 +1,41 @@
+#!/bin/sh
+# Offloading end to end against the fake driver (see offload.c): the outputs
+# of every forward are byte-identical without the library, with it in each
+# transfer mode, with FT_VERIFY=1, and when the program rewrites a weight
+# and saves another mid-run; the weights really left (offloaded_bytes) and
+# were copied back (offload_copies).
+# usage: offload.sh <libflextensor.so> <offload>
+set -u
+lib=$1 prog=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for v in $(env | sed -n 's/^\(FT_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
+fail=0
+run() { # run <name> <modify or ""> VAR=value...
+	n=$1 mod=$2
+	shift 2
+	env "$@" LD_PRELOAD="$lib" FT_ENABLED=1 FT_PROFILING_ITERS=2 FT_LOG_LEVEL=info \
+		FT_TRANSFER_BUDGET_SCALE=1000 "$prog" "$tmp/$n.bin" $mod 2>"$tmp/$n.log" ||
+		{ echo "FAIL: $n exited $?"; tail -5 "$tmp/$n.log"; fail=1; return; }
+	grep -q "entering INFERENCE" "$tmp/$n.log" || { echo "FAIL: $n: no INFERENCE"; fail=1; }
+	off=$(sed -n 's/.*stat offloaded_bytes *\([0-9]*\).*/\1/p' "$tmp/$n.log")
+	copies=$(sed -n 's/.*stat offload_copies *\([0-9]*\).*/\1/p' "$tmp/$n.log")
+	[ "${off:-0}" -gt 0 ] && [ "${copies:-0}" -gt 0 ] ||
+		{ echo "FAIL: $n: offloaded ${off:-?} bytes, ${copies:-?} copies"; fail=1; }
+	echo "$n: offloaded $off bytes, $copies copies"
+}
+"$prog" "$tmp/plain.bin" || { echo "FAIL: plain run"; exit 1; }
+"$prog" "$tmp/plain-modify.bin" modify || { echo "FAIL: plain modify run"; exit 1; }
+for m in allocation_block_transfer raw_block_transfer strategy; do
+	run "$m" "" FT_TRANSFER_MODE=$m
+	cmp -s "$tmp/plain.bin" "$tmp/$m.bin" || { echo "FAIL: $m: outputs differ"; fail=1; }
+done
+run verify "" FT_VERIFY=1
+cmp -s "$tmp/plain.bin" "$tmp/verify.bin" || { echo "FAIL: verify: outputs differ"; fail=1; }
+grep -q "FT_VERIFY: offloaded trap" "$tmp/verify.log" && { echo "FAIL: verify reported a correct program"; fail=1; }
+run modify modify
+cmp -s "$tmp/plain-modify.bin" "$tmp/modify.bin" || { echo "FAIL: modify: outputs differ"; fail=1; }
+grep -q "back on the GPU for good" "$tmp/modify.log" ||
+	{ echo "FAIL: modify: the rewritten weight's trap did not come back"; fail=1; }
+[ $fail = 0 ] && echo "offload: ok"
+exit $fail
