@@ -144,6 +144,7 @@ struct ft_offload {
 	struct ft_stats *stats;             /* offload_copies, offload_misses */
 	struct ft_gpu *gpu;                 /* FT_VERIFY's checksums; NULL = no verify */
 	int active, mode;
+	int pageable;                       /* FT_PINNED_MEMORY=0: the store is not registered */
 	size_t chunk;
 	uint32_t ntraps, nblocks;
 	struct ft_off_trap *t;
@@ -162,7 +163,7 @@ struct ft_offload {
  * weights w[0..nw) with their traps (any order).  0, or -1 with why (nothing
  * changed then, or everything undone). */
 int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm *vmm,
-		 struct ft_stats *stats, struct ft_gpu *verify, int mode,
+		 struct ft_stats *stats, struct ft_gpu *verify, int mode, int pinned,
 		 const int *block, uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w,
 		 uint32_t nw, char *why, uint32_t len);
 /* Bytes of trap t's weights that can be offloaded (whole chunks in VMM-backed

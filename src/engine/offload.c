@@ -104,7 +104,8 @@ static void release_all(struct ft_offload *o)
 		free(o->t[t].dead);
 		free(o->t[t].sums);
 		if (o->t[t].host) {
-			r->cuMemHostUnregister(o->t[t].host);
+			if (!o->pageable)
+				r->cuMemHostUnregister(o->t[t].host);
 			free(o->t[t].host);
 		}
 	}
@@ -148,7 +149,7 @@ static uint64_t ft_host_checksum(const unsigned char *p, size_t n)
 #define FAIL(...) do { snprintf(why, len, __VA_ARGS__); goto fail; } while (0)
 
 int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm *vmm,
-		 struct ft_stats *stats, struct ft_gpu *verify, int mode,
+		 struct ft_stats *stats, struct ft_gpu *verify, int mode, int pinned,
 		 const int *block, uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w,
 		 uint32_t nw, char *why, uint32_t len)
 {
@@ -160,6 +161,7 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 	o->stats = stats;
 	o->gpu = verify;
 	o->mode = mode;
+	o->pageable = !pinned;
 	o->chunk = vmm->chunk;
 	o->cur = -1;
 	if (!nblocks || vmm->state <= 0)
@@ -232,7 +234,7 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 		if (posix_memalign((void **)&x->host, 4096, bytes))
 			FAIL("cannot allocate %zu MiB of host memory for trap %u", bytes >> 20, t);
 		memset(x->host, 0, bytes);
-		if (r->cuMemHostRegister_v2(x->host, bytes, 0)) {
+		if (pinned && r->cuMemHostRegister_v2(x->host, bytes, 0)) {
 			free(x->host);
 			x->host = NULL;
 			FAIL("cannot pin %zu MiB of host memory for trap %u", bytes >> 20, t);

@@ -179,7 +179,7 @@ void ft_learn_offload(void)
 			verify = &L.gpu;
 	}
 	if (ft_off_apply(&ft_g.off, &ft_g.real, &ft_g.vmm, &ft_g.stats, verify,
-			 ft_g.opt.transfer_mode, block,
+			 ft_g.opt.transfer_mode, ft_g.opt.pinned_memory, block,
 			 p->ntraps, nblocks, w, L.nwmap, why, sizeof(why))) {
 		ft_error("offloading failed, every weight stays on the GPU: %s", why);
 		goto out;

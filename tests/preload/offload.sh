@@ -1,7 +1,8 @@
 #!/bin/sh
 # Offloading end to end against the fake driver (see offload.c): the outputs
 # of every forward are byte-identical without the library, with it in each
-# transfer mode, with FT_VERIFY=1, and when the program rewrites a weight
+# transfer mode, with a pageable store, with FT_VERIFY=1, and when the
+# program rewrites a weight
 # and saves another mid-run; the weights really left (offloaded_bytes) and
 # were copied back (offload_copies).
 # usage: offload.sh <libflextensor.so> <offload>
@@ -30,6 +31,8 @@ for m in allocation_block_transfer raw_block_transfer strategy; do
 	run "$m" "" FT_TRANSFER_MODE=$m
 	cmp -s "$tmp/plain.bin" "$tmp/$m.bin" || { echo "FAIL: $m: outputs differ"; fail=1; }
 done
+run pageable "" FT_PINNED_MEMORY=0
+cmp -s "$tmp/plain.bin" "$tmp/pageable.bin" || { echo "FAIL: pageable: outputs differ"; fail=1; }
 run verify "" FT_VERIFY=1
 cmp -s "$tmp/plain.bin" "$tmp/verify.bin" || { echo "FAIL: verify: outputs differ"; fail=1; }
 grep -q "FT_VERIFY: offloaded trap" "$tmp/verify.log" && { echo "FAIL: verify reported a correct program"; fail=1; }
