@@ -58,12 +58,17 @@ struct ft_vmm_alloc {
 	size_t size;                        /* reserved: chunks x chunk */
 	uint32_t nchunks;
 	CUmemGenericAllocationHandle *own;  /* per chunk; 0 once re-backed by a block */
+	unsigned char *host;                /* per chunk: own memory is host memory */
 };
 
 struct ft_vmm {
 	pthread_mutex_t lock;
 	const struct ft_real *real;
 	size_t min_bytes;                   /* FT_VMM_MIN_BYTES; 0 = off */
+	double fraction;                    /* FT_MAX_GPU_MEM_FRACTION, NAN = none */
+	uint64_t budget;                    /* device bytes VMM may hold; 0 = no limit */
+	uint64_t device_bytes;              /* device-backed chunks held now */
+	uint64_t host_bytes;                /* host-backed chunks held now */
 	size_t chunk;
 	int device;
 	int state;                          /* 0 untried, 1 usable, -1 unusable */
@@ -71,16 +76,27 @@ struct ft_vmm {
 	struct ft_vmm_alloc *a;             /* sorted by base */
 };
 
-void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes);
-/* Serves a device allocation of size bytes: 0, or -1 when the caller should
- * ask the driver instead (too small, VMM unusable, out of memory). */
-int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size);
+/* fraction: FT_MAX_GPU_MEM_FRACTION (NAN: none).  With one, allocations
+ * that would take the chunks VMM holds on the device over fraction x the
+ * device's memory, before any plan exists, get host memory mapped at their
+ * address instead (kernels read it over the bus, slowly, but correctly);
+ * ft_vmm_migrate brings it to the device later. */
+void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes,
+		 double fraction);
+/* Serves a device allocation of size bytes: 0 (*host: how many of its
+ * bytes got host memory), or -1 when the caller should ask the driver
+ * instead (too small, VMM unusable, out of memory). */
+int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size, uint64_t *host);
 /* Frees p if it is a VMM-backed allocation's base: 1 (freed, with rc in
  * *rc), else 0 (not ours). */
 int ft_vmm_free(struct ft_vmm *v, CUdeviceptr p, CUresult *rc);
 /* The VMM-backed allocation holding p: 1 with its base and size, else 0. */
 int ft_vmm_range(struct ft_vmm *v, CUdeviceptr p, CUdeviceptr *base, size_t *size);
 
+/* Moves host-backed chunks that still have their own memory to the
+ * device, as far as the budget allows (after a plan freed room): the bytes
+ * moved. */
+uint64_t ft_vmm_migrate(struct ft_vmm *v);
 /* Re-backs the chunk at c (chunk aligned, in a VMM-backed allocation) by
  * the physical handle h, releasing the chunk's own memory: 0, or -1 with
  * the chunk unchanged. */
@@ -89,8 +105,10 @@ int ft_vmm_rebind(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle 
  * contents are undefined): 0 or -1 (then it may be unmapped: the caller
  * has nowhere to put the bytes). */
 int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c);
-/* A new physical chunk on the device: 0 or -1. */
+/* A new physical chunk on the device (counted against the budget): 0 or
+ * -1; and its release. */
 int ft_vmm_chunk_handle(struct ft_vmm *v, CUmemGenericAllocationHandle *h);
+void ft_vmm_chunk_release(struct ft_vmm *v, CUmemGenericAllocationHandle h);
 /* Maps n chunk handles contiguously at a new address *va: 0 or -1. */
 int ft_vmm_map_block(struct ft_vmm *v, const CUmemGenericAllocationHandle *h, uint32_t n,
 		     CUdeviceptr *va);

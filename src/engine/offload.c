@@ -118,7 +118,7 @@ static void release_all(struct ft_offload *o)
 		}
 		for (uint32_t i = 0; b->h && i < b->nchunks; i++)
 			if (b->h[i])
-				r->cuMemRelease(b->h[i]);
+				ft_vmm_chunk_release(o->vmm, b->h[i]);
 		free(b->h);
 	}
 	free(o->t);

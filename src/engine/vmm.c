@@ -1,15 +1,19 @@
 /* VMM-backed device allocations (include/ft/engine.h). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ft/engine.h"
+#include "ft/log.h"
 
-void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes)
+void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes,
+		 double fraction)
 {
 	memset(v, 0, sizeof(*v));
 	pthread_mutex_init(&v->lock, NULL);
 	v->real = real;
 	v->min_bytes = min_bytes;
+	v->fraction = fraction;
 }
 
 static CUmemAllocationProp prop(int device)
@@ -40,8 +44,23 @@ static int start(struct ft_vmm *v)
 	if (r->cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || !g)
 		return -1;
 	v->chunk = g;
+	size_t total = 0;
+	if (!isnan(v->fraction) && r->cuDeviceTotalMem_v2 && !r->cuDeviceTotalMem_v2(&total, d))
+		v->budget = (uint64_t)(v->fraction * (double)total);
 	v->state = 1;
 	return 0;
+}
+
+/* A physical chunk of host memory the device can map: 0 or -1. */
+static int host_chunk(struct ft_vmm *v, CUmemGenericAllocationHandle *h)
+{
+	CUmemAllocationProp p = prop(v->device);
+	p.location.type = CU_MEM_LOCATION_TYPE_HOST;
+	p.location.id = 0;
+	if (!v->real->cuMemCreate(h, v->chunk, &p, 0))
+		return 0;
+	p.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+	return v->real->cuMemCreate(h, v->chunk, &p, 0) ? -1 : 0;
 }
 
 static uint32_t find(const struct ft_vmm *v, CUdeviceptr p)
@@ -58,19 +77,28 @@ static uint32_t find(const struct ft_vmm *v, CUdeviceptr p)
 }
 
 /* Unmaps and releases chunks [0, k) of a and its reservation. */
-static void undo(const struct ft_real *r, struct ft_vmm_alloc *a, uint32_t k, size_t chunk)
+static void undo(struct ft_vmm *v, struct ft_vmm_alloc *a, uint32_t k)
 {
+	const struct ft_real *r = v->real;
+	size_t chunk = v->chunk;
 	for (uint32_t i = 0; i < k; i++) {
 		r->cuMemUnmap(a->base + i * chunk, chunk);
-		if (a->own[i])
+		if (a->own[i]) {
 			r->cuMemRelease(a->own[i]);
+			if (a->host[i])
+				v->host_bytes -= chunk;
+			else
+				v->device_bytes -= chunk;
+		}
 	}
 	r->cuMemAddressFree(a->base, a->size);
 	free(a->own);
+	free(a->host);
 }
 
-int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size)
+int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size, uint64_t *host)
 {
+	*host = 0;
 	if (!v->min_bytes || size < v->min_bytes)
 		return -1;
 	pthread_mutex_lock(&v->lock);
@@ -82,10 +110,15 @@ int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size)
 	a.nchunks = (uint32_t)((size + v->chunk - 1) / v->chunk);
 	a.size = (size_t)a.nchunks * v->chunk;
 	a.own = calloc(a.nchunks, sizeof(*a.own));
-	if (!a.own)
+	a.host = calloc(a.nchunks, 1);
+	if (!a.own || !a.host) {
+		free(a.own);
+		free(a.host);
 		goto out;
+	}
 	if (r->cuMemAddressReserve(&a.base, a.size, v->chunk, 0, 0)) {
 		free(a.own);
+		free(a.host);
 		goto out;
 	}
 	CUmemAllocationProp p = prop(v->device);
@@ -95,14 +128,26 @@ int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size)
 	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	for (uint32_t i = 0; i < a.nchunks; i++) {
 		CUdeviceptr c = a.base + i * v->chunk;
-		if (r->cuMemCreate(&a.own[i], v->chunk, &p, 0)) {
+		/* over the budget before a plan exists: host memory at this
+		 * address (ft_vmm_migrate brings it over later) */
+		int over = v->budget && v->device_bytes + v->chunk > v->budget;
+		if (over && !host_chunk(v, &a.own[i])) {
+			a.host[i] = 1;
+			v->host_bytes += v->chunk;
+			*host += v->chunk;
+		} else if (r->cuMemCreate(&a.own[i], v->chunk, &p, 0)) {
 			a.own[i] = 0;
-			undo(r, &a, i, v->chunk);
+			undo(v, &a, i);
 			goto out;
+		} else {
+			if (over)
+				ft_warn_once("the GPU budget is full and host memory cannot be mapped "
+					     "for the device: allocations go on the GPU");
+			v->device_bytes += v->chunk;
 		}
 		if (r->cuMemMap(c, v->chunk, 0, a.own[i], 0) ||
 		    r->cuMemSetAccess(c, v->chunk, &acc, 1)) {
-			undo(r, &a, i + 1, v->chunk);
+			undo(v, &a, i + 1);
 			goto out;
 		}
 	}
@@ -110,7 +155,7 @@ int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size)
 		uint32_t cap = v->cap ? v->cap * 2 : 64;
 		struct ft_vmm_alloc *t = realloc(v->a, cap * sizeof(*t));
 		if (!t) {
-			undo(r, &a, a.nchunks, v->chunk);
+			undo(v, &a, a.nchunks);
 			goto out;
 		}
 		v->a = t;
@@ -140,11 +185,11 @@ int ft_vmm_free(struct ft_vmm *v, CUdeviceptr p, CUresult *rc)
 	struct ft_vmm_alloc a = v->a[--i];
 	memmove(&v->a[i], &v->a[i + 1], (v->n - i - 1) * sizeof(*v->a));
 	v->n--;
-	pthread_mutex_unlock(&v->lock);
 	/* cuMemFree waits for the device; so does this (unmapping memory a
 	 * pending kernel reads would fault it) */
 	CUresult s = v->real->cuCtxSynchronize ? v->real->cuCtxSynchronize() : CUDA_SUCCESS;
-	undo(v->real, &a, a.nchunks, v->chunk);
+	undo(v, &a, a.nchunks);
+	pthread_mutex_unlock(&v->lock);
 	*rc = s;
 	return 1;
 }
@@ -187,9 +232,15 @@ int ft_vmm_rebind(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle 
 		r->cuMemSetAccess(c, v->chunk, &acc, 1);
 		goto out;
 	}
-	if (a->own[k])
+	if (a->own[k]) {
 		r->cuMemRelease(a->own[k]);
+		if (a->host[k])
+			v->host_bytes -= v->chunk;
+		else
+			v->device_bytes -= v->chunk;
+	}
 	a->own[k] = 0;
+	a->host[k] = 0;
 	rc = 0;
 out:
 	pthread_mutex_unlock(&v->lock);
@@ -199,7 +250,20 @@ out:
 int ft_vmm_chunk_handle(struct ft_vmm *v, CUmemGenericAllocationHandle *h)
 {
 	CUmemAllocationProp p = prop(v->device);
-	return v->real->cuMemCreate(h, v->chunk, &p, 0) ? -1 : 0;
+	if (v->real->cuMemCreate(h, v->chunk, &p, 0))
+		return -1;
+	pthread_mutex_lock(&v->lock);
+	v->device_bytes += v->chunk;
+	pthread_mutex_unlock(&v->lock);
+	return 0;
+}
+
+void ft_vmm_chunk_release(struct ft_vmm *v, CUmemGenericAllocationHandle h)
+{
+	v->real->cuMemRelease(h);
+	pthread_mutex_lock(&v->lock);
+	v->device_bytes -= v->chunk;
+	pthread_mutex_unlock(&v->lock);
 }
 
 int ft_vmm_map_block(struct ft_vmm *v, const CUmemGenericAllocationHandle *h, uint32_t n,
@@ -254,8 +318,70 @@ int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c)
 		goto out;
 	}
 	a->own[k] = h;
+	v->device_bytes += v->chunk;
 	rc = 0;
 out:
 	pthread_mutex_unlock(&v->lock);
 	return rc;
+}
+
+uint64_t ft_vmm_migrate(struct ft_vmm *v)
+{
+	const struct ft_real *r = v->real;
+	uint64_t moved = 0;
+	pthread_mutex_lock(&v->lock);
+	if (!v->host_bytes || v->state <= 0) {
+		pthread_mutex_unlock(&v->lock);
+		return 0;
+	}
+	CUmemAllocationProp p = prop(v->device);
+	CUmemAccessDesc acc;
+	memset(&acc, 0, sizeof(acc));
+	acc.location = p.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	CUdeviceptr tmp = 0;
+	if (r->cuMemAddressReserve(&tmp, v->chunk, v->chunk, 0, 0))
+		goto out;
+	r->cuCtxSynchronize();
+	for (uint32_t i = 0; i < v->n; i++) {
+		struct ft_vmm_alloc *a = &v->a[i];
+		for (uint32_t k = 0; k < a->nchunks; k++) {
+			if (!a->host[k] || !a->own[k])
+				continue;
+			if (v->budget && v->device_bytes + v->chunk > v->budget)
+				goto done;
+			CUdeviceptr c = a->base + k * v->chunk;
+			CUmemGenericAllocationHandle h;
+			if (r->cuMemCreate(&h, v->chunk, &p, 0))
+				goto done;
+			/* the device chunk at a scratch address, filled, then
+			 * put in the host chunk's place */
+			if (r->cuMemMap(tmp, v->chunk, 0, h, 0) ||
+			    r->cuMemSetAccess(tmp, v->chunk, &acc, 1) ||
+			    r->cuMemcpyDtoD_v2(tmp, c, v->chunk) || r->cuMemUnmap(tmp, v->chunk)) {
+				r->cuMemUnmap(tmp, v->chunk);
+				r->cuMemRelease(h);
+				goto done;
+			}
+			if (r->cuMemUnmap(c, v->chunk) || r->cuMemMap(c, v->chunk, 0, h, 0) ||
+			    r->cuMemSetAccess(c, v->chunk, &acc, 1)) {
+				/* the host chunk back where it was */
+				r->cuMemMap(c, v->chunk, 0, a->own[k], 0);
+				r->cuMemSetAccess(c, v->chunk, &acc, 1);
+				r->cuMemRelease(h);
+				goto done;
+			}
+			r->cuMemRelease(a->own[k]);
+			a->own[k] = h;
+			a->host[k] = 0;
+			v->host_bytes -= v->chunk;
+			v->device_bytes += v->chunk;
+			moved += v->chunk;
+		}
+	}
+done:
+	r->cuMemAddressFree(tmp, v->chunk);
+out:
+	pthread_mutex_unlock(&v->lock);
+	return moved;
 }

@@ -132,6 +132,14 @@ static int plan_blocks(const char *json, uint32_t ntraps, int *block, uint32_t *
 	return ok ? 0 : -1;
 }
 
+/* Bytes given host memory so far (the counter; the VMM table's own figure
+ * is read under its lock). */
+static uint64_t ft_stat_read_host(void)
+{
+	return atomic_load_explicit(&ft_g.stats.v[FT_STAT_vmm_host_bytes], memory_order_relaxed) -
+	       atomic_load_explicit(&ft_g.stats.v[FT_STAT_vmm_migrated_bytes], memory_order_relaxed);
+}
+
 void ft_learn_offload(void)
 {
 	struct ft_profile *p = &L.prof;
@@ -197,4 +205,13 @@ out:
 	free(w);
 	free(cov);
 	free(block);
+	/* what went to host memory while the budget was full, before the
+	 * plan, comes to the GPU as far as the budget now allows */
+	if (ft_stat_read_host()) {
+		uint64_t moved = ft_vmm_migrate(&ft_g.vmm);
+		FT_STAT_ADD(&ft_g.stats, vmm_migrated_bytes, moved);
+		ft_info("%.1f MiB that were in host memory while the GPU budget was full moved to "
+			"the GPU; %.1f MiB stay in host memory", (double)moved / 1048576.0,
+			(double)ft_stat_read_host() / 1048576.0);
+	}
 }

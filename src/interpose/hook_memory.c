@@ -12,10 +12,17 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 {
 	/* large allocations through VMM, so that offloading can re-back them */
 	CUresult rc;
-	if (OBSERVING() && dptr && !ft_vmm_alloc(&ft_g.vmm, dptr, size)) {
+	uint64_t host = 0;
+	if (OBSERVING() && dptr && !ft_vmm_alloc(&ft_g.vmm, dptr, size, &host)) {
 		rc = CUDA_SUCCESS;
 		FT_STAT_INC(&ft_g.stats, vmm_allocs);
 		FT_STAT_ADD(&ft_g.stats, vmm_bytes, size);
+		if (host) {
+			FT_STAT_ADD(&ft_g.stats, vmm_host_bytes, host);
+			ft_info_once("the GPU budget (FT_MAX_GPU_MEM_FRACTION) is full before a plan "
+				     "exists: further allocations get host memory at their address "
+				     "until offloading makes room");
+		}
 	} else {
 		rc = FT_CALL(cuMemAlloc_v2, dptr, size);
 	}

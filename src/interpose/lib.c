@@ -137,7 +137,8 @@ static int start_observers(void)
 	}
 	ft_tmaps_init(ft_g.tmaps);
 	ft_graphs_init(ft_g.graphs);
-	ft_vmm_init(&ft_g.vmm, &ft_g.real, (size_t)ft_g.opt.vmm_min_bytes);
+	ft_vmm_init(&ft_g.vmm, &ft_g.real, (size_t)ft_g.opt.vmm_min_bytes,
+		    ft_g.opt.max_gpu_mem_fraction);
 	pthread_mutex_init(&ft_g.learn_lock, NULL);
 	/* Two content samples prove a buffer unchanged: discovery needs two
 	 * passes whatever FT_DISCOVERY_ITERS says.  Profiling starts inside a

@@ -4,7 +4,8 @@
 # transfer mode, with a pageable store, with FT_VERIFY=1, and when the
 # program rewrites a weight
 # and saves another mid-run; the weights really left (offloaded_bytes) and
-# were copied back (offload_copies).
+# were copied back (offload_copies); over a budget smaller than the model,
+# before any plan, allocations get host memory and results stay the same.
 # usage: offload.sh <libflextensor.so> <offload>
 set -u
 lib=$1 prog=$2
@@ -40,5 +41,15 @@ run modify modify
 cmp -s "$tmp/plain-modify.bin" "$tmp/modify.bin" || { echo "FAIL: modify: outputs differ"; fail=1; }
 grep -q "back on the GPU for good" "$tmp/modify.log" ||
 	{ echo "FAIL: modify: the rewritten weight's trap did not come back"; fail=1; }
+# a GPU budget smaller than the model before any plan exists: allocations
+# over it get host memory at their address, results stay the same (the
+# planner then refuses a budget under its 256 MiB minimum: nothing offloaded)
+env LD_PRELOAD="$lib" FT_ENABLED=1 FT_PROFILING_ITERS=2 FT_LOG_LEVEL=info \
+	FT_MAX_GPU_MEM_FRACTION=0.003 "$prog" "$tmp/over.bin" 2>"$tmp/over.log" ||
+	{ echo "FAIL: over budget run"; tail -5 "$tmp/over.log"; fail=1; }
+host=$(sed -n 's/.*stat vmm_host_bytes *\([0-9]*\).*/\1/p' "$tmp/over.log")
+[ "${host:-0}" -gt 0 ] || { echo "FAIL: nothing got host memory over the budget"; fail=1; }
+cmp -s "$tmp/plain.bin" "$tmp/over.bin" || { echo "FAIL: over budget: outputs differ"; fail=1; }
+echo "over budget: $host bytes in host memory"
 [ $fail = 0 ] && echo "offload: ok"
 exit $fail
