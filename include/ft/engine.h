@@ -139,6 +139,9 @@ struct ft_off_trap {
 	unsigned char *host;                /* the store: nchunks x chunk bytes */
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	uint64_t loads;                     /* copies into its block so far */
+	int link[4];                        /* traps whose weights begin where one of
+					       its weights ends: loaded with it */
+	uint32_t nlink;
 };
 
 #define FT_OFF_READERS 8
@@ -184,6 +187,13 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 		 struct ft_stats *stats, struct ft_gpu *verify, int mode, int pinned,
 		 const int *block, uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w,
 		 uint32_t nw, char *why, uint32_t len);
+/* Links (after the blocks are chosen, before any is made): a weight that
+ * ends exactly where a weight of another trap begins may be one tensor the
+ * scan saw two pointers into (a stale pointer left in a parameter block):
+ * a launch reading the first then reads the second's bytes too, so the
+ * second's trap is loaded with it; when both would share a block the second
+ * stays resident.  Returns how many traps were kept resident so. */
+uint32_t ft_off_links(struct ft_offload *o);
 /* Bytes of trap t's weights that can be offloaded (whole chunks in VMM-backed
  * allocations), for the planner. */
 uint64_t ft_off_coverable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,

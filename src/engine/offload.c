@@ -191,14 +191,13 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 			FAIL("out of memory");
 		for (uint32_t i = 0; i < x->nruns; i++)
 			x->nchunks += (uint32_t)((x->runs[i].hi - x->runs[i].lo) / o->chunk);
-		if (!x->nchunks) {
+		if (!x->nchunks)
 			x->block = -1;
-			continue;
-		}
-		struct ft_off_block *b = &o->b[x->block];
-		if (x->nchunks > b->nchunks)
-			b->nchunks = x->nchunks;
 	}
+	ft_off_links(o);
+	for (uint32_t t = 0; t < ntraps; t++)
+		if (o->t[t].block >= 0 && o->t[t].nchunks > o->b[o->t[t].block].nchunks)
+			o->b[o->t[t].block].nchunks = o->t[t].nchunks;
 	/* blocks: chunk handles, and one contiguous address for raw copies */
 	for (uint32_t k = 0; k < nblocks; k++) {
 		struct ft_off_block *b = &o->b[k];
@@ -267,6 +266,31 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 fail:
 	release_all(o);
 	return -1;
+}
+
+uint32_t ft_off_links(struct ft_offload *o)
+{
+	uint32_t kept = 0;
+	for (uint32_t i = 0; i + 1 < o->nw; i++) {
+		const struct ft_off_weight *a = &o->w[i], *b = &o->w[i + 1];
+		if (a->hi != b->lo || a->trap == b->trap || a->trap >= o->ntraps ||
+		    b->trap >= o->ntraps)
+			continue;
+		struct ft_off_trap *x = &o->t[a->trap], *y = &o->t[b->trap];
+		if (y->block < 0)
+			continue;
+		if (x->block == y->block) {
+			y->block = -1; /* one block cannot hold both */
+			kept++;
+			continue;
+		}
+		int known = 0;
+		for (uint32_t k = 0; k < x->nlink; k++)
+			known |= x->link[k] == (int)b->trap;
+		if (!known && x->nlink < 4)
+			x->link[x->nlink++] = (int)b->trap;
+	}
+	return kept;
 }
 
 /* ---------------------------------------------------------------- executor */
@@ -496,11 +520,21 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 	}
 	if (!nt)
 		return;
-	pthread_mutex_lock(&o->lock);
 	int cur = touched[0];
 	for (int k = 1; k < nt; k++)
 		if (touched[k] > cur)
 			cur = touched[k];
+	/* traps linked to those read (engine.h, ft_off_links); the position
+	 * in the pass stays that of the traps read */
+	for (int k = 0, n0 = nt; k < n0; k++)
+		for (uint32_t j = 0; j < o->t[touched[k]].nlink; j++) {
+			int l = o->t[touched[k]].link[j], seen = 0;
+			for (int m = 0; m < nt; m++)
+				seen |= touched[m] == l;
+			if (!seen && nt < 8)
+				touched[nt++] = l;
+		}
+	pthread_mutex_lock(&o->lock);
 	if (o->gpu && cur != o->cur)
 		for (uint32_t k = 0; k < o->nblocks; k++) {
 			int occ = o->b[k].occupant, keep = occ < 0;

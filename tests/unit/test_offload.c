@@ -318,6 +318,42 @@ static void tied_weight_read_at_both_ends(void **state)
 	done(o);
 }
 
+/* Trap 7's weight begins where trap 2's ends (a stale pointer into one
+ * tensor, seen as two): a kernel reading trap 2 reads trap 7's bytes too,
+ * so trap 7 must be in place as well. */
+static void adjacent_weights_are_linked(void **state)
+{
+	(void)state;
+	static const int blocks[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1 };
+	struct ft_offload *o = engine(10, blocks, 4, FT_OFF_ALLOCATION);
+	S.base[7] = S.base[2] + CHUNK;
+	o->t[7].runs[0] = (struct ft_span){ S.base[7], S.base[7] + CHUNK };
+	for (uint32_t i = 0; i < o->nw; i++)
+		if (o->w[i].trap == 7)
+			o->w[i] = (struct ft_off_weight){ S.base[7], S.base[7] + CHUNK, 7 };
+	/* sorted by address again: trap 7 right after trap 2 */
+	for (uint32_t i = 1; i < o->nw; i++)
+		for (uint32_t j = i; j > 0 && o->w[j - 1].lo > o->w[j].lo; j--) {
+			struct ft_off_weight x = o->w[j];
+			o->w[j] = o->w[j - 1];
+			o->w[j - 1] = x;
+		}
+	assert_int_equal(ft_off_links(o), 0);
+	assert_int_equal(o->t[2].nlink, 1);
+	assert_int_equal(o->t[2].link[0], 7);
+	for (int pass = 0; pass < 4; pass++)
+		for (int t = 0; t < 10; t++) {
+			int r[2] = { t, 7 };
+			uint64_t a = S.base[t];
+			struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = t == 2 ? 2 : 1 };
+			memcpy(k.reads, r, sizeof(r));
+			ft_off_launch(o, (CUstream)(uintptr_t)1, &a, 1, "k");
+			add_op(&k);
+		}
+	check();
+	done(o);
+}
+
 static void strategy_mode(void **state)
 {
 	(void)state;
@@ -362,6 +398,7 @@ int main(void)
 		cmocka_unit_test(several_streams),
 		cmocka_unit_test(two_traps_in_one_kernel),
 		cmocka_unit_test(tied_weight_read_at_both_ends),
+		cmocka_unit_test(adjacent_weights_are_linked),
 		cmocka_unit_test(strategy_mode),
 		cmocka_unit_test(random_sequences),
 	};
