@@ -63,6 +63,20 @@ int ft_save_profile(const char *dir);
  * why; discovery then runs as without it). */
 int ft_load_profile(const char *dir);
 
+/* Offload timing (FT_OFFLOAD_TIMING=eager): per trap and pass, the compute
+ * time of its own work, the transfer time of its copy and the wait of the
+ * launch stream for that copy, kept for the last 1024 passes.
+ * ft_offload_timing_collect ends the pass in progress, writes the report
+ * of every stored pass as text (upstream's table: Trap | Compute avg | med
+ * | +-std | min | max | Transfer avg | med | Wait avg | med, a left arrow
+ * where the mean wait exceeds 0.01 ms, rows Avg/pass and Sum (all)) into
+ * buf (len bytes, always terminated when len > 0) and empties the store;
+ * it returns the length the whole text needs, or -1 when timing is off or
+ * nothing was recorded.  ft_offload_timing_reset empties the store: 0, or
+ * -1 when timing is off. */
+long ft_offload_timing_collect(char *buf, unsigned long len);
+int ft_offload_timing_reset(void);
+
 /* Writes out what the FT_TRACE file has buffered.  Returns 0, or -1 when no
  * trace is open. */
 int ft_flush_trace(void);

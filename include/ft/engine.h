@@ -50,6 +50,7 @@
 #include "ft/gpu.h"
 #include "ft/real.h"
 #include "ft/stats.h"
+#include "ft/timing.h"
 
 /* ------------------------------------------------------------------- VMM */
 
@@ -139,6 +140,13 @@ struct ft_off_trap {
 	unsigned char *host;                /* the store: nchunks x chunk bytes */
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	uint64_t loads;                     /* copies into its block so far */
+	struct ft_off_tev {                 /* FT_OFFLOAD_TIMING events */
+		CUevent cs, ce, ws, we, ts[2], te[2];
+		int slot;                   /* transfer events of the latest load */
+		int served;                 /* slot that served this pass, -1 none */
+		int entered, waited, ended;
+		uint64_t reported;          /* loads when a transfer was last reported */
+	} tev;
 	int link[4];                        /* traps whose weights begin where one of
 					       its weights ends: loaded with it */
 	uint32_t nlink;
@@ -164,6 +172,9 @@ struct ft_offload {
 	struct ft_vmm *vmm;
 	struct ft_stats *stats;             /* offload_copies, offload_misses */
 	struct ft_gpu *gpu;                 /* FT_VERIFY's checksums; NULL = no verify */
+	struct ft_timing_store *timing;     /* FT_OFFLOAD_TIMING=eager; NULL = off */
+	struct ft_timing_store *window;     /* the last FT_TIMING_LOG_EVERY passes */
+	CUstream last_stream;               /* of the latest launch that read a trap */
 	int active, mode;
 	int pageable;                       /* FT_PINNED_MEMORY=0: the store is not registered */
 	size_t chunk;
@@ -187,6 +198,12 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 		 struct ft_stats *stats, struct ft_gpu *verify, int mode, int pinned,
 		 const int *block, uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w,
 		 uint32_t nw, char *why, uint32_t len);
+/* FT_OFFLOAD_TIMING=eager, after ft_off_apply: events per trap, passes
+ * into st (and a window logged every FT_TIMING_LOG_EVERY passes): 0 or -1. */
+int ft_off_timing(struct ft_offload *o, struct ft_timing_store *st,
+		  struct ft_timing_store *window);
+/* Ends the pass in progress for the timing (collect flushes it). */
+void ft_off_timing_flush(struct ft_offload *o);
 /* Links (after the blocks are chosen, before any is made): a weight that
  * ends exactly where a weight of another trap begins may be one tensor the
  * scan saw two pointers into (a stale pointer left in a parameter block):

@@ -192,6 +192,16 @@ void ft_learn_offload(void)
 		ft_error("offloading failed, every weight stays on the GPU: %s", why);
 		goto out;
 	}
+	if (ft_g.opt.offload_timing == FT_TIMING_EAGER) {
+		char (*labels)[32] = calloc(p->ntraps, sizeof(*labels));
+		for (uint32_t t = 0; labels && t < p->ntraps; t++)
+			snprintf(labels[t], sizeof(labels[t]), "%s", p->traps[t].label);
+		if (!labels || ft_timing_init(&ft_g.timing, p->ntraps, (const char (*)[32])labels) ||
+		    ft_timing_init(&ft_g.timing_window, p->ntraps, (const char (*)[32])labels) ||
+		    ft_off_timing(&ft_g.off, &ft_g.timing, &ft_g.timing_window))
+			ft_warn("FT_OFFLOAD_TIMING=eager: cannot set up the timing events; no timing");
+		free(labels);
+	}
 	FT_STAT_ADD(&ft_g.stats, offloaded_bytes, ft_g.off.offloaded_bytes);
 	FT_STAT_ADD(&ft_g.stats, block_bytes, ft_g.off.block_bytes);
 	static const char *const modes[] = { "allocation_block_transfer", "raw_block_transfer",

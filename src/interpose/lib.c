@@ -282,6 +282,30 @@ FT_EXPORT int ft_load_profile(const char *dir)
 	return rc;
 }
 
+FT_EXPORT long ft_offload_timing_collect(char *buf, unsigned long len)
+{
+	ft_lib_ensure();
+	if (!ft_is_observing() || !ft_g.off.timing)
+		return -1;
+	ft_off_timing_flush(&ft_g.off);
+	struct ft_timing_report r;
+	if (ft_timing_report(&ft_g.timing, 1, &r))
+		return -1;
+	long n = (long)ft_timing_format(&r, buf, len);
+	ft_timing_report_free(&r);
+	return n;
+}
+
+FT_EXPORT int ft_offload_timing_reset(void)
+{
+	ft_lib_ensure();
+	if (!ft_is_observing() || !ft_g.off.timing)
+		return -1;
+	ft_timing_reset(&ft_g.timing);
+	ft_timing_reset(&ft_g.timing_window);
+	return 0;
+}
+
 FT_EXPORT int ft_flush_trace(void)
 {
 	if (!ft_is_observing() || !ft_trace_on(&ft_g.trace))

@@ -51,6 +51,7 @@ struct ft_lib {
 	struct ft_learning learning;
 	struct ft_vmm vmm;
 	struct ft_offload off;
+	struct ft_timing_store timing, timing_window; /* FT_OFFLOAD_TIMING */
 };
 
 extern struct ft_lib ft_g;

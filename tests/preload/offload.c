@@ -7,19 +7,22 @@
  * the host here, so this checks the data path (host store, aliases, the
  * copies into the right addresses, guards), not the ordering on streams
  * (test_offload simulates that).
+ * With FT_OFFLOAD_TIMING=eager it prints ft_offload_timing_collect's
+ * report on stderr at the end.
  * usage: offload OUT [modify]
  *   modify: after step 10 the program rewrites a weight with a host copy
  *   and reads another back (a checkpoint); the outputs must still match a
  *   run without the library that does the same.
  */
 #include <cuda.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../fake/fake.h"
 
-#define STEPS 16
+#define STEPS 24
 #define LAYERS 6
 #define N (1 << 20) /* floats: 4 MiB */
 
@@ -87,5 +90,11 @@ int main(int argc, char **argv)
 		fwrite(v, sizeof(float), N, f);
 	}
 	fclose(f);
+	/* with the library and FT_OFFLOAD_TIMING=eager: the report, on stderr */
+	long (*collect)(char *, unsigned long) =
+		(long (*)(char *, unsigned long))dlsym(RTLD_DEFAULT, "ft_offload_timing_collect");
+	static char report[16384];
+	if (collect && collect(report, sizeof(report)) > 0)
+		fprintf(stderr, "%s", report);
 	return 0;
 }

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Offloading end to end against the fake driver (see offload.c): the outputs
 # of every forward are byte-identical without the library, with it in each
-# transfer mode, with a pageable store, with FT_VERIFY=1, and when the
+# transfer mode, with a pageable store, with FT_OFFLOAD_TIMING=eager (whose
+# tables appear), with FT_VERIFY=1, and when the
 # program rewrites a weight
 # and saves another mid-run; the weights really left (offloaded_bytes) and
 # were copied back (offload_copies); over a budget smaller than the model,
@@ -34,6 +35,12 @@ for m in allocation_block_transfer raw_block_transfer strategy; do
 done
 run pageable "" FT_PINNED_MEMORY=0
 cmp -s "$tmp/plain.bin" "$tmp/pageable.bin" || { echo "FAIL: pageable: outputs differ"; fail=1; }
+run timing "" FT_OFFLOAD_TIMING=eager
+cmp -s "$tmp/plain.bin" "$tmp/timing.bin" || { echo "FAIL: timing: outputs differ"; fail=1; }
+grep -q "offload timing, the last 10 passes" "$tmp/timing.log" ||
+	{ echo "FAIL: timing: no table every 10 passes"; fail=1; }
+grep -q "^Offload Timing (" "$tmp/timing.log" && grep -q "^Avg/pass" "$tmp/timing.log" ||
+	{ echo "FAIL: timing: ft_offload_timing_collect gave no report"; fail=1; }
 run verify "" FT_VERIFY=1
 cmp -s "$tmp/plain.bin" "$tmp/verify.bin" || { echo "FAIL: verify: outputs differ"; fail=1; }
 grep -q "FT_VERIFY: offloaded trap" "$tmp/verify.log" && { echo "FAIL: verify reported a correct program"; fail=1; }

@@ -122,6 +122,9 @@ static void cross_checks(void **state)
 	char *e2[] = { "FT_OFFLOAD_TIMING=eager", "FT_TRANSFER_MODE=strategy", NULL };
 	assert_int_equal(load(&o, &m, e2), 1);
 	assert_non_null(strstr(m.text[0], "needs a block transfer mode"));
+	char *e5[] = { "FT_OFFLOAD_TIMING=cuda_graph", NULL };
+	assert_int_equal(load(&o, &m, e5), 1);
+	assert_non_null(strstr(m.text[0], "not implemented yet"));
 	char *e3[] = { "FT_TRACE=/tmp/x", NULL };
 	assert_int_equal(load(&o, &m, e3), 1);
 	assert_non_null(strstr(m.text[0], "needs FT_ENABLED=1"));
@@ -172,11 +175,11 @@ static void planned_notes(void **state)
 	(void)state;
 	struct ft_options o;
 	struct msgs m, notes = { 0 };
-	char *env[] = { "FT_ENABLED=1", "FT_OFFLOAD_TIMING=eager", "FT_LOG_LEVEL=info", NULL };
+	char *env[] = { "FT_ENABLED=1", "FT_ENABLE_DIAGNOSTICS=1", "FT_LOG_LEVEL=info", NULL };
 	assert_int_equal(load(&o, &m, env), 0);
 	ft_options_note_planned(&o, collect, &notes);
 	assert_int_equal(notes.n, 1);
-	assert_non_null(strstr(notes.text[0], "FT_OFFLOAD_TIMING=eager accepted"));
+	assert_non_null(strstr(notes.text[0], "FT_ENABLE_DIAGNOSTICS=1 accepted"));
 	ft_options_free(&o);
 }
 
