@@ -22,6 +22,8 @@ mkdir -p "$out"
 pre() { # pre <workload> <tag> VAR=value...
 	w=$1 tag=$2
 	shift 2
+	# OFFLOAD_TRACE=1 keeps each run's FT_TRACE beside its log, for diagnosis
+	[ "${OFFLOAD_TRACE:-0}" = 1 ] && set -- "$@" FT_TRACE="$out/$w-$tag.trace.jsonl"
 	env "$@" LD_PRELOAD="$lib" FT_ENABLED=1 FT_PROFILING_ITERS=3 FT_LOG_LEVEL=info \
 		"$py" "$here/offload.py" run "$w" "$tag" "$out" 2>"$out/$w-$tag.log" ||
 		{ echo "$w $tag failed:"; tail -20 "$out/$w-$tag.log"; }
