@@ -1,0 +1,76 @@
+/*
+ * The VMM allocator's budget against the fake driver (real aliasing through
+ * memfd): chunks beyond FT_MAX_GPU_MEM_FRACTION's share of the device get
+ * host memory at their address; once room is freed, ft_vmm_migrate moves
+ * them to the device with their bytes intact and the address unchanged.
+ */
+#include <cuda.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ft/engine.h"
+
+#define MB (1ull << 20)
+
+static int failures;
+#define CHECK(c, ...)                                                          \
+	do {                                                                   \
+		if (!(c)) {                                                    \
+			fprintf(stderr, "FAIL %d: ", __LINE__);                \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fputc('\n', stderr);                                   \
+			failures++;                                            \
+		}                                                              \
+	} while (0)
+
+int main(void)
+{
+	cuInit(0);
+	static struct ft_real real;
+	real.cuMemAddressReserve = cuMemAddressReserve;
+	real.cuMemAddressFree = cuMemAddressFree;
+	real.cuMemCreate = cuMemCreate;
+	real.cuMemRelease = cuMemRelease;
+	real.cuMemMap = cuMemMap;
+	real.cuMemUnmap = cuMemUnmap;
+	real.cuMemSetAccess = cuMemSetAccess;
+	real.cuMemGetAllocationGranularity = cuMemGetAllocationGranularity;
+	real.cuCtxGetDevice = cuCtxGetDevice;
+	real.cuCtxSynchronize = cuCtxSynchronize;
+	real.cuDeviceTotalMem_v2 = cuDeviceTotalMem_v2;
+	real.cuMemcpyDtoD_v2 = cuMemcpyDtoD_v2;
+	size_t total;
+	cuDeviceTotalMem_v2(&total, 0);
+	struct ft_vmm v;
+	/* a budget of 8 MiB: four chunks */
+	ft_vmm_init(&v, &real, 2 * MB, (double)(8 * MB) / (double)total);
+	CUdeviceptr a, b;
+	uint64_t host;
+	CHECK(!ft_vmm_alloc(&v, &a, 4 * MB, &host) && host == 0, "first allocation");
+	CHECK(!ft_vmm_alloc(&v, &b, 8 * MB, &host), "second allocation");
+	CHECK(host == 4 * MB, "%llu bytes of the second in host memory, 4 MiB expected",
+	      (unsigned long long)host);
+	CHECK(v.device_bytes == 8 * MB && v.host_bytes == 4 * MB, "device %llu host %llu",
+	      (unsigned long long)v.device_bytes, (unsigned long long)v.host_bytes);
+	/* the whole allocation reads and writes as one range */
+	unsigned char *p = (unsigned char *)(uintptr_t)b;
+	for (size_t i = 0; i < 8 * MB; i++)
+		p[i] = (unsigned char)(i * 7 + 3);
+	/* nothing moves while the budget is full */
+	CHECK(ft_vmm_migrate(&v) == 0, "moved with a full budget");
+	CUresult rc;
+	CHECK(ft_vmm_free(&v, a, &rc) == 1 && rc == CUDA_SUCCESS, "free");
+	uint64_t moved = ft_vmm_migrate(&v);
+	CHECK(moved == 4 * MB, "moved %llu bytes, 4 MiB expected", (unsigned long long)moved);
+	CHECK(v.device_bytes == 8 * MB && v.host_bytes == 0, "after: device %llu host %llu",
+	      (unsigned long long)v.device_bytes, (unsigned long long)v.host_bytes);
+	size_t bad = 0;
+	for (size_t i = 0; i < 8 * MB; i++)
+		bad += p[i] != (unsigned char)(i * 7 + 3);
+	CHECK(bad == 0, "%zu bytes changed by the move", bad);
+	CHECK(ft_vmm_free(&v, b, &rc) == 1, "free b");
+	CHECK(v.device_bytes == 0 && v.host_bytes == 0, "all released");
+	printf("vmm_budget: %d failure(s)\n", failures);
+	return failures ? 1 : 0;
+}
