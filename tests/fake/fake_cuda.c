@@ -158,8 +158,9 @@ API CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp 
 /* ---- copies and memsets ---- */
 API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy(H(d), s, n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { return cuMemcpyHtoD_v2(d, s, n); }
-API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; return cuMemcpyHtoD_v2(d, s, n); }
-API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; return cuMemcpyHtoD_v2(d, s, n); }
+static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st);
+API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { return htod_async(d, s, n, st); }
+API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { return htod_async(d, s, n, st); }
 API CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memmove(H(d), H(s), n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, H(s), n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { return cuMemcpyDtoH_v2(d, s, n); }
@@ -350,18 +351,30 @@ API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 }
 
 /* ---- streams, events (host clock), device facts ---- */
-static char stream_tag;
-API CUresult cuStreamCreate(CUstream *s, unsigned f) { (void)f; *s = (CUstream)&stream_tag; return CUDA_SUCCESS; }
+/* every stream its own handle (captures tell streams apart) */
+API CUresult cuStreamCreate(CUstream *s, unsigned f)
+{
+	(void)f;
+	*s = (CUstream)malloc(1);
+	return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
 API CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
 API CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 API CUresult cuMemAllocHost_v2(void **p, size_t n) { ALLOC_OR_FAIL(*p, n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memcpy(d, H(s), n); return CUDA_SUCCESS; }
 
 #include <time.h>
+/* An event: the host time of its record (first, for cuEventElapsedTime),
+ * and the capture and stream that recorded it, if any. */
+struct fake_event {
+	double t;
+	unsigned long long cap;
+	CUstream stream;
+};
 API CUresult cuEventCreate(CUevent *e, unsigned f)
 {
 	(void)f;
-	*e = calloc(1, sizeof(double));
+	*e = calloc(1, sizeof(struct fake_event));
 	return *e ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 static double now_ms(void)
@@ -370,11 +383,34 @@ static double now_ms(void)
 	clock_gettime(CLOCK_MONOTONIC, &t);
 	return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
 }
-API CUresult cuEventRecord(CUevent e, CUstream s) { (void)s; *(double *)e = now_ms(); return CUDA_SUCCESS; }
+static int capturing(CUstream s);
+static void joined(CUstream s, int on);
+static unsigned long long capture_id(void);
+API CUresult cuEventRecord(CUevent e, CUstream s)
+{
+	struct fake_event *ev = (struct fake_event *)e;
+	ev->t = now_ms();
+	ev->cap = capturing(s) ? capture_id() : 0;
+	ev->stream = s;
+	return CUDA_SUCCESS;
+}
 API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return cuEventRecord(e, s); }
 API CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
-/* every call completes before it returns: ordering holds by itself */
-API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { (void)s; (void)e; (void)f; return CUDA_SUCCESS; }
+/* Every call completes before it returns: ordering holds by itself.  In a
+ * capture, a stream that waits on an event recorded in it joins it, and the
+ * origin waiting on a joined stream's event takes that stream back. */
+API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
+{
+	(void)f;
+	struct fake_event *ev = (struct fake_event *)e;
+	if (ev->cap && ev->cap == capture_id()) {
+		if (!capturing(s))
+			joined(s, 1);
+		else if (ev->stream != s && capturing(ev->stream))
+			joined(ev->stream, 0);
+	}
+	return CUDA_SUCCESS;
+}
 API CUresult cuEventDestroy_v2(CUevent e) { (void)e; return CUDA_SUCCESS; }
 API CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b)
 {
@@ -394,22 +430,70 @@ static unsigned long launches;
 API unsigned long fake_launch_count(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }
 
 struct recorded {
-	const struct kdesc *k;
+	const struct kdesc *k;  /* NULL: a host-to-device copy */
 	unsigned char buf[256];
+	void *dst;
+	const void *src;
+	size_t n;
 };
+#define FAKE_NODES 512
 static struct {
 	CUstream stream;
 	unsigned long long id;
 	int active;
-	struct recorded r[64];
+	struct recorded r[FAKE_NODES];
 	unsigned n;
+	CUstream joined[8];     /* other streams in the capture */
+	unsigned njoined;
 } cap;
 static unsigned long long next_capture = 1;
 
 struct fake_graph {
-	struct recorded r[64];
+	struct recorded r[FAKE_NODES];
 	unsigned n;
 };
+
+static int capturing(CUstream s)
+{
+	if (!cap.active)
+		return 0;
+	if (s == cap.stream)
+		return 1;
+	for (unsigned i = 0; i < cap.njoined; i++)
+		if (cap.joined[i] == s)
+			return 1;
+	return 0;
+}
+
+static void joined(CUstream s, int on)
+{
+	for (unsigned i = 0; i < cap.njoined; i++)
+		if (cap.joined[i] == s) {
+			if (!on)
+				cap.joined[i] = cap.joined[--cap.njoined];
+			return;
+		}
+	if (on && cap.njoined < 8)
+		cap.joined[cap.njoined++] = s;
+}
+
+static unsigned long long capture_id(void)
+{
+	return cap.active ? cap.id : 0;
+}
+
+/* host-to-device copies on a capturing stream become graph nodes */
+static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st)
+{
+	if (capturing(st)) {
+		if (cap.n == FAKE_NODES)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		cap.r[cap.n++] = (struct recorded){ .dst = H(d), .src = s, .n = n };
+		return CUDA_SUCCESS;
+	}
+	memcpy(H(d), s, n);
+	return CUDA_SUCCESS;
+}
 
 static CUresult do_launch(CUfunction f, CUstream s, void **params, void **extra)
 {
@@ -435,8 +519,8 @@ static CUresult do_launch(CUfunction f, CUstream s, void **params, void **extra)
 	} else {
 		return CUDA_ERROR_INVALID_VALUE;
 	}
-	if (cap.active && s == cap.stream) {
-		if (cap.n == 64)
+	if (capturing(s)) {
+		if (cap.n == FAKE_NODES)
 			return CUDA_ERROR_OUT_OF_MEMORY;
 		cap.r[cap.n].k = k;
 		memcpy(cap.r[cap.n++].buf, buf, sizeof(buf));
@@ -482,6 +566,7 @@ API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m)
 	cap.active = 1;
 	cap.stream = s;
 	cap.n = 0;
+	cap.njoined = 0;
 	cap.id = next_capture++;
 	return CUDA_SUCCESS;
 }
@@ -502,6 +587,12 @@ API CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 {
 	if (!cap.active || s != cap.stream)
 		return CUDA_ERROR_ILLEGAL_STATE;
+	if (cap.njoined) {
+		/* as the driver: a stream forked into the capture and not
+		 * joined back invalidates it */
+		cap.active = 0;
+		return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+	}
 	struct fake_graph *fg = calloc(1, sizeof(*fg));
 	memcpy(fg->r, cap.r, sizeof(cap.r));
 	fg->n = cap.n;
@@ -522,6 +613,10 @@ API CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 	(void)s;
 	struct fake_graph *fg = (struct fake_graph *)e;
 	for (unsigned i = 0; i < fg->n; i++) {
+		if (!fg->r[i].k) {
+			memcpy(fg->r[i].dst, fg->r[i].src, fg->r[i].n);
+			continue;
+		}
 		fg->r[i].k->run(fg->r[i].buf);
 		__atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
 	}
