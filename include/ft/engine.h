@@ -175,6 +175,18 @@ struct ft_offload {
 	struct ft_timing_store *timing;     /* FT_OFFLOAD_TIMING=eager; NULL = off */
 	struct ft_timing_store *window;     /* the last FT_TIMING_LOG_EVERY passes */
 	CUstream last_stream;               /* of the latest launch that read a trap */
+	/* a capture in progress that reads offloaded weights: the executor
+	 * works for it with the graph's own block state (every block unknown
+	 * at its start); the eager state waits in saved */
+	uint64_t cap_id;
+	CUevent fork, join;
+	int saved_cur;
+	struct ft_off_saved {
+		int occupant;
+		uint32_t nreaders;
+		CUstream readers[FT_OFF_READERS];
+	} *saved;
+	const _Atomic int *captures;        /* captures in progress, any thread */
 	int active, mode;
 	int pageable;                       /* FT_PINNED_MEMORY=0: the store is not registered */
 	size_t chunk;
@@ -219,6 +231,21 @@ uint64_t ft_off_coverable(struct ft_vmm *vmm, const struct ft_off_weight *w, uin
  * addr[0..n). */
 void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n,
 		   const char *kernel);
+/* Graphs.  A launch being captured (capture id cap, on stream s) that reads
+ * offloaded traps: the executor adds its copies and waits to the capture
+ * (the copy stream joins it through an event recorded on s; every block is
+ * unknown at the capture's start, so each replay loads what it reads and
+ * assumes nothing).  Returns 1 when paged so, 0 when it reads none, -1
+ * when another capture already has the executor (not paged). */
+int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
+			  unsigned n, const char *kernel);
+/* Before the capture on origin ends: the copy stream joins back, the eager
+ * state returns. */
+void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap);
+/* Around a replay, on stream s, of a graph that pages itself: before, the
+ * replay waits for the eager readers of every block; after, every block is
+ * unknown to the eager executor and its copies wait for the replay. */
+void ft_off_replay(struct ft_offload *o, CUstream s, int after);
 /* The first of addr[0..n) that lies in an offloaded trap: 1 with the trap
  * and the weight's address, else 0 (a reader the executor cannot serve). */
 int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int *trap,

@@ -20,6 +20,7 @@ struct ft_graphs {
 	struct {
 		uint64_t key;   /* capture id, graph or exec handle */
 		uint8_t kind;   /* 0 free, 1 capture, 2 graph, 3 exec */
+		uint8_t paged;  /* the capture paged offloaded weights itself */
 		uint32_t n, cap;
 		struct ft_region_ref *refs;
 	} e[FT_GRAPH_ENTRIES];
@@ -36,5 +37,13 @@ void ft_graphs_instantiate(struct ft_graphs *g, uint64_t graph, uint64_t exec);
  * non-NULL, *copy gets a malloc'd copy of them (caller frees). */
 uint32_t ft_graphs_exec_refs(struct ft_graphs *g, uint64_t exec, struct ft_region_ref **copy);
 void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec);
+/* Every region that graphs and executables not paged by the block engine
+ * read (a malloc'd copy in *out, caller frees): weights they read must stay
+ * resident when offloading begins. */
+uint32_t ft_graphs_unpaged_refs(struct ft_graphs *g, struct ft_region_ref **out);
+/* The block engine put its copies and waits into this capture: replays of
+ * what it becomes page their weights themselves. */
+void ft_graphs_capture_paged(struct ft_graphs *g, uint64_t capture);
+int ft_graphs_exec_paged(struct ft_graphs *g, uint64_t exec);
 
 #endif

@@ -125,6 +125,8 @@ static void release_all(struct ft_offload *o)
 	free(o->t);
 	free(o->b);
 	free(o->w);
+	free(o->saved);
+	o->saved = NULL;
 	o->t = NULL;
 	o->b = NULL;
 	o->w = NULL;
@@ -223,6 +225,10 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 	}
 	if (mode != FT_OFF_STRATEGY && r->cuStreamCreate(&o->copy, CU_STREAM_NON_BLOCKING))
 		FAIL("cannot create the copy stream");
+	o->saved = calloc(nblocks, sizeof(*o->saved));
+	if (!o->saved || r->cuEventCreate(&o->fork, CU_EVENT_DISABLE_TIMING) ||
+	    r->cuEventCreate(&o->join, CU_EVENT_DISABLE_TIMING))
+		FAIL("out of memory");
 	/* the host store: touched, registered, filled */
 	if (r->cuCtxSynchronize())
 		FAIL("the device reported an error before offloading");
@@ -429,11 +435,24 @@ static int trap_of(const struct ft_offload *o, uint64_t a)
 /* Trap t leaves its block for good: its chunks get memory of their own,
  * filled from the host store (the device is idle first: the block may be
  * in use).  Under o->lock. */
+/* Synchronising calls would invalidate a capture in progress (any
+ * thread's, in global mode): the steps that need one wait for none. */
+static int capturing(const struct ft_offload *o)
+{
+	return o->cap_id || (o->captures && atomic_load(o->captures) > 0);
+}
+
 static void demote(struct ft_offload *o, int t, const char *why)
 {
 	struct ft_off_trap *x = &o->t[t];
 	if (x->block < 0)
 		return;
+	if (capturing(o)) {
+		ft_warn_once("trap %d should come back to the GPU (%s) during a CUDA graph "
+			     "capture, where the device cannot be waited for: it stays offloaded",
+			     t, why);
+		return;
+	}
 	const struct ft_real *r = o->real;
 	struct ft_off_block *b = &o->b[x->block];
 	r->cuCtxSynchronize();
@@ -495,16 +514,16 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	const struct ft_real *r = o->real;
 	struct ft_off_trap *x = &o->t[t];
 	struct ft_off_block *b = &o->b[x->block];
-	if (b->occupant >= 0)
-		for (uint32_t k = 0; k < b->nreaders; k++) {
-			if (b->readers[k] == cs)
-				continue;
-			r->cuEventRecord(b->release[k], b->readers[k]);
-			r->cuStreamWaitEvent(cs, b->release[k], 0);
-		}
+	for (uint32_t k = 0; k < b->nreaders; k++) {
+		if (b->readers[k] == cs)
+			continue;
+		r->cuEventRecord(b->release[k], b->readers[k]);
+		r->cuStreamWaitEvent(cs, b->release[k], 0);
+	}
 	b->nreaders = 0;
 	struct ft_off_tev *e = &x->tev;
-	if (o->timing) {
+	int timing = o->timing && !o->cap_id;
+	if (timing) {
 		e->slot ^= 1;
 		r->cuEventRecord(e->ts[e->slot], cs);
 	}
@@ -520,7 +539,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		}
 	}
 	r->cuEventRecord(b->ready, cs);
-	if (o->timing)
+	if (timing)
 		r->cuEventRecord(e->te[e->slot], cs);
 	b->occupant = t;
 	x->loads++;
@@ -542,9 +561,12 @@ static void ensure(struct ft_offload *o, int t, CUstream s)
 		if (b->readers[k] == s)
 			return;
 	if (b->nreaders == FT_OFF_READERS) {
-		/* more streams than tracked: wait for all of them here */
-		o->real->cuCtxSynchronize();
-		b->nreaders = 0;
+		/* more streams than tracked: the oldest one's work is made to
+		 * precede s's from here on, and s takes its place */
+		o->real->cuEventRecord(b->release[0], b->readers[0]);
+		o->real->cuStreamWaitEvent(s, b->release[0], 0);
+		memmove(b->readers, b->readers + 1, (FT_OFF_READERS - 1) * sizeof(*b->readers));
+		b->nreaders--;
 	}
 	o->real->cuStreamWaitEvent(s, b->ready, 0);
 	b->readers[b->nreaders++] = s;
@@ -658,7 +680,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 				touched[nt++] = l;
 		}
 	pthread_mutex_lock(&o->lock);
-	if (o->gpu && cur != o->cur)
+	if (o->gpu && cur != o->cur && !capturing(o))
 		for (uint32_t k = 0; k < o->nblocks; k++) {
 			int occ = o->b[k].occupant, keep = occ < 0;
 			for (int j = 0; j < nt; j++)
@@ -666,12 +688,13 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 			if (!keep)
 				verify_release(o, k);
 		}
-	if (o->timing)
+	int timing = o->timing && !capturing(o);
+	if (timing)
 		timing_before(o, s, touched, nt, cur);
 	for (int k = 0; k < nt; k++) {
 		int t = touched[k];
 		struct ft_off_tev *e = &o->t[t].tev;
-		int enter = o->timing && !e->entered;
+		int enter = timing && !e->entered;
 		if (enter && o->t[t].block < 0)
 			o->real->cuEventRecord(e->cs, s);
 		if (o->t[t].block >= 0) {
@@ -698,7 +721,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 			ft_warn_once("one kernel reads two offloaded traps that share a block: "
 				      "its results are wrong; report this with FT_TRACE");
 		}
-	if (o->mode != FT_OFF_STRATEGY && !o->gpu && cur != o->cur)
+	if (o->mode != FT_OFF_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
 	o->cur = cur;
 	pthread_mutex_unlock(&o->lock);
@@ -758,5 +781,96 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 		    o->t[w->trap].block >= 0)
 			ensure(o, (int)w->trap, s);
 	}
+	pthread_mutex_unlock(&o->lock);
+}
+
+/* ------------------------------------------------------------------ graphs */
+
+int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
+			  unsigned n, const char *kernel)
+{
+	int trap;
+	uint64_t w;
+	if (!o->active || !ft_off_offloaded(o, addr, n, &trap, &w))
+		return 0;
+	const struct ft_real *r = o->real;
+	pthread_mutex_lock(&o->lock);
+	if (o->cap_id && o->cap_id != cap) {
+		pthread_mutex_unlock(&o->lock);
+		return -1;
+	}
+	if (!o->cap_id) {
+		for (uint32_t k = 0; k < o->nblocks; k++) {
+			struct ft_off_block *b = &o->b[k];
+			o->saved[k].occupant = b->occupant;
+			o->saved[k].nreaders = b->nreaders;
+			memcpy(o->saved[k].readers, b->readers, sizeof(b->readers));
+			b->occupant = -1;
+			b->nreaders = 0;
+		}
+		o->saved_cur = o->cur;
+		o->cur = -1;
+		if (o->mode != FT_OFF_STRATEGY) {
+			/* fork: the copy stream joins the capture */
+			r->cuEventRecord(o->fork, s);
+			r->cuStreamWaitEvent(o->copy, o->fork, 0);
+		}
+		o->cap_id = cap;
+	}
+	pthread_mutex_unlock(&o->lock);
+	ft_off_launch(o, s, addr, n, kernel);
+	return 1;
+}
+
+void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
+{
+	if (!o->active)
+		return;
+	const struct ft_real *r = o->real;
+	pthread_mutex_lock(&o->lock);
+	if (o->cap_id && o->cap_id == cap) {
+		if (o->mode != FT_OFF_STRATEGY) {
+			/* join: the capture ends with the copy stream's work */
+			r->cuEventRecord(o->join, o->copy);
+			r->cuStreamWaitEvent(origin, o->join, 0);
+		}
+		for (uint32_t k = 0; k < o->nblocks; k++) {
+			struct ft_off_block *b = &o->b[k];
+			b->occupant = o->saved[k].occupant;
+			b->nreaders = o->saved[k].nreaders;
+			memcpy(b->readers, o->saved[k].readers, sizeof(b->readers));
+		}
+		o->cur = o->saved_cur;
+		o->cap_id = 0;
+	}
+	pthread_mutex_unlock(&o->lock);
+}
+
+void ft_off_replay(struct ft_offload *o, CUstream s, int after)
+{
+	if (!o->active)
+		return;
+	const struct ft_real *r = o->real;
+	pthread_mutex_lock(&o->lock);
+	for (uint32_t k = 0; k < o->nblocks; k++) {
+		struct ft_off_block *b = &o->b[k];
+		if (!after) {
+			/* the replay's copies must not overwrite what eager
+			 * launches on other streams still read */
+			for (uint32_t i = 0; i < b->nreaders; i++)
+				if (b->readers[i] != s) {
+					r->cuEventRecord(b->release[i], b->readers[i]);
+					r->cuStreamWaitEvent(s, b->release[i], 0);
+				}
+			continue;
+		}
+		/* the blocks hold what the replay left; the next load into
+		 * each waits for the replay (s is its reader) */
+		b->occupant = -1;
+		b->readers[0] = s;
+		b->nreaders = 1;
+	}
+	if (after)
+		o->cur = -1;
 	pthread_mutex_unlock(&o->lock);
 }

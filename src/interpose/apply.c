@@ -145,6 +145,7 @@ void ft_learn_offload(void)
 	struct ft_profile *p = &L.prof;
 	if (!p->ntraps || !L.nwmap)
 		return;
+	unsigned char *in_graph = NULL;
 	struct ft_off_weight *w = malloc(L.nwmap * sizeof(*w));
 	uint64_t *cov = calloc(p->ntraps, sizeof(*cov));
 	int *block = malloc(p->ntraps * sizeof(*block));
@@ -153,8 +154,26 @@ void ft_learn_offload(void)
 	for (uint32_t i = 0; i < L.nwmap; i++)
 		w[i] = (struct ft_off_weight){ L.wmap[i].va, L.wmap[i].va + L.wmap[i].extent,
 					       L.wmap[i].trap };
+	/* graphs captured before offloading began read their weights where
+	 * they are now: those traps stay resident */
+	in_graph = calloc(p->ntraps, 1);
+	struct ft_region_ref *gr = NULL;
+	uint32_t ngr = ft_graphs_unpaged_refs(ft_g.graphs, &gr);
+	for (uint32_t i = 0; in_graph && i < ngr; i++) {
+		uint64_t a = gr[i].alloc_base + gr[i].offset;
+		for (uint32_t k = 0; k < L.nwmap; k++)
+			if (a >= w[k].lo && a < w[k].hi && w[k].trap < p->ntraps)
+				in_graph[w[k].trap] = 1;
+	}
+	free(gr);
 	for (uint32_t t = 0; t < p->ntraps; t++) {
 		cov[t] = ft_off_coverable(&ft_g.vmm, w, L.nwmap, t);
+		if (in_graph && in_graph[t] && cov[t]) {
+			ft_info("%s is read by a CUDA graph captured before offloading began: it "
+				"stays on the GPU (graphs captured from now on page their weights)",
+				p->traps[t].label);
+			cov[t] = 0;
+		}
 		if (L.revisited && L.revisited[t] && cov[t]) {
 			ft_info("%s is read again after later traps began (a weight shared across "
 				"the pass): it stays on the GPU", p->traps[t].label);
@@ -171,8 +190,11 @@ void ft_learn_offload(void)
 		goto out;
 	}
 	uint32_t off = 0;
-	for (uint32_t t = 0; t < p->ntraps; t++)
+	for (uint32_t t = 0; t < p->ntraps; t++) {
+		if (!cov[t])
+			block[t] = -1; /* nothing of it can leave, or it must stay */
 		off += block[t] >= 0;
+	}
 	if (!off) {
 		ft_info("the plan offloads nothing: every weight stays on the GPU");
 		goto out;
@@ -192,6 +214,7 @@ void ft_learn_offload(void)
 		ft_error("offloading failed, every weight stays on the GPU: %s", why);
 		goto out;
 	}
+	ft_g.off.captures = &ft_g.active_captures;
 	if (ft_g.opt.offload_timing == FT_TIMING_EAGER) {
 		char (*labels)[32] = calloc(p->ntraps, sizeof(*labels));
 		for (uint32_t t = 0; labels && t < p->ntraps; t++)
@@ -215,6 +238,7 @@ out:
 	free(w);
 	free(cov);
 	free(block);
+	free(in_graph);
 	/* what went to host memory while the budget was full, before the
 	 * plan, comes to the GPU as far as the budget now allows */
 	if (ft_stat_read_host()) {

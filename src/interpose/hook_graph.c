@@ -52,6 +52,8 @@ BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz, 1)
 		if (!OBSERVING())                                              \
 			return FT_CALL(sym, s, g);                             \
 		uint64_t id = ft_obs_capture_id(s, ptsz);                      \
+		if (id && ft_g.off.active)                                     \
+			ft_off_capture_end(&ft_g.off, s, id);                  \
 		CUresult rc = FT_CALL(sym, s, g);                              \
 		int n = atomic_load(&ft_g.active_captures);                    \
 		while (n > 0 && !atomic_compare_exchange_weak(&ft_g.active_captures, \
@@ -104,8 +106,8 @@ static void replayed(CUgraphExec e)
 	ft_learn_replay(H(e));
 }
 
-/* A replay that reads offloaded weights: the executor never sees its
- * kernels (offloading inside graphs is not implemented), so it is said. */
+/* A replay of a graph captured before offloading began that reads offloaded
+ * weights: nothing in it pages them, so it is said. */
 static void check_offloaded(CUgraphExec e)
 {
 	struct ft_region_ref *r = NULL;
@@ -128,9 +130,15 @@ static void check_offloaded(CUgraphExec e)
 #define GRAPH_ON_STREAM(sym, ev, counted)                                      \
 	CUresult sym(CUgraphExec e, CUstream s)                                \
 	{                                                                      \
-		if (counted && ft_g.off.active)                                \
+		int paged = counted && ft_g.off.active &&                      \
+			    ft_graphs_exec_paged(ft_g.graphs, H(e));           \
+		if (paged)                                                     \
+			ft_off_replay(&ft_g.off, s, 0);                        \
+		else if (counted && ft_g.off.active)                           \
 			check_offloaded(e);                                    \
 		CUresult rc = FT_CALL(sym, e, s);                              \
+		if (paged)                                                     \
+			ft_off_replay(&ft_g.off, s, 1);                        \
 		if (OBSERVING()) {                                             \
 			if (counted && rc == CUDA_SUCCESS) {                   \
 				FT_STAT_INC(&ft_g.stats, graph_launches);      \

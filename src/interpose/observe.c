@@ -213,10 +213,18 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 			a[i] = s->refs.v[i].alloc_base + s->refs.v[i].offset;
 		int trap;
 		uint64_t w;
-		if (!s->cap)
+		if (!s->cap) {
 			ft_off_launch(&ft_g.off, l->stream, a, s->refs.n, name);
-		else if (ft_off_offloaded(&ft_g.off, a, s->refs.n, &trap, &w))
-			ft_obs_hidden("a launch captured into a CUDA graph", name, trap, w);
+		} else {
+			/* the copies and waits go into the capture */
+			int paged = ft_off_capture_launch(&ft_g.off, l->stream, s->cap, a,
+							  s->refs.n, name);
+			if (paged > 0)
+				ft_graphs_capture_paged(ft_g.graphs, s->cap);
+			else if (paged < 0 && ft_off_offloaded(&ft_g.off, a, s->refs.n, &trap, &w))
+				ft_obs_hidden("a launch captured while another capture pages weights",
+					      name, trap, w);
+		}
 	}
 }
 
@@ -282,7 +290,8 @@ void ft_obs_hidden(const char *what, const char *name, int trap, uint64_t weight
 	if (atomic_fetch_add(&reports, 1) < 8)
 		ft_error("%s (%s) reads offloaded trap %d (weight at 0x%llx) where the executor "
 			 "cannot page it: it reads whatever the block holds then (NaN with "
-			 "FT_VERIFY=1). Offloading inside CUDA graphs is not implemented yet: run "
-			 "such programs with FT_VMM_MIN_BYTES=0 (nothing offloaded)", what, name, trap,
+			 "FT_VERIFY=1). Graphs are paged only when captured after offloading "
+			 "began (in INFERENCE), one capture at a time: capture later, or run with "
+			 "FT_VMM_MIN_BYTES=0 (nothing offloaded)", what, name, trap,
 			 (unsigned long long)weight);
 }

@@ -26,6 +26,7 @@ static void drop(struct ft_graphs *g, int i)
 	g->e[i].refs = NULL;
 	g->e[i].n = g->e[i].cap = 0;
 	g->e[i].kind = FREE;
+	g->e[i].paged = 0;
 }
 
 static int entry(struct ft_graphs *g, int kind, uint64_t key)
@@ -83,11 +84,13 @@ void ft_graphs_instantiate(struct ft_graphs *g, uint64_t graph, uint64_t exec)
 	int i = find(g, GRAPH, graph);
 	/* copied out first: taking an entry for the exec may recycle i's */
 	uint32_t n = i >= 0 ? g->e[i].n : 0;
+	uint8_t paged = i >= 0 ? g->e[i].paged : 0;
 	struct ft_region_ref *tmp = n ? malloc(n * sizeof(*tmp)) : NULL;
 	if (tmp) {
 		memcpy(tmp, g->e[i].refs, n * sizeof(*tmp));
 		int j = entry(g, EXEC, exec);
 		g->e[j].n = 0;
+		g->e[j].paged = paged;
 		append(g, j, tmp, n);
 		free(tmp);
 	}
@@ -117,4 +120,38 @@ void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec)
 	if (i >= 0)
 		drop(g, i);
 	pthread_mutex_unlock(&g->lock);
+}
+
+void ft_graphs_capture_paged(struct ft_graphs *g, uint64_t capture)
+{
+	pthread_mutex_lock(&g->lock);
+	g->e[entry(g, CAPTURE, capture)].paged = 1;
+	pthread_mutex_unlock(&g->lock);
+}
+
+int ft_graphs_exec_paged(struct ft_graphs *g, uint64_t exec)
+{
+	pthread_mutex_lock(&g->lock);
+	int i = find(g, EXEC, exec);
+	int paged = i >= 0 && g->e[i].paged;
+	pthread_mutex_unlock(&g->lock);
+	return paged;
+}
+
+uint32_t ft_graphs_unpaged_refs(struct ft_graphs *g, struct ft_region_ref **out)
+{
+	pthread_mutex_lock(&g->lock);
+	uint32_t n = 0;
+	for (int i = 0; i < FT_GRAPH_ENTRIES; i++)
+		if (g->e[i].kind != FREE && !g->e[i].paged)
+			n += g->e[i].n;
+	*out = n ? malloc(n * sizeof(**out)) : NULL;
+	uint32_t k = 0;
+	for (int i = 0; *out && i < FT_GRAPH_ENTRIES; i++)
+		if (g->e[i].kind != FREE && !g->e[i].paged) {
+			memcpy(*out + k, g->e[i].refs, g->e[i].n * sizeof(**out));
+			k += g->e[i].n;
+		}
+	pthread_mutex_unlock(&g->lock);
+	return *out ? k : 0;
 }

@@ -370,6 +370,7 @@ struct fake_event {
 	double t;
 	unsigned long long cap;
 	CUstream stream;
+	unsigned long at;       /* ops captured on stream when recorded */
 };
 API CUresult cuEventCreate(CUevent *e, unsigned f)
 {
@@ -386,19 +387,23 @@ static double now_ms(void)
 static int capturing(CUstream s);
 static void joined(CUstream s, int on);
 static unsigned long long capture_id(void);
+static unsigned long joined_ops(CUstream s);
+static void origin_waited(CUstream w, CUstream s, unsigned long at);
 API CUresult cuEventRecord(CUevent e, CUstream s)
 {
 	struct fake_event *ev = (struct fake_event *)e;
 	ev->t = now_ms();
 	ev->cap = capturing(s) ? capture_id() : 0;
 	ev->stream = s;
+	ev->at = joined_ops(s);
 	return CUDA_SUCCESS;
 }
 API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return cuEventRecord(e, s); }
 API CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
 /* Every call completes before it returns: ordering holds by itself.  In a
  * capture, a stream that waits on an event recorded in it joins it, and the
- * origin waiting on a joined stream's event takes that stream back. */
+ * origin waiting on a joined stream's event joins that stream's work so far
+ * back (at the end, every joined stream's work must be). */
 API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
 {
 	(void)f;
@@ -406,8 +411,8 @@ API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
 	if (ev->cap && ev->cap == capture_id()) {
 		if (!capturing(s))
 			joined(s, 1);
-		else if (ev->stream != s && capturing(ev->stream))
-			joined(ev->stream, 0);
+		else
+			origin_waited(s, ev->stream, ev->at);
 	}
 	return CUDA_SUCCESS;
 }
@@ -443,7 +448,11 @@ static struct {
 	int active;
 	struct recorded r[FAKE_NODES];
 	unsigned n;
-	CUstream joined[8];     /* other streams in the capture */
+	struct {
+		CUstream s;
+		unsigned long ops;       /* captured on it so far */
+		unsigned long joined_at; /* ops the origin has waited for */
+	} joined[8];            /* other streams in the capture */
 	unsigned njoined;
 } cap;
 static unsigned long long next_capture = 1;
@@ -453,28 +462,48 @@ struct fake_graph {
 	unsigned n;
 };
 
-static int capturing(CUstream s)
+static int joined_index(CUstream s)
 {
-	if (!cap.active)
-		return 0;
-	if (s == cap.stream)
-		return 1;
 	for (unsigned i = 0; i < cap.njoined; i++)
-		if (cap.joined[i] == s)
-			return 1;
-	return 0;
+		if (cap.joined[i].s == s)
+			return (int)i;
+	return -1;
 }
 
+static int capturing(CUstream s)
+{
+	return cap.active && (s == cap.stream || joined_index(s) >= 0);
+}
+
+/* A stream joins (waited on an event of the capture); an op recorded on a
+ * joined stream counts until the origin waits for it. */
 static void joined(CUstream s, int on)
 {
-	for (unsigned i = 0; i < cap.njoined; i++)
-		if (cap.joined[i] == s) {
-			if (!on)
-				cap.joined[i] = cap.joined[--cap.njoined];
-			return;
-		}
-	if (on && cap.njoined < 8)
-		cap.joined[cap.njoined++] = s;
+	if (on && joined_index(s) < 0 && cap.njoined < 8)
+		cap.joined[cap.njoined++].s = s, cap.joined[cap.njoined - 1].ops = 0,
+					   cap.joined[cap.njoined - 1].joined_at = 0;
+}
+
+static void captured_op(CUstream s)
+{
+	int i = joined_index(s);
+	if (i >= 0)
+		cap.joined[i].ops++;
+}
+
+static unsigned long joined_ops(CUstream s)
+{
+	int i = cap.active ? joined_index(s) : -1;
+	return i >= 0 ? cap.joined[i].ops : 0;
+}
+
+/* w waited for stream s's captured ops up to at: joined back if w is the
+ * origin */
+static void origin_waited(CUstream w, CUstream s, unsigned long at)
+{
+	int i = joined_index(s);
+	if (w == cap.stream && i >= 0 && at > cap.joined[i].joined_at)
+		cap.joined[i].joined_at = at;
 }
 
 static unsigned long long capture_id(void)
@@ -488,6 +517,7 @@ static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st)
 	if (capturing(st)) {
 		if (cap.n == FAKE_NODES)
 			return CUDA_ERROR_OUT_OF_MEMORY;
+		captured_op(st);
 		cap.r[cap.n++] = (struct recorded){ .dst = H(d), .src = s, .n = n };
 		return CUDA_SUCCESS;
 	}
@@ -522,6 +552,7 @@ static CUresult do_launch(CUfunction f, CUstream s, void **params, void **extra)
 	if (capturing(s)) {
 		if (cap.n == FAKE_NODES)
 			return CUDA_ERROR_OUT_OF_MEMORY;
+		captured_op(s);
 		cap.r[cap.n].k = k;
 		memcpy(cap.r[cap.n++].buf, buf, sizeof(buf));
 		return CUDA_SUCCESS;
@@ -587,12 +618,13 @@ API CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 {
 	if (!cap.active || s != cap.stream)
 		return CUDA_ERROR_ILLEGAL_STATE;
-	if (cap.njoined) {
-		/* as the driver: a stream forked into the capture and not
-		 * joined back invalidates it */
-		cap.active = 0;
-		return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
-	}
+	for (unsigned i = 0; i < cap.njoined; i++)
+		if (cap.joined[i].ops > cap.joined[i].joined_at) {
+			/* as the driver: work forked into the capture that the
+			 * origin does not wait for invalidates it */
+			cap.active = 0;
+			return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
+		}
 	struct fake_graph *fg = calloc(1, sizeof(*fg));
 	memcpy(fg->r, cap.r, sizeof(cap.r));
 	fg->n = cap.n;

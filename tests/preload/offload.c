@@ -9,10 +9,15 @@
  * (test_offload simulates that).
  * With FT_OFFLOAD_TIMING=eager it prints ft_offload_timing_collect's
  * report on stderr at the end.
- * usage: offload OUT [modify]
+ * usage: offload OUT [modify | graph | early]
  *   modify: after step 10 the program rewrites a weight with a host copy
  *   and reads another back (a checkpoint); the outputs must still match a
  *   run without the library that does the same.
+ *   graph: at step 12 (offloading in effect) one forward is captured on a
+ *   stream as a CUDA graph and replayed for every later step: the graph
+ *   must page the offloaded weights itself.
+ *   early: the same, captured at step 2, before any plan: the weights the
+ *   graph reads must stay resident.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -23,17 +28,29 @@
 #include "../fake/fake.h"
 
 #define STEPS 24
+#define GRAPH_AT 12 /* graph mode: the step captured, replayed from then on */
 #define LAYERS 6
 #define N (1 << 20) /* floats: 4 MiB */
 
 static CUfunction add;
 static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out;
+static CUstream stream; /* NULL, or the captured stream */
 
 static void vec_add(CUdeviceptr a, CUdeviceptr x, CUdeviceptr c)
 {
 	int n = N;
 	void *p[] = { &a, &x, &c, &n };
-	cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, NULL, p, NULL);
+	cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
+}
+
+static void forward(void)
+{
+	vec_add(inp, emb, h);
+	for (int l = 0; l < LAYERS; l++) {
+		vec_add(h, w[l][0], tmp);
+		vec_add(tmp, w[l][1], h);
+	}
+	vec_add(h, head, out);
 }
 
 static void fill(CUdeviceptr d, float base)
@@ -49,6 +66,10 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return 2;
 	int modify = argc > 2 && !strcmp(argv[2], "modify");
+	int graph = argc > 2 && !strcmp(argv[2], "graph");
+	int early = argc > 2 && !strcmp(argv[2], "early");
+	int capture_at = graph ? GRAPH_AT : early ? 2 : -1;
+	CUgraphExec exec = NULL;
 	FILE *f = fopen(argv[1], "wb");
 	if (!f)
 		return 2;
@@ -80,12 +101,24 @@ int main(int argc, char **argv)
 			fwrite(v, sizeof(float), N, f);
 		}
 		fill(inp, (float)s);
-		vec_add(inp, emb, h);
-		for (int l = 0; l < LAYERS; l++) {
-			vec_add(h, w[l][0], tmp);
-			vec_add(tmp, w[l][1], h);
+		if (s == capture_at) {
+			/* one forward captured, then replayed every step */
+			CUstream cs;
+			CUgraph g;
+			cuStreamCreate(&cs, 0);
+			stream = cs;
+			cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_GLOBAL);
+			forward();
+			if (cuStreamEndCapture(cs, &g) != CUDA_SUCCESS ||
+			    cuGraphInstantiateWithFlags(&exec, g, 0) != CUDA_SUCCESS) {
+				fprintf(stderr, "capture failed\n");
+				return 1;
+			}
 		}
-		vec_add(h, head, out);
+		if (exec)
+			cuGraphLaunch(exec, stream);
+		else
+			forward();
 		cuMemcpyDtoH_v2(v, out, N * sizeof(float));
 		fwrite(v, sizeof(float), N, f);
 	}

@@ -2,7 +2,8 @@
 # Offloading end to end against the fake driver (see offload.c): the outputs
 # of every forward are byte-identical without the library, with it in each
 # transfer mode, with a pageable store, with FT_OFFLOAD_TIMING=eager (whose
-# tables appear), with FT_VERIFY=1, and when the
+# tables appear), with a forward captured as a CUDA graph after offloading
+# began and replayed (in each mode), with FT_VERIFY=1, and when the
 # program rewrites a weight
 # and saves another mid-run; the weights really left (offloaded_bytes) and
 # were copied back (offload_copies); over a budget smaller than the model,
@@ -41,6 +42,24 @@ grep -q "offload timing, the last 10 passes" "$tmp/timing.log" ||
 	{ echo "FAIL: timing: no table every 10 passes"; fail=1; }
 grep -q "^Offload Timing (" "$tmp/timing.log" && grep -q "^Avg/pass" "$tmp/timing.log" ||
 	{ echo "FAIL: timing: ft_offload_timing_collect gave no report"; fail=1; }
+"$prog" "$tmp/plain-graph.bin" graph || { echo "FAIL: plain graph run"; exit 1; }
+for m in allocation_block_transfer raw_block_transfer strategy; do
+	run "graph-$m" graph FT_TRANSFER_MODE=$m
+	cmp -s "$tmp/plain-graph.bin" "$tmp/graph-$m.bin" ||
+		{ echo "FAIL: graph-$m: outputs differ"; fail=1; }
+	grep -q "stat hidden_readers *[1-9]" "$tmp/graph-$m.log" &&
+		{ echo "FAIL: graph-$m: a replay was not paged"; fail=1; }
+done
+# a graph captured before any plan: what it reads stays resident
+"$prog" "$tmp/plain-early.bin" early || { echo "FAIL: plain early run"; exit 1; }
+env LD_PRELOAD="$lib" FT_ENABLED=1 FT_PROFILING_ITERS=2 FT_LOG_LEVEL=info \
+	FT_TRANSFER_BUDGET_SCALE=1000 "$prog" "$tmp/early.bin" early 2>"$tmp/early.log" ||
+	{ echo "FAIL: early graph run"; tail -5 "$tmp/early.log"; fail=1; }
+cmp -s "$tmp/plain-early.bin" "$tmp/early.bin" || { echo "FAIL: early: outputs differ"; fail=1; }
+grep -q "read by a CUDA graph captured before offloading began" "$tmp/early.log" ||
+	{ echo "FAIL: early: the graph's traps were not kept resident"; fail=1; }
+grep -q "stat hidden_readers *[1-9]" "$tmp/early.log" &&
+	{ echo "FAIL: early: a replay read offloaded weights"; fail=1; }
 run verify "" FT_VERIFY=1
 cmp -s "$tmp/plain.bin" "$tmp/verify.bin" || { echo "FAIL: verify: outputs differ"; fail=1; }
 grep -q "FT_VERIFY: offloaded trap" "$tmp/verify.log" && { echo "FAIL: verify reported a correct program"; fail=1; }
