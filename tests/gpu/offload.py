@@ -51,6 +51,33 @@ def modify(m, torch):
     return float(saved.float().sum())
 
 
+GRAPH_AT = STEPS - 15  # graph runs: the decode step captured here (in INFERENCE)
+
+
+class GraphStep:
+    """The hand-written decoder's decode step captured as a CUDA graph with
+    static inputs (the token, its position), replayed for every later step:
+    the library must page the offloaded weights inside the graph."""
+
+    def __init__(self, m, torch, tok, pos):
+        self.tok = tok.clone()
+        self.pos = torch.full((1,), pos, dtype=torch.long, device="cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm-up, as PyTorch asks before capturing
+            m(self.tok, self.pos)
+        torch.cuda.current_stream().wait_stream(s)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = m(self.tok, self.pos)[:, -1:]
+
+    def __call__(self, tok, pos):
+        self.tok.copy_(tok)
+        self.pos.fill_(pos)
+        self.graph.replay()
+        return self.out.clone()
+
+
 def run(workload, tag, out):
     import torch
 
@@ -60,16 +87,20 @@ def run(workload, tag, out):
     params = sum(p.numel() * p.element_size() for p in m.parameters())
     times, phases, logits, copied = [], [], [], []
     modifies = tag.startswith("modify") or tag == "plain-modify"
-    digest = None
+    graphs = tag.startswith("graph") or tag == "plain-graph"
+    digest, graph_step = None, None
     with torch.inference_mode():
         step, tok, _ = make_step(workload, m, torch)
         for i in range(STEPS):
             if modifies and i == STEPS - 10:
                 digest = modify(m, torch)
+            # manual: the prompt is 16 tokens, so decode step i is at position 15 + i
+            if graphs and i == GRAPH_AT:
+                graph_step = GraphStep(m, torch, tok, 15 + i)
             before = stat(lib, "offload_copy_bytes") if pre else 0
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            lg = step(tok)
+            lg = graph_step(tok, 15 + i) if graph_step else step(tok)
             tok = lg.argmax(-1)
             torch.cuda.synchronize()
             times.append((time.perf_counter() - t0) * 1e3)
@@ -78,7 +109,7 @@ def run(workload, tag, out):
             phases.append(lib.ft_phase() if pre else -1)
     free, total = torch.cuda.mem_get_info()
     res = {"workload": workload, "tag": tag, "times_ms": times, "phases": phases, "copied": copied,
-           "modify": modifies, "digest": digest,
+           "modify": modifies, "graph": graphs, "digest": digest,
            "logits": torch.cat(logits), "params": params, "used": total - free, "total": total,
            "reserved": torch.cuda.memory_reserved(),
            "stats": {s: stat(lib, s) for s in STATS} if pre else {}}
@@ -99,6 +130,8 @@ def report(out):
         plain = torch.load(plain_path)
         mod_path = plain_path.replace("-plain.pt", "-plain-modify.pt")
         plain_mod = torch.load(mod_path) if os.path.exists(mod_path) else None
+        graph_path = plain_path.replace("-plain.pt", "-plain-graph.pt")
+        plain_graph = torch.load(graph_path) if os.path.exists(graph_path) else None
         w = plain["workload"]
         # steady steps: the last half, where every preloaded run is in INFERENCE
         half = STEPS // 2
@@ -113,7 +146,7 @@ def report(out):
             r = torch.load(path)
             if r["tag"].startswith("plain"):
                 continue
-            base = plain_mod if r["modify"] else plain
+            base = plain_mod if r["modify"] else plain_graph if r.get("graph") else plain
             # bit for bit (torch.equal calls NaN unequal to itself)
             same = base is not None and \
                 torch.equal(r["logits"].view(torch.int32), base["logits"].view(torch.int32)) and \

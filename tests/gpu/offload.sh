@@ -49,6 +49,11 @@ for w in $workloads; do
 			# INFERENCE: the same results as without offloading
 			"$py" "$here/offload.py" run "$w" plain-modify "$out" || exit 1
 			pre "$w" modify-allocation FT_TRANSFER_BUDGET_SCALE=1000
+			# decode steps as a CUDA graph captured in INFERENCE
+			"$py" "$here/offload.py" run "$w" plain-graph "$out" || exit 1
+			for m in allocation_block_transfer raw_block_transfer strategy; do
+				pre "$w" "graph-${m%%_*}" FT_TRANSFER_BUDGET_SCALE=1000 FT_TRANSFER_MODE=$m
+			done
 		fi
 		# (manual's 198 MB are below the planner's 256 MiB minimum budget)
 		[ "$w" = hf ] && pre "$w" memory-allocation FT_MAX_GPU_MEM_FRACTION="$(frac "$w" 0.6)" ;;
