@@ -236,7 +236,8 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
  * (the copy stream joins it through an event recorded on s; every block is
  * unknown at the capture's start, so each replay loads what it reads and
  * assumes nothing).  Returns 1 when paged so, 0 when it reads none, -1
- * when another capture already has the executor (not paged). */
+ * when it cannot be (another capture already has the executor, or the host
+ * store is pageable). */
 int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
 			  unsigned n, const char *kernel);
 /* Before the capture on origin ends: the copy stream joins back, the eager

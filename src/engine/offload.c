@@ -793,6 +793,12 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 	uint64_t w;
 	if (!o->active || !ft_off_offloaded(o, addr, n, &trap, &w))
 		return 0;
+	if (o->pageable) {
+		/* a graph cannot copy from pageable memory */
+		ft_warn_once("FT_PINNED_MEMORY=0: CUDA graphs cannot copy from a pageable host "
+			     "store, so captured launches that read offloaded weights are not paged");
+		return -1;
+	}
 	const struct ft_real *r = o->real;
 	pthread_mutex_lock(&o->lock);
 	if (o->cap_id && o->cap_id != cap) {

@@ -222,7 +222,8 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 			if (paged > 0)
 				ft_graphs_capture_paged(ft_g.graphs, s->cap);
 			else if (paged < 0 && ft_off_offloaded(&ft_g.off, a, s->refs.n, &trap, &w))
-				ft_obs_hidden("a launch captured while another capture pages weights",
+				ft_obs_hidden("a captured launch the executor cannot page (another "
+					      "capture pages weights, or the host store is pageable)",
 					      name, trap, w);
 		}
 	}
