@@ -5,6 +5,7 @@
 
 #include "ft/engine.h"
 #include "ft/log.h"
+#include "search.h"
 
 void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes,
 		 double fraction)
@@ -63,17 +64,10 @@ static int host_chunk(struct ft_vmm *v, CUmemGenericAllocationHandle *h)
 	return v->real->cuMemCreate(h, v->chunk, &p, 0) ? -1 : 0;
 }
 
+/* The first entry with base > p. */
 static uint32_t find(const struct ft_vmm *v, CUdeviceptr p)
 {
-	uint32_t lo = 0, hi = v->n;
-	while (lo < hi) {
-		uint32_t mid = (lo + hi) / 2;
-		if (v->a[mid].base <= p)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo; /* first entry with base > p */
+	return ft_upper_bound(v->a, v->n, sizeof(*v->a), offsetof(struct ft_vmm_alloc, base), p);
 }
 
 /* Unmaps and releases chunks [0, k) of a and its reservation. */

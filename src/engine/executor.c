@@ -1,0 +1,367 @@
+/* The executor: before each launch or copy, the traps it reads are in
+ * their blocks; prefetch; guards; FT_VERIFY (include/ft/engine.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/engine.h"
+#include "ft/log.h"
+#include "offload_int.h"
+#include "search.h"
+
+static int trap_of(const struct ft_offload *o, uint64_t a)
+{
+	uint32_t lo = ft_upper_bound(o->w, o->nw, sizeof(*o->w),
+				     offsetof(struct ft_off_weight, lo), a);
+	if (!lo || a >= o->w[lo - 1].hi || o->w[lo - 1].trap >= o->ntraps)
+		return -1;
+	return (int)o->w[lo - 1].trap;
+}
+
+/* Trap t leaves its block for good: its chunks get memory of their own,
+ * filled from the host store (the device is idle first: the block may be
+ * in use).  Under o->lock. */
+/* Synchronising calls would invalidate a capture in progress (any
+ * thread's, in global mode): the steps that need one wait for none. */
+static int capturing(const struct ft_offload *o)
+{
+	return o->cap_id || (o->captures && atomic_load(o->captures) > 0);
+}
+
+static void demote(struct ft_offload *o, int t, const char *why)
+{
+	struct ft_off_trap *x = &o->t[t];
+	if (x->block < 0)
+		return;
+	if (capturing(o)) {
+		ft_warn_once("trap %d should come back to the GPU (%s) during a CUDA graph "
+			     "capture, where the device cannot be waited for: it stays offloaded",
+			     t, why);
+		return;
+	}
+	const struct ft_real *r = o->real;
+	struct ft_off_block *b = &o->b[x->block];
+	r->cuCtxSynchronize();
+	size_t off = 0;
+	int lost = 0;
+	for (uint32_t i = 0; i < x->nruns; i++) {
+		size_t n = x->runs[i].hi - x->runs[i].lo;
+		if (!x->dead[i]) {
+			for (uint64_t c = x->runs[i].lo; c < x->runs[i].hi; c += o->chunk)
+				lost |= ft_vmm_own(o->vmm, c) != 0;
+			r->cuMemcpyHtoD_v2(x->runs[i].lo, x->host + off, n);
+		}
+		off += n;
+	}
+	if (b->occupant == t) {
+		b->occupant = -1;
+		b->nreaders = 0;
+	}
+	x->block = -1;
+	FT_STAT_INC(o->stats, offload_demoted);
+	FT_STAT_ADD(o->stats, offloaded_bytes, -(uint64_t)(x->nchunks * o->chunk));
+	if (lost)
+		ft_error("trap %d must come back to the GPU (%s) but device memory ran out: its "
+			 "weights are unreadable now", t, why);
+	else
+		ft_warn("trap %d is back on the GPU for good (%zu MiB): %s", t,
+			(size_t)(x->nchunks * o->chunk) >> 20, why);
+}
+
+/* A reference inside an offloaded weight's extent but not at a weight
+ * discovery saw: perhaps a tensor the allocator later placed in the
+ * extent's tail, which a block must not hold.  Returns 1 then. */
+static int foreign(const struct ft_offload *o, uint64_t a, int t)
+{
+	/* the last weight starting at or before a */
+	uint32_t lo = ft_upper_bound(o->w, o->nw, sizeof(*o->w),
+				     offsetof(struct ft_off_weight, lo), a);
+	if (lo && o->w[lo - 1].lo == a)
+		return 0;
+	/* only chunks that left the GPU matter */
+	const struct ft_off_trap *x = &o->t[t];
+	for (uint32_t i = 0; i < x->nruns; i++)
+		if (!x->dead[i] && a >= x->runs[i].lo && a < x->runs[i].hi) {
+			FT_STAT_INC(o->stats, offload_foreign_refs);
+			return 1;
+		}
+	return 0;
+}
+
+/* Copies trap t into its block on stream cs, after the block's previous
+ * occupant's readers are done. */
+static void load(struct ft_offload *o, int t, CUstream cs)
+{
+	const struct ft_real *r = o->real;
+	struct ft_off_trap *x = &o->t[t];
+	struct ft_off_block *b = &o->b[x->block];
+	for (uint32_t k = 0; k < b->nreaders; k++) {
+		if (b->readers[k] == cs)
+			continue;
+		r->cuEventRecord(b->release[k], b->readers[k]);
+		r->cuStreamWaitEvent(cs, b->release[k], 0);
+	}
+	b->nreaders = 0;
+	struct ft_off_tev *e = &x->tev;
+	int timing = o->timing && !o->cap_id;
+	if (timing) {
+		e->slot ^= 1;
+		r->cuEventRecord(e->ts[e->slot], cs);
+	}
+	if (o->mode == FT_OFF_RAW) {
+		r->cuMemcpyHtoDAsync_v2(b->va, x->host, x->nchunks * o->chunk, cs);
+	} else {
+		size_t off = 0;
+		for (uint32_t i = 0; i < x->nruns; i++) {
+			size_t n = x->runs[i].hi - x->runs[i].lo;
+			if (!x->dead[i])
+				r->cuMemcpyHtoDAsync_v2(x->runs[i].lo, x->host + off, n, cs);
+			off += n;
+		}
+	}
+	r->cuEventRecord(b->ready, cs);
+	if (timing)
+		r->cuEventRecord(e->te[e->slot], cs);
+	b->occupant = t;
+	x->loads++;
+	o->loads++;
+	FT_STAT_INC(o->stats, offload_copies);
+	FT_STAT_ADD(o->stats, offload_copy_bytes, x->nchunks * o->chunk);
+}
+
+/* Trap t is read by a launch on stream s: its bytes are in its block before
+ * the launch runs, and the block is not reloaded before the launch is done. */
+static void ensure(struct ft_offload *o, int t, CUstream s)
+{
+	struct ft_off_block *b = &o->b[o->t[t].block];
+	if (b->occupant != t) {
+		load(o, t, o->mode == FT_OFF_STRATEGY ? s : o->copy);
+		FT_STAT_INC(o->stats, offload_misses);
+	}
+	for (uint32_t k = 0; k < b->nreaders; k++)
+		if (b->readers[k] == s)
+			return;
+	if (b->nreaders == FT_OFF_READERS) {
+		/* more streams than tracked: the oldest one's work is made to
+		 * precede s's from here on, and s takes its place */
+		o->real->cuEventRecord(b->release[0], b->readers[0]);
+		o->real->cuStreamWaitEvent(s, b->release[0], 0);
+		memmove(b->readers, b->readers + 1, (FT_OFF_READERS - 1) * sizeof(*b->readers));
+		b->nreaders--;
+	}
+	o->real->cuStreamWaitEvent(s, b->ready, 0);
+	b->readers[b->nreaders++] = s;
+}
+
+/* FT_VERIFY: block k gives up its occupant now.  Its contents must still
+ * be the host store's (else a kernel wrote to an offloaded weight), then
+ * they are poisoned. */
+static void verify_release(struct ft_offload *o, uint32_t k)
+{
+	struct ft_off_block *b = &o->b[k];
+	struct ft_off_trap *x = &o->t[b->occupant];
+	uint64_t addr[64], bytes[64], sums[64];
+	for (uint32_t i = 0; i < x->nruns; i += 64) {
+		uint32_t n = 0;
+		for (uint32_t j = i; j < x->nruns && n < 64; j++)
+			if (!x->dead[j]) {
+				addr[n] = x->runs[j].lo;
+				bytes[n++] = x->runs[j].hi - x->runs[j].lo;
+			}
+		if (!n)
+			continue;
+		if (ft_gpu_checksums(o->gpu, addr, bytes, n, sums)) {
+			ft_warn_once("FT_VERIFY: cannot checksum blocks; contents are not checked");
+		} else {
+			for (uint32_t j = i, m = 0; j < x->nruns && m < n; j++) {
+				if (x->dead[j])
+					continue;
+				if (sums[m] != x->sums[j]) {
+					FT_STAT_INC(o->stats, verify_failures);
+					ft_error("FT_VERIFY: offloaded trap %d changed in its block: the "
+						 "weight bytes at 0x%llx..0x%llx differ from the host store; "
+						 "a kernel wrote to an offloaded weight (the last kernel that "
+						 "read it: %s). Such weights must stay resident",
+						 b->occupant, (unsigned long long)x->runs[j].lo,
+						 (unsigned long long)x->runs[j].hi,
+						 b->last_kernel ? b->last_kernel : "?");
+				}
+				m++;
+			}
+		}
+		for (uint32_t m = 0; m < n && o->real->cuMemsetD8_v2; m++)
+			o->real->cuMemsetD8_v2(addr[m], 0xff, bytes[m]);
+	}
+	b->occupant = -1;
+	b->nreaders = 0;
+}
+
+/* Loads the next offloaded traps after cur whose blocks are free: their
+ * previous occupants come later than they do, cyclically (done), and are
+ * not read by the launch about to run (touched[0..nt): the release events
+ * cover only the work enqueued before it). */
+static void prefetch(struct ft_offload *o, int cur, const int *touched, int nt)
+{
+	uint32_t n = o->ntraps, ahead = 0;
+	for (uint32_t step = 1; step < n && ahead + 1 < o->nblocks; step++) {
+		int t = (int)((cur + step) % n);
+		if (o->t[t].block < 0)
+			continue;
+		ahead++;
+		int occ = o->b[o->t[t].block].occupant;
+		if (occ == t)
+			continue;
+		if (occ >= 0 && (uint32_t)(occ - cur + (int)n) % n < step)
+			break; /* its block still serves a trap before it */
+		int busy = 0;
+		for (int k = 0; k < nt; k++)
+			busy |= occ == touched[k];
+		if (busy)
+			break;
+		load(o, t, o->copy);
+	}
+}
+
+void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n,
+		   const char *kernel)
+{
+	if (!o->active)
+		return;
+	int touched[8], nt = 0;
+	for (unsigned i = 0; i < n; i++) {
+		int t = trap_of(o, addr[i]);
+		if (t < 0)
+			continue;
+		if (o->t[t].block >= 0 && foreign(o, addr[i], t)) {
+			pthread_mutex_lock(&o->lock);
+			demote(o, t, "a launch refers into its chunks at an address that is not a "
+				     "weight (a tensor placed in a weight's free tail)");
+			pthread_mutex_unlock(&o->lock);
+		}
+		int seen = 0;
+		for (int k = 0; k < nt; k++)
+			seen |= touched[k] == t;
+		if (!seen && nt < 8)
+			touched[nt++] = t;
+	}
+	if (!nt)
+		return;
+	int cur = touched[0];
+	for (int k = 1; k < nt; k++)
+		if (touched[k] > cur)
+			cur = touched[k];
+	/* traps linked to those read (engine.h, ft_off_links); the position
+	 * in the pass stays that of the traps read */
+	for (int k = 0, n0 = nt; k < n0; k++)
+		for (uint32_t j = 0; j < o->t[touched[k]].nlink; j++) {
+			int l = o->t[touched[k]].link[j], seen = 0;
+			for (int m = 0; m < nt; m++)
+				seen |= touched[m] == l;
+			if (!seen && nt < 8)
+				touched[nt++] = l;
+		}
+	pthread_mutex_lock(&o->lock);
+	if (o->gpu && cur != o->cur && !capturing(o))
+		for (uint32_t k = 0; k < o->nblocks; k++) {
+			int occ = o->b[k].occupant, keep = occ < 0;
+			for (int j = 0; j < nt; j++)
+				keep |= occ == touched[j];
+			if (!keep)
+				verify_release(o, k);
+		}
+	int timing = o->timing && !capturing(o);
+	if (timing)
+		ft_off_timing_before(o, s, touched, nt, cur);
+	for (int k = 0; k < nt; k++) {
+		int t = touched[k];
+		struct ft_off_tev *e = &o->t[t].tev;
+		int enter = timing && !e->entered;
+		if (enter && o->t[t].block < 0)
+			o->real->cuEventRecord(e->cs, s);
+		if (o->t[t].block >= 0) {
+			if (enter)
+				o->real->cuEventRecord(e->ws, s);
+			ensure(o, t, s);
+			if (enter) {
+				o->real->cuEventRecord(e->we, s);
+				e->waited = 1;
+				if (o->t[t].loads != e->reported) {
+					e->served = e->slot;
+					e->reported = o->t[t].loads;
+				}
+			}
+			o->b[o->t[t].block].last_kernel = kernel;
+		}
+		e->entered |= enter;
+	}
+	o->last_stream = s;
+	for (int k = 0; k < nt; k++)
+		if (o->t[touched[k]].block >= 0 &&
+		    o->b[o->t[touched[k]].block].occupant != touched[k]) {
+			o->stalls_conflict++;
+			ft_warn_once("one kernel reads two offloaded traps that share a block: "
+				      "its results are wrong; report this with FT_TRACE");
+		}
+	if (o->mode != FT_OFF_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
+		prefetch(o, cur, touched, nt);
+	o->cur = cur;
+	pthread_mutex_unlock(&o->lock);
+}
+
+void ft_off_freed(struct ft_offload *o, uint64_t base, uint64_t size)
+{
+	if (!o->active)
+		return;
+	pthread_mutex_lock(&o->lock);
+	for (uint32_t i = 0; i < o->nw; i++)
+		if (o->w[i].lo >= base && o->w[i].lo < base + size)
+			o->w[i].trap = UINT32_MAX;
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		for (uint32_t i = 0; i < o->t[t].nruns; i++) {
+			struct ft_span *x = &o->t[t].runs[i];
+			if (x->lo >= base && x->lo < base + size)
+				o->t[t].dead[i] = 1; /* no more copies there */
+		}
+	pthread_mutex_unlock(&o->lock);
+}
+
+int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int *trap,
+		     uint64_t *weight)
+{
+	if (!o->active)
+		return 0;
+	for (unsigned i = 0; i < n; i++) {
+		int t = trap_of(o, addr[i]);
+		if (t >= 0 && o->t[t].block >= 0) {
+			*trap = t;
+			*weight = addr[i];
+			return 1;
+		}
+	}
+	return 0;
+}
+
+void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes, uint64_t src,
+		 uint64_t sbytes)
+{
+	if (!o->active)
+		return;
+	pthread_mutex_lock(&o->lock);
+	for (uint32_t t = 0; dbytes && t < o->ntraps; t++) {
+		struct ft_off_trap *x = &o->t[t];
+		for (uint32_t i = 0; x->block >= 0 && i < x->nruns; i++)
+			if (!x->dead[i] && dst < x->runs[i].hi && dst + dbytes > x->runs[i].lo) {
+				demote(o, (int)t, "a copy or memset writes into its chunks");
+				break;
+			}
+	}
+	/* weights the copy reads: their traps are loaded first */
+	for (uint32_t i = 0; sbytes && i < o->nw; i++) {
+		const struct ft_off_weight *w = &o->w[i];
+		if (w->trap < o->ntraps && src < w->hi && src + sbytes > w->lo &&
+		    o->t[w->trap].block >= 0)
+			ensure(o, (int)w->trap, s);
+	}
+	pthread_mutex_unlock(&o->lock);
+}

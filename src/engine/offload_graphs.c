@@ -1,0 +1,105 @@
+/* Offloading inside CUDA graphs: captures get the executor's copies and
+ * waits; replays (include/ft/engine.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/engine.h"
+#include "ft/log.h"
+#include "offload_int.h"
+
+int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
+			  unsigned n, const char *kernel)
+{
+	int trap;
+	uint64_t w;
+	if (!o->active || !ft_off_offloaded(o, addr, n, &trap, &w))
+		return 0;
+	if (o->pageable) {
+		/* a graph cannot copy from pageable memory */
+		ft_warn_once("FT_PINNED_MEMORY=0: CUDA graphs cannot copy from a pageable host "
+			     "store, so captured launches that read offloaded weights are not paged");
+		return -1;
+	}
+	const struct ft_real *r = o->real;
+	pthread_mutex_lock(&o->lock);
+	if (o->cap_id && o->cap_id != cap) {
+		pthread_mutex_unlock(&o->lock);
+		return -1;
+	}
+	if (!o->cap_id) {
+		for (uint32_t k = 0; k < o->nblocks; k++) {
+			struct ft_off_block *b = &o->b[k];
+			o->saved[k].occupant = b->occupant;
+			o->saved[k].nreaders = b->nreaders;
+			memcpy(o->saved[k].readers, b->readers, sizeof(b->readers));
+			b->occupant = -1;
+			b->nreaders = 0;
+		}
+		o->saved_cur = o->cur;
+		o->cur = -1;
+		if (o->mode != FT_OFF_STRATEGY) {
+			/* fork: the copy stream joins the capture */
+			r->cuEventRecord(o->fork, s);
+			r->cuStreamWaitEvent(o->copy, o->fork, 0);
+		}
+		o->cap_id = cap;
+	}
+	pthread_mutex_unlock(&o->lock);
+	ft_off_launch(o, s, addr, n, kernel);
+	return 1;
+}
+
+void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
+{
+	if (!o->active)
+		return;
+	const struct ft_real *r = o->real;
+	pthread_mutex_lock(&o->lock);
+	if (o->cap_id && o->cap_id == cap) {
+		if (o->mode != FT_OFF_STRATEGY) {
+			/* join: the capture ends with the copy stream's work */
+			r->cuEventRecord(o->join, o->copy);
+			r->cuStreamWaitEvent(origin, o->join, 0);
+		}
+		for (uint32_t k = 0; k < o->nblocks; k++) {
+			struct ft_off_block *b = &o->b[k];
+			b->occupant = o->saved[k].occupant;
+			b->nreaders = o->saved[k].nreaders;
+			memcpy(b->readers, o->saved[k].readers, sizeof(b->readers));
+		}
+		o->cur = o->saved_cur;
+		o->cap_id = 0;
+	}
+	pthread_mutex_unlock(&o->lock);
+}
+
+void ft_off_replay(struct ft_offload *o, CUstream s, int after)
+{
+	if (!o->active)
+		return;
+	const struct ft_real *r = o->real;
+	pthread_mutex_lock(&o->lock);
+	for (uint32_t k = 0; k < o->nblocks; k++) {
+		struct ft_off_block *b = &o->b[k];
+		if (!after) {
+			/* the replay's copies must not overwrite what eager
+			 * launches on other streams still read */
+			for (uint32_t i = 0; i < b->nreaders; i++)
+				if (b->readers[i] != s) {
+					r->cuEventRecord(b->release[i], b->readers[i]);
+					r->cuStreamWaitEvent(s, b->release[i], 0);
+				}
+			continue;
+		}
+		/* the blocks hold what the replay left; the next load into
+		 * each waits for the replay (s is its reader) */
+		b->occupant = -1;
+		b->readers[0] = s;
+		b->nreaders = 1;
+	}
+	if (after)
+		o->cur = -1;
+	pthread_mutex_unlock(&o->lock);
+}

@@ -1,0 +1,28 @@
+/* Binary search over arrays sorted by a uint64_t member (the engine's
+ * tables: weights by address, VMM allocations by base). */
+#ifndef FT_SEARCH_H
+#define FT_SEARCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The index of the first of n elements (stride bytes each, the key at byte
+ * off) whose key is greater than key (n when none). */
+static inline uint32_t ft_upper_bound(const void *base, uint32_t n, size_t stride, size_t off,
+				      uint64_t key)
+{
+	uint32_t lo = 0, hi = n;
+	while (lo < hi) {
+		uint32_t m = (lo + hi) / 2;
+		uint64_t k;
+		memcpy(&k, (const char *)base + (size_t)m * stride + off, sizeof(k));
+		if (k <= key)
+			lo = m + 1;
+		else
+			hi = m;
+	}
+	return lo;
+}
+
+#endif
