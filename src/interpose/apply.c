@@ -40,6 +40,25 @@ static uint64_t trap_budget(uint64_t weights)
 	return budget > 1 ? (uint64_t)budget : 1;
 }
 
+/* FT_ENABLE_DIAGNOSTICS: the plan, trap by trap (at warn level, so that it
+ * shows whatever FT_LOG_LEVEL says). */
+static void diagnostics(const struct ft_profile *q, const uint64_t *cov, const struct ft_plan *plan)
+{
+	ft_warn("plan diagnostics: %u traps, %u blocks, peak %.1f MiB, predicted pass %.3f ms "
+		"(resident %.3f, floor %.3f, stall %.3f)", plan->ntraps, plan->nblocks,
+		(double)plan->peak_bytes / 1048576.0, plan->pass_ms, plan->compute_ms,
+		plan->floor_ms, plan->stall_ms);
+	ft_warn("plan diagnostics: %-10s %-9s %10s %6s %9s %9s %9s %9s", "trap", "role",
+		"MiB", "block", "compute", "copy ms", "issue ms", "wait ms");
+	for (uint32_t t = 0; t < plan->ntraps; t++) {
+		const struct ft_plan_trap *x = &plan->t[t];
+		ft_warn("plan diagnostics: %-10s %-9s %10.2f %6d %9.3f %9.3f %9.3f %9.3f",
+			q->traps[t].label, q->traps[t].role, (double)cov[t] / 1048576.0, x->block,
+			q->traps[t].compute.median, x->offloaded ? x->copy_ms : 0.0,
+			x->offloaded ? x->issue_ms : 0.0, x->wait_ms);
+	}
+}
+
 /* A new plan, into profile.json: what can leave the GPU is what whole
  * chunks of VMM-backed allocations hold (cov[t] per trap), so the planner
  * sees those bytes as the traps' and the rest as staying resident. */
@@ -111,6 +130,8 @@ static void make_plan(const uint64_t *cov)
 		in.budget ? "memory" : "latency", (double)plan.offloaded_bytes / 1048576.0,
 		(double)weights / 1048576.0, plan.nblocks, plan.pass_ms, plan.compute_ms,
 		plan.floor_ms);
+	if (ft_g.opt.enable_diagnostics)
+		diagnostics(p, cov, &plan);
 	ft_plan_free(&plan);
 }
 

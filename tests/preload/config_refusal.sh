@@ -32,7 +32,7 @@ expect 2 "needs FT_ENABLED=1" FT_TRACE=/tmp/ft-refusal.jsonl
 expect 2 "FT_CONFIG_FILE=/nonexistent.ini: cannot open" FT_ENABLED=1 FT_CONFIG_FILE=/nonexistent.ini
 expect 2 "refusing to run" FT_ENABLED=1 FT_LOG_LEVEL=loud
 # Planned options are accepted and said so at info level.
-expect 0 "FT_ENABLE_DIAGNOSTICS=1 accepted" FT_ENABLED=1 FT_ENABLE_DIAGNOSTICS=1 FT_LOG_LEVEL=info \
+expect 0 "FT_PIECEWISE_PREFETCH=off accepted" FT_ENABLED=1 FT_PIECEWISE_PREFETCH=off FT_LOG_LEVEL=info \
 	FT_TRACE="$out.trace"
 
 env FT_ENABLED=1 FT_NUM_BLOCK=8 LD_PRELOAD="$lib" "$plain_prog" >/dev/null 2>"$out"

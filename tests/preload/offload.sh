@@ -36,7 +36,9 @@ for m in allocation_block_transfer raw_block_transfer strategy; do
 done
 run pageable "" FT_PINNED_MEMORY=0
 cmp -s "$tmp/plain.bin" "$tmp/pageable.bin" || { echo "FAIL: pageable: outputs differ"; fail=1; }
-run timing "" FT_OFFLOAD_TIMING=eager
+run timing "" FT_OFFLOAD_TIMING=eager FT_ENABLE_DIAGNOSTICS=1
+grep -q "plan diagnostics: trap.13" "$tmp/timing.log" ||
+	{ echo "FAIL: FT_ENABLE_DIAGNOSTICS=1 printed no plan table"; fail=1; }
 cmp -s "$tmp/plain.bin" "$tmp/timing.bin" || { echo "FAIL: timing: outputs differ"; fail=1; }
 grep -q "offload timing, the last 10 passes" "$tmp/timing.log" ||
 	{ echo "FAIL: timing: no table every 10 passes"; fail=1; }

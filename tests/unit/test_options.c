@@ -175,11 +175,11 @@ static void planned_notes(void **state)
 	(void)state;
 	struct ft_options o;
 	struct msgs m, notes = { 0 };
-	char *env[] = { "FT_ENABLED=1", "FT_ENABLE_DIAGNOSTICS=1", "FT_LOG_LEVEL=info", NULL };
+	char *env[] = { "FT_ENABLED=1", "FT_PIECEWISE_PREFETCH=off", "FT_LOG_LEVEL=info", NULL };
 	assert_int_equal(load(&o, &m, env), 0);
 	ft_options_note_planned(&o, collect, &notes);
 	assert_int_equal(notes.n, 1);
-	assert_non_null(strstr(notes.text[0], "FT_ENABLE_DIAGNOSTICS=1 accepted"));
+	assert_non_null(strstr(notes.text[0], "FT_PIECEWISE_PREFETCH=off accepted"));
 	ft_options_free(&o);
 }
 
