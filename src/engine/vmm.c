@@ -70,6 +70,57 @@ static uint32_t find(const struct ft_vmm *v, CUdeviceptr p)
 	return ft_upper_bound(v->a, v->n, sizeof(*v->a), offsetof(struct ft_vmm_alloc, base), p);
 }
 
+/* Maps the physical chunk h at c, read-write for the device: 0 or -1. */
+static int map_chunk(const struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle h)
+{
+	CUmemAllocationProp p = prop(v->device);
+	CUmemAccessDesc acc;
+	memset(&acc, 0, sizeof(acc));
+	acc.location = p.location;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	return v->real->cuMemMap(c, v->chunk, 0, h, 0) ||
+			       v->real->cuMemSetAccess(c, v->chunk, &acc, 1)
+		       ? -1
+		       : 0;
+}
+
+/* The chunk at c puts h in place of what it mapped: 0, or -1 with back
+ * (when not 0) mapped there again. */
+static int remap(const struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle h,
+		 CUmemGenericAllocationHandle back)
+{
+	if (v->real->cuMemUnmap(c, v->chunk))
+		return -1;
+	if (!map_chunk(v, c, h))
+		return 0;
+	if (back)
+		map_chunk(v, c, back);
+	return -1;
+}
+
+/* The VMM allocation whose chunk k begins at c (chunk aligned); NULL when
+ * c is no chunk of one.  Under v->lock. */
+static struct ft_vmm_alloc *chunk_of(struct ft_vmm *v, CUdeviceptr c, uint32_t *k)
+{
+	uint32_t i = find(v, c);
+	if (!i || c >= v->a[i - 1].base + v->a[i - 1].size || (c - v->a[i - 1].base) % v->chunk)
+		return NULL;
+	*k = (uint32_t)((c - v->a[i - 1].base) / v->chunk);
+	return &v->a[i - 1];
+}
+
+/* Releases chunk k's own memory, out of the accounts. */
+static void release_own(struct ft_vmm *v, struct ft_vmm_alloc *a, uint32_t k)
+{
+	v->real->cuMemRelease(a->own[k]);
+	if (a->host[k])
+		v->host_bytes -= v->chunk;
+	else
+		v->device_bytes -= v->chunk;
+	a->own[k] = 0;
+	a->host[k] = 0;
+}
+
 /* Unmaps and releases chunks [0, k) of a and its reservation. */
 static void undo(struct ft_vmm *v, struct ft_vmm_alloc *a, uint32_t k)
 {
@@ -77,13 +128,8 @@ static void undo(struct ft_vmm *v, struct ft_vmm_alloc *a, uint32_t k)
 	size_t chunk = v->chunk;
 	for (uint32_t i = 0; i < k; i++) {
 		r->cuMemUnmap(a->base + i * chunk, chunk);
-		if (a->own[i]) {
-			r->cuMemRelease(a->own[i]);
-			if (a->host[i])
-				v->host_bytes -= chunk;
-			else
-				v->device_bytes -= chunk;
-		}
+		if (a->own[i])
+			release_own(v, a, i);
 	}
 	r->cuMemAddressFree(a->base, a->size);
 	free(a->own);
@@ -116,10 +162,6 @@ int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size, uint64_t *host
 		goto out;
 	}
 	CUmemAllocationProp p = prop(v->device);
-	CUmemAccessDesc acc;
-	memset(&acc, 0, sizeof(acc));
-	acc.location = p.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	for (uint32_t i = 0; i < a.nchunks; i++) {
 		CUdeviceptr c = a.base + i * v->chunk;
 		/* over the budget before a plan exists: host memory at this
@@ -139,8 +181,7 @@ int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size, uint64_t *host
 					     "for the device: allocations go on the GPU");
 			v->device_bytes += v->chunk;
 		}
-		if (r->cuMemMap(c, v->chunk, 0, a.own[i], 0) ||
-		    r->cuMemSetAccess(c, v->chunk, &acc, 1)) {
+		if (map_chunk(v, c, a.own[i])) {
 			undo(v, &a, i + 1);
 			goto out;
 		}
@@ -205,38 +246,15 @@ int ft_vmm_range(struct ft_vmm *v, CUdeviceptr p, CUdeviceptr *base, size_t *siz
 
 int ft_vmm_rebind(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle h)
 {
-	const struct ft_real *r = v->real;
 	pthread_mutex_lock(&v->lock);
-	uint32_t i = find(v, c);
+	uint32_t k;
+	struct ft_vmm_alloc *a = chunk_of(v, c, &k);
 	int rc = -1;
-	if (!i || c >= v->a[i - 1].base + v->a[i - 1].size || (c - v->a[i - 1].base) % v->chunk)
-		goto out;
-	struct ft_vmm_alloc *a = &v->a[i - 1];
-	uint32_t k = (uint32_t)((c - a->base) / v->chunk);
-	CUmemAllocationProp p = prop(v->device);
-	CUmemAccessDesc acc;
-	memset(&acc, 0, sizeof(acc));
-	acc.location = p.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-	if (r->cuMemUnmap(c, v->chunk))
-		goto out;
-	if (r->cuMemMap(c, v->chunk, 0, h, 0) || r->cuMemSetAccess(c, v->chunk, &acc, 1)) {
-		/* put the chunk's own memory back */
-		r->cuMemMap(c, v->chunk, 0, a->own[k], 0);
-		r->cuMemSetAccess(c, v->chunk, &acc, 1);
-		goto out;
+	if (a && !remap(v, c, h, a->own[k])) {
+		if (a->own[k])
+			release_own(v, a, k);
+		rc = 0;
 	}
-	if (a->own[k]) {
-		r->cuMemRelease(a->own[k]);
-		if (a->host[k])
-			v->host_bytes -= v->chunk;
-		else
-			v->device_bytes -= v->chunk;
-	}
-	a->own[k] = 0;
-	a->host[k] = 0;
-	rc = 0;
-out:
 	pthread_mutex_unlock(&v->lock);
 	return rc;
 }
@@ -267,14 +285,8 @@ int ft_vmm_map_block(struct ft_vmm *v, const CUmemGenericAllocationHandle *h, ui
 	size_t size = (size_t)n * v->chunk;
 	if (r->cuMemAddressReserve(va, size, v->chunk, 0, 0))
 		return -1;
-	CUmemAllocationProp p = prop(v->device);
-	CUmemAccessDesc acc;
-	memset(&acc, 0, sizeof(acc));
-	acc.location = p.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	for (uint32_t i = 0; i < n; i++)
-		if (r->cuMemMap(*va + i * v->chunk, v->chunk, 0, h[i], 0) ||
-		    r->cuMemSetAccess(*va + i * v->chunk, v->chunk, &acc, 1)) {
+		if (map_chunk(v, *va + i * v->chunk, h[i])) {
 			for (uint32_t k = 0; k < i; k++)
 				r->cuMemUnmap(*va + k * v->chunk, v->chunk);
 			r->cuMemAddressFree(*va, size);
@@ -286,35 +298,23 @@ int ft_vmm_map_block(struct ft_vmm *v, const CUmemGenericAllocationHandle *h, ui
 
 int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c)
 {
-	const struct ft_real *r = v->real;
 	pthread_mutex_lock(&v->lock);
-	uint32_t i = find(v, c);
-	int rc = -1;
-	if (!i || c >= v->a[i - 1].base + v->a[i - 1].size || (c - v->a[i - 1].base) % v->chunk)
-		goto out;
-	struct ft_vmm_alloc *a = &v->a[i - 1];
-	uint32_t k = (uint32_t)((c - a->base) / v->chunk);
-	if (a->own[k]) {
-		rc = 0;
-		goto out;
-	}
+	uint32_t k;
+	struct ft_vmm_alloc *a = chunk_of(v, c, &k);
 	CUmemAllocationProp p = prop(v->device);
-	CUmemAccessDesc acc;
-	memset(&acc, 0, sizeof(acc));
-	acc.location = p.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	CUmemGenericAllocationHandle h;
-	if (r->cuMemCreate(&h, v->chunk, &p, 0))
-		goto out;
-	if (r->cuMemUnmap(c, v->chunk) || r->cuMemMap(c, v->chunk, 0, h, 0) ||
-	    r->cuMemSetAccess(c, v->chunk, &acc, 1)) {
-		r->cuMemRelease(h);
-		goto out;
+	int rc = -1;
+	if (a && a->own[k]) {
+		rc = 0;
+	} else if (a && !v->real->cuMemCreate(&h, v->chunk, &p, 0)) {
+		if (remap(v, c, h, 0)) {
+			v->real->cuMemRelease(h);
+		} else {
+			a->own[k] = h;
+			v->device_bytes += v->chunk;
+			rc = 0;
+		}
 	}
-	a->own[k] = h;
-	v->device_bytes += v->chunk;
-	rc = 0;
-out:
 	pthread_mutex_unlock(&v->lock);
 	return rc;
 }
@@ -329,10 +329,6 @@ uint64_t ft_vmm_migrate(struct ft_vmm *v)
 		return 0;
 	}
 	CUmemAllocationProp p = prop(v->device);
-	CUmemAccessDesc acc;
-	memset(&acc, 0, sizeof(acc));
-	acc.location = p.location;
-	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	CUdeviceptr tmp = 0;
 	if (r->cuMemAddressReserve(&tmp, v->chunk, v->chunk, 0, 0))
 		goto out;
@@ -350,25 +346,18 @@ uint64_t ft_vmm_migrate(struct ft_vmm *v)
 				goto done;
 			/* the device chunk at a scratch address, filled, then
 			 * put in the host chunk's place */
-			if (r->cuMemMap(tmp, v->chunk, 0, h, 0) ||
-			    r->cuMemSetAccess(tmp, v->chunk, &acc, 1) ||
-			    r->cuMemcpyDtoD_v2(tmp, c, v->chunk) || r->cuMemUnmap(tmp, v->chunk)) {
+			if (map_chunk(v, tmp, h) || r->cuMemcpyDtoD_v2(tmp, c, v->chunk) ||
+			    r->cuMemUnmap(tmp, v->chunk)) {
 				r->cuMemUnmap(tmp, v->chunk);
 				r->cuMemRelease(h);
 				goto done;
 			}
-			if (r->cuMemUnmap(c, v->chunk) || r->cuMemMap(c, v->chunk, 0, h, 0) ||
-			    r->cuMemSetAccess(c, v->chunk, &acc, 1)) {
-				/* the host chunk back where it was */
-				r->cuMemMap(c, v->chunk, 0, a->own[k], 0);
-				r->cuMemSetAccess(c, v->chunk, &acc, 1);
+			if (remap(v, c, h, a->own[k])) {
 				r->cuMemRelease(h);
 				goto done;
 			}
-			r->cuMemRelease(a->own[k]);
+			release_own(v, a, k);
 			a->own[k] = h;
-			a->host[k] = 0;
-			v->host_bytes -= v->chunk;
 			v->device_bytes += v->chunk;
 			moved += v->chunk;
 		}
