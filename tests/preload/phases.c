@@ -31,17 +31,8 @@
 #include "../common/read_file.h"
 #include "../fake/fake.h"
 #include "flextensor.h"
+#include "../common/check.h"
 
-static int failures;
-#define CHECK(c, ...)                                                         \
-	do {                                                                  \
-		if (!(c)) {                                                   \
-			fprintf(stderr, "FAIL %d: ", __LINE__);               \
-			fprintf(stderr, __VA_ARGS__);                         \
-			fputc('\n', stderr);                                  \
-			failures++;                                           \
-		}                                                             \
-	} while (0)
 
 #define MB (1u << 20)
 static CUdeviceptr W, A, STAGING, CACHE;

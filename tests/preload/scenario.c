@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "../fake/fake.h"
+#include "../common/check.h"
 
 /* The fake driver's test helpers, from whichever libcuda.so.1 is loaded
  * (the dlsym and getproc routes do not link it). */
@@ -26,16 +27,6 @@ static int load_fake(void)
 	return fake_fn && fake_kn ? 0 : -1;
 }
 
-static int failures;
-#define CHECK(cond, ...)                                                       \
-	do {                                                                   \
-		if (!(cond)) {                                                 \
-			fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);   \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fputc('\n', stderr);                                   \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
 #define OK(call) CHECK((call) == CUDA_SUCCESS, "%s failed", #call)
 
 void resolver_name(const char *exact, char *base, size_t size, int *per_thread)

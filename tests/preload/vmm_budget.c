@@ -10,19 +10,10 @@
 #include <string.h>
 
 #include "ft/engine.h"
+#include "../common/check.h"
 
 #define MB (1ull << 20)
 
-static int failures;
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "FAIL %d: ", __LINE__);                \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fputc('\n', stderr);                                   \
-			failures++;                                            \
-		}                                                              \
-	} while (0)
 
 int main(void)
 {
