@@ -7,11 +7,9 @@ set -u
 lib=$1 out=$2
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
 py=${PYTHON:-python3}
-command -v nvidia-smi >/dev/null 2>&1 || { echo "no nvidia-smi: skipping"; exit 77; }
-"$py" -c 'import sys, torch, transformers; sys.exit(0 if torch.cuda.is_available() else 1)' \
-	2>/dev/null || { echo "no CUDA-capable torch + transformers: skipping"; exit 77; }
-for f in $(env | sed -n 's/^\(FT_[A-Z_]*\)=.*/\1/p'); do unset "$f"; done
-export PYTHONUNBUFFERED=1
+. "$here/gpu_env.sh"
+require_gpu transformers
+clean_ft_env
 mkdir -p "$out"
 set -e
 for w in hf manual; do

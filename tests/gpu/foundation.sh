@@ -10,9 +10,8 @@ lib=$1 out=$2 rounds=${3:-1} ovh_rounds=${4:-5}
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
 py=${PYTHON:-python3}
 
-command -v nvidia-smi >/dev/null 2>&1 || { echo "no nvidia-smi: skipping"; exit 77; }
-"$py" -c 'import sys, torch, transformers; sys.exit(0 if torch.cuda.is_available() else 1)' \
-	2>/dev/null || { echo "no CUDA-capable torch + transformers: skipping"; exit 77; }
+. "$here/gpu_env.sh"
+require_gpu transformers
 
 mkdir -p "$out"
 rm -f "$out"/plain-* "$out"/preload-* "$out"/trace-* "$out"/expandable-* "$out"/ovh-* \

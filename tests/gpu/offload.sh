@@ -12,11 +12,9 @@ lib=$1 out=$2
 workloads=${3:-hf manual big}
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
 py=${PYTHON:-python3}
-command -v nvidia-smi >/dev/null 2>&1 || { echo "no nvidia-smi: skipping"; exit 77; }
-"$py" -c 'import sys, torch, transformers; sys.exit(0 if torch.cuda.is_available() else 1)' \
-	2>/dev/null || { echo "no CUDA-capable torch + transformers: skipping"; exit 77; }
-for f in $(env | sed -n 's/^\(FT_[A-Z_]*\)=.*/\1/p'); do unset "$f"; done
-export PYTHONUNBUFFERED=1
+. "$here/gpu_env.sh"
+require_gpu transformers
+clean_ft_env
 rm -rf "$out"
 mkdir -p "$out"
 pre() { # pre <workload> <tag> VAR=value...
