@@ -37,3 +37,17 @@ class Manual(torch.nn.Module):
             g, u = b.up(b.n2(x)).chunk(2, -1)
             x = x + b.down(torch.nn.functional.silu(g) * u)
         return self.head(self.norm(x))
+
+
+def capture_graph(fn):
+    """fn() captured as a CUDA graph after one warm-up call on a side stream,
+    as PyTorch asks: (the graph, the output tensors it writes)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        fn()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out

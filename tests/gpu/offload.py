@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from discovery import build, make_step  # noqa: E402
+from models import capture_graph  # noqa: E402
 
 STEPS = 40
 STATS = ("offloaded_bytes", "block_bytes", "offload_copies", "offload_misses", "vmm_allocs",
@@ -62,14 +63,7 @@ class GraphStep:
     def __init__(self, m, torch, tok, pos):
         self.tok = tok.clone()
         self.pos = torch.full((1,), pos, dtype=torch.long, device="cuda")
-        s = torch.cuda.Stream()
-        s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):  # warm-up, as PyTorch asks before capturing
-            m(self.tok, self.pos)
-        torch.cuda.current_stream().wait_stream(s)
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self.out = m(self.tok, self.pos)[:, -1:]
+        self.graph, self.out = capture_graph(lambda: m(self.tok, self.pos)[:, -1:])
 
     def __call__(self, tok, pos):
         self.tok.copy_(tok)

@@ -21,6 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from discovery import build  # noqa: E402
+from models import capture_graph  # noqa: E402
 
 lib = ctypes.CDLL(None)
 lib.ft_stat_get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulonglong)]
@@ -42,14 +43,7 @@ def main(what):
             pos.fill_(i)
             if what == "hidden" and i == 2:
                 # capture one step while the library is still learning
-                s = torch.cuda.Stream()
-                s.wait_stream(torch.cuda.current_stream())
-                with torch.cuda.stream(s):
-                    m(tok, pos)
-                torch.cuda.current_stream().wait_stream(s)
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    out = m(tok, pos)
+                graph, out = capture_graph(lambda: m(tok, pos))
             logits = m(tok, pos)
             tok = logits[:, -1:].argmax(-1)
             torch.cuda.synchronize()
