@@ -10,13 +10,23 @@
 #include "offload_int.h"
 #include "search.h"
 
-static int trap_of(const struct ft_offload *o, uint64_t a)
+/* The weight whose extent holds a (index into o->w), or -1. */
+static int weight_of(const struct ft_offload *o, uint64_t a)
 {
-	uint32_t lo = ft_upper_bound(o->w, o->nw, sizeof(*o->w),
-				     offsetof(struct ft_off_weight, lo), a);
-	if (!lo || a >= o->w[lo - 1].hi || o->w[lo - 1].trap >= o->ntraps)
+	uint32_t k = ft_upper_bound(o->w, o->nw, sizeof(*o->w),
+				    offsetof(struct ft_off_weight, lo), a);
+	if (!k || a >= o->w[k - 1].hi || o->w[k - 1].trap >= o->ntraps)
 		return -1;
-	return (int)o->w[lo - 1].trap;
+	return (int)k - 1;
+}
+
+/* The first weight whose extent ends after a (o->nw when none): the
+ * weights a range [a, ...) overlaps start there (extents are disjoint). */
+static uint32_t first_after(const struct ft_offload *o, uint64_t a)
+{
+	uint32_t k = ft_upper_bound(o->w, o->nw, sizeof(*o->w),
+				    offsetof(struct ft_off_weight, lo), a);
+	return k && a < o->w[k - 1].hi ? k - 1 : k;
 }
 
 /* Trap t leaves its block for good: its chunks get memory of their own,
@@ -72,15 +82,12 @@ static void demote(struct ft_offload *o, int t, const char *why)
 /* A reference inside an offloaded weight's extent but not at a weight
  * discovery saw: perhaps a tensor the allocator later placed in the
  * extent's tail, which a block must not hold.  Returns 1 then. */
-static int foreign(const struct ft_offload *o, uint64_t a, int t)
+static int foreign(const struct ft_offload *o, uint64_t a, int k)
 {
-	/* the last weight starting at or before a */
-	uint32_t lo = ft_upper_bound(o->w, o->nw, sizeof(*o->w),
-				     offsetof(struct ft_off_weight, lo), a);
-	if (lo && o->w[lo - 1].lo == a)
+	if (o->w[k].lo == a)
 		return 0;
 	/* only chunks that left the GPU matter */
-	const struct ft_off_trap *x = &o->t[t];
+	const struct ft_off_trap *x = &o->t[o->w[k].trap];
 	for (uint32_t i = 0; i < x->nruns; i++)
 		if (!x->dead[i] && a >= x->runs[i].lo && a < x->runs[i].hi) {
 			FT_STAT_INC(o->stats, offload_foreign_refs);
@@ -230,10 +237,11 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 		return;
 	int touched[8], nt = 0;
 	for (unsigned i = 0; i < n; i++) {
-		int t = trap_of(o, addr[i]);
-		if (t < 0)
+		int k = weight_of(o, addr[i]);
+		if (k < 0)
 			continue;
-		if (o->t[t].block >= 0 && foreign(o, addr[i], t)) {
+		int t = (int)o->w[k].trap;
+		if (o->t[t].block >= 0 && foreign(o, addr[i], k)) {
 			pthread_mutex_lock(&o->lock);
 			demote(o, t, "a launch refers into its chunks at an address that is not a "
 				     "weight (a tensor placed in a weight's free tail)");
@@ -332,7 +340,8 @@ int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int
 	if (!o->active)
 		return 0;
 	for (unsigned i = 0; i < n; i++) {
-		int t = trap_of(o, addr[i]);
+		int k = weight_of(o, addr[i]);
+		int t = k < 0 ? -1 : (int)o->w[k].trap;
 		if (t >= 0 && o->t[t].block >= 0) {
 			*trap = t;
 			*weight = addr[i];
@@ -348,19 +357,24 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 	if (!o->active)
 		return;
 	pthread_mutex_lock(&o->lock);
-	for (uint32_t t = 0; dbytes && t < o->ntraps; t++) {
-		struct ft_off_trap *x = &o->t[t];
+	/* traps with chunks the copy writes into (a run lies within its
+	 * trap's weights, so only the weights the range meets are looked at) */
+	for (uint32_t k = first_after(o, dst); dbytes && k < o->nw && o->w[k].lo < dst + dbytes;
+	     k++) {
+		if (o->w[k].trap >= o->ntraps)
+			continue;
+		struct ft_off_trap *x = &o->t[o->w[k].trap];
 		for (uint32_t i = 0; x->block >= 0 && i < x->nruns; i++)
 			if (!x->dead[i] && dst < x->runs[i].hi && dst + dbytes > x->runs[i].lo) {
-				demote(o, (int)t, "a copy or memset writes into its chunks");
+				demote(o, (int)o->w[k].trap, "a copy or memset writes into its chunks");
 				break;
 			}
 	}
 	/* weights the copy reads: their traps are loaded first */
-	for (uint32_t i = 0; sbytes && i < o->nw; i++) {
-		const struct ft_off_weight *w = &o->w[i];
-		if (w->trap < o->ntraps && src < w->hi && src + sbytes > w->lo &&
-		    o->t[w->trap].block >= 0)
+	for (uint32_t k = first_after(o, src); sbytes && k < o->nw && o->w[k].lo < src + sbytes;
+	     k++) {
+		const struct ft_off_weight *w = &o->w[k];
+		if (w->trap < o->ntraps && o->t[w->trap].block >= 0)
 			ensure(o, (int)w->trap, s);
 	}
 	pthread_mutex_unlock(&o->lock);
