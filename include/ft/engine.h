@@ -200,7 +200,7 @@ struct ft_offload {
 		uint32_t trap;
 	} *w;                               /* every weight, sorted by lo */
 	int cur;                            /* trap of the latest launch that read one */
-	uint64_t offloaded_bytes, block_bytes, loads, stalls_conflict;
+	uint64_t offloaded_bytes, block_bytes;
 };
 
 /* Applies a plan: block[t] for trap t (-1 resident) over nblocks blocks;

@@ -132,7 +132,6 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		r->cuEventRecord(e->te[e->slot], cs);
 	b->occupant = t;
 	x->loads++;
-	o->loads++;
 	FT_STAT_INC(o->stats, offload_copies);
 	FT_STAT_ADD(o->stats, offload_copy_bytes, x->nchunks * o->chunk);
 }
@@ -306,11 +305,9 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 	o->last_stream = s;
 	for (int k = 0; k < nt; k++)
 		if (o->t[touched[k]].block >= 0 &&
-		    o->b[o->t[touched[k]].block].occupant != touched[k]) {
-			o->stalls_conflict++;
+		    o->b[o->t[touched[k]].block].occupant != touched[k])
 			ft_warn_once("one kernel reads two offloaded traps that share a block: "
 				      "its results are wrong; report this with FT_TRACE");
-		}
 	if (o->mode != FT_OFF_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
 	o->cur = cur;

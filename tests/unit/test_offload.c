@@ -272,7 +272,7 @@ static void regular_passes(void **state)
 	check();
 	/* one copy per trap and pass, plus the next pass's first trap, loaded
 	 * during the tail of the last one */
-	assert_int_equal(o->loads, 51);
+	assert_int_equal(stats.v[FT_STAT_offload_copies], 51);
 	assert_int_equal(stats.v[FT_STAT_offload_misses], 1); /* only the very first */
 	done(o);
 }
