@@ -71,6 +71,8 @@ struct ft_vmm {
 	uint64_t device_bytes;              /* device-backed chunks held now */
 	uint64_t host_bytes;                /* host-backed chunks held now */
 	size_t chunk;
+	CUdeviceptr arena;                  /* the high address range allocations come from */
+	size_t arena_size;                  /* (0: each has a reservation of its own) */
 	int device;
 	int state;                          /* 0 untried, 1 usable, -1 unusable */
 	uint32_t n, cap;
@@ -98,6 +100,12 @@ int ft_vmm_range(struct ft_vmm *v, CUdeviceptr p, CUdeviceptr *base, size_t *siz
  * device, as far as the budget allows (after a plan freed room): the bytes
  * moved. */
 uint64_t ft_vmm_migrate(struct ft_vmm *v);
+/* A plan is applied: the budget governs the weights only (the planner's
+ * job), so new allocations and ft_vmm_migrate are no longer limited. */
+void ft_vmm_unlimit(struct ft_vmm *v);
+/* Bytes of host memory VMM-backed allocations hold now (offloaded chunks,
+ * re-backed by blocks, no longer count). */
+uint64_t ft_vmm_host_bytes(struct ft_vmm *v);
 /* Re-backs the chunk at c (chunk aligned, in a VMM-backed allocation) by
  * the physical handle h, releasing the chunk's own memory: 0, or -1 with
  * the chunk unchanged. */

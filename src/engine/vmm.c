@@ -27,6 +27,69 @@ static CUmemAllocationProp prop(int device)
 	return p;
 }
 
+/* Kernel parameter blocks hold packed pairs of 32-bit integers and stale
+ * words.  At cuMemAddressReserve's default addresses (4-64 GiB on the
+ * H200) those read as pointers into weights: (4 << 32) | 2 was "2 bytes
+ * into a weight" of a 16 GB model, which split weights and made kernels
+ * that never read them look like readers.  The driver's own allocations
+ * sit near the top of the address space (0x7f...), where no such words
+ * fall: one reservation there, at least 4x the device, holds every
+ * VMM-backed allocation. */
+#define HIGH_VA(a) ((a) >> 40 != 0)
+static void reserve_arena(struct ft_vmm *v, size_t total)
+{
+	const struct ft_real *r = v->real;
+	size_t size = 4 * total > (64ull << 30) ? 4 * total : (64ull << 30);
+	size = (size + v->chunk - 1) / v->chunk * v->chunk;
+	CUdeviceptr probe = 0;
+	if (r->cuMemAlloc_v2 && r->cuMemFree_v2 && !r->cuMemAlloc_v2(&probe, v->chunk))
+		r->cuMemFree_v2(probe);
+	const CUdeviceptr hints[] = {
+		HIGH_VA(probe) && probe > 2 * size ? (probe - 2 * size) & ~((1ull << 30) - 1) : 0,
+		0x600000000000ull, 0 };
+	for (unsigned i = 0; i < sizeof(hints) / sizeof(*hints); i++) {
+		CUdeviceptr a = 0;
+		if (r->cuMemAddressReserve(&a, size, v->chunk, hints[i], 0))
+			continue;
+		if (HIGH_VA(a)) {
+			v->arena = a;
+			v->arena_size = size;
+			return;
+		}
+		r->cuMemAddressFree(a, size);
+	}
+	ft_info("VMM: no high address range could be reserved: allocations get the driver's "
+		"default addresses, where integers in kernel parameters can look like pointers");
+}
+
+static int in_arena(const struct ft_vmm *v, CUdeviceptr p)
+{
+	return v->arena && p >= v->arena && p < v->arena + v->arena_size;
+}
+
+/* Address space for an allocation: the first gap of the arena that holds
+ * it (v->a is sorted), else a reservation of its own.  Under v->lock. */
+static int reserve_va(struct ft_vmm *v, size_t size, CUdeviceptr *base)
+{
+	if (v->arena) {
+		CUdeviceptr at = v->arena, end = v->arena + v->arena_size;
+		for (uint32_t i = 0; i < v->n && v->a[i].base < end; i++) {
+			if (v->a[i].base < at)
+				continue;
+			if (v->a[i].base - at >= size)
+				break;
+			at = v->a[i].base + v->a[i].size;
+		}
+		if (end - at >= size) {
+			*base = at;
+			return 0;
+		}
+		ft_info_once("VMM: the reserved address range is full: further allocations get "
+			     "reservations of their own");
+	}
+	return v->real->cuMemAddressReserve(base, size, v->chunk, 0, 0) ? -1 : 0;
+}
+
 /* First use: the device and its granularity; -1 when VMM cannot serve. */
 static int start(struct ft_vmm *v)
 {
@@ -46,8 +109,9 @@ static int start(struct ft_vmm *v)
 		return -1;
 	v->chunk = g;
 	size_t total = 0;
-	if (!isnan(v->fraction) && r->cuDeviceTotalMem_v2 && !r->cuDeviceTotalMem_v2(&total, d))
+	if (r->cuDeviceTotalMem_v2 && !r->cuDeviceTotalMem_v2(&total, d) && !isnan(v->fraction))
 		v->budget = (uint64_t)(v->fraction * (double)total);
+	reserve_arena(v, total);
 	v->state = 1;
 	return 0;
 }
@@ -131,7 +195,8 @@ static void undo(struct ft_vmm *v, struct ft_vmm_alloc *a, uint32_t k)
 		if (a->own[i])
 			release_own(v, a, i);
 	}
-	r->cuMemAddressFree(a->base, a->size);
+	if (!in_arena(v, a->base))
+		r->cuMemAddressFree(a->base, a->size);
 	free(a->own);
 	free(a->host);
 }
@@ -156,7 +221,7 @@ int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size, uint64_t *host
 		free(a.host);
 		goto out;
 	}
-	if (r->cuMemAddressReserve(&a.base, a.size, v->chunk, 0, 0)) {
+	if (reserve_va(v, a.size, &a.base)) {
 		free(a.own);
 		free(a.host);
 		goto out;
@@ -317,6 +382,21 @@ int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c)
 	}
 	pthread_mutex_unlock(&v->lock);
 	return rc;
+}
+
+uint64_t ft_vmm_host_bytes(struct ft_vmm *v)
+{
+	pthread_mutex_lock(&v->lock);
+	uint64_t n = v->host_bytes;
+	pthread_mutex_unlock(&v->lock);
+	return n;
+}
+
+void ft_vmm_unlimit(struct ft_vmm *v)
+{
+	pthread_mutex_lock(&v->lock);
+	v->budget = 0;
+	pthread_mutex_unlock(&v->lock);
 }
 
 uint64_t ft_vmm_migrate(struct ft_vmm *v)

@@ -15,9 +15,11 @@
 
 #define L (ft_g.learning)
 
-/* The budget for the traps, memory mode (upstream's rules): a fraction of
- * the device, capped by what is free plus the weights already on it, minus
- * the device memory that is not weights (it stays).  0: latency mode. */
+/* The budget for the weights on the GPU (resident weights + blocks),
+ * memory mode, upstream's rules: a fraction of the device, capped by what
+ * is free plus the weights already on it.  KV caches, activations and
+ * workspaces are not in it (a server sizes its KV cache from what the
+ * model leaves).  0: latency mode. */
 static uint64_t trap_budget(uint64_t weights)
 {
 	double f = ft_g.opt.max_gpu_mem_fraction;
@@ -32,11 +34,6 @@ static uint64_t trap_budget(uint64_t weights)
 			budget / 1048576.0, ((double)free_b + (double)weights) / 1048576.0);
 		budget = (double)free_b + (double)weights;
 	}
-	unsigned device = 1u << FT_ALLOC_DEVICE | 1u << FT_ALLOC_PITCH | 1u << FT_ALLOC_ASYNC |
-			  1u << FT_ALLOC_POOL | 1u << FT_ALLOC_VMM | 1u << FT_ALLOC_MANAGED;
-	uint64_t used = ft_registry_bytes(&ft_g.reg, device);
-	double other = used > weights ? (double)(used - weights) : 0;
-	budget -= other;
 	return budget > 1 ? (uint64_t)budget : 1;
 }
 
@@ -153,14 +150,6 @@ static int plan_blocks(const char *json, uint32_t ntraps, int *block, uint32_t *
 	return ok ? 0 : -1;
 }
 
-/* Bytes given host memory so far (the counter; the VMM table's own figure
- * is read under its lock). */
-static uint64_t ft_stat_read_host(void)
-{
-	return atomic_load_explicit(&ft_g.stats.v[FT_STAT_vmm_host_bytes], memory_order_relaxed) -
-	       atomic_load_explicit(&ft_g.stats.v[FT_STAT_vmm_migrated_bytes], memory_order_relaxed);
-}
-
 void ft_learn_offload(void)
 {
 	struct ft_profile *p = &L.prof;
@@ -236,6 +225,10 @@ void ft_learn_offload(void)
 		goto out;
 	}
 	ft_g.off.captures = &ft_g.active_captures;
+	/* the planner keeps the weights within the budget from here on: the
+	 * limit on all large allocations, which stood in for it while weights
+	 * could not be told apart, ends */
+	ft_vmm_unlimit(&ft_g.vmm);
 	if (ft_g.opt.offload_timing == FT_TIMING_EAGER) {
 		char (*labels)[32] = calloc(p->ntraps, sizeof(*labels));
 		for (uint32_t t = 0; labels && t < p->ntraps; t++)
@@ -262,11 +255,11 @@ out:
 	free(in_graph);
 	/* what went to host memory while the budget was full, before the
 	 * plan, comes to the GPU as far as the budget now allows */
-	if (ft_stat_read_host()) {
+	if (ft_vmm_host_bytes(&ft_g.vmm)) {
 		uint64_t moved = ft_vmm_migrate(&ft_g.vmm);
 		FT_STAT_ADD(&ft_g.stats, vmm_migrated_bytes, moved);
 		ft_info("%.1f MiB that were in host memory while the GPU budget was full moved to "
 			"the GPU; %.1f MiB stay in host memory", (double)moved / 1048576.0,
-			(double)ft_stat_read_host() / 1048576.0);
+			(double)ft_vmm_host_bytes(&ft_g.vmm) / 1048576.0);
 	}
 }

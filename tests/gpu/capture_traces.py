@@ -7,7 +7,9 @@ grouping offline (tests/data/).  Run under the preload:
       python3 capture_traces.py OUT
 
 With a second argument `hf8`, records only an 8-layer transformers Llama
-with a DynamicCache (prefill, 40 decode steps).
+with a DynamicCache (prefill, 40 decode steps); with `llama8b`, a
+Llama-3-8B-shaped one (32 layers, vocabulary 128256; prefill 32, then
+CAPTURE_STEPS decode steps, default 16; truth.json rewritten every step).
 Writes OUT/truth.json: for every forward call its launch-sequence window
 [first, end) and its kind, and the address ranges of every parameter, KV
 cache, input and output buffer, so a test can score what the library infers.
@@ -160,6 +162,34 @@ def hf8_workload():
             tok = out.logits[:, -1:].argmax(-1)
 
 
+def llama8b_workload(out):
+    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+
+    cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                      num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+                      max_position_embeddings=8192, rope_theta=500000.0,
+                      tie_word_embeddings=False)
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        m = LlamaForCausalLM(cfg).eval()
+    torch.set_default_dtype(torch.float32)
+    for n, p in m.named_parameters():
+        buf("param", "l8b." + n, p)
+    truth["pid"] = os.getpid()
+    with torch.inference_mode():
+        ids = torch.randint(0, 128256, (1, 32), device="cuda")
+        cache = DynamicCache()
+        tok = ids
+        for i in range(1 + int(os.environ.get("CAPTURE_STEPS", "16"))):
+            out_ = forward("l8b", "decode" if i else "prefill",
+                           lambda: m(tok, past_key_values=cache, use_cache=True, logits_to_keep=1))
+            tok = out_.logits[:, -1:].argmax(-1)
+            lib.ft_flush_trace()
+            json.dump(truth, open(os.path.join(out, "truth.json"), "w"), indent=0)
+            print(f"step {i}: phase {lib.ft_phase()}", flush=True)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
@@ -168,6 +198,9 @@ def main():
         lib.ft_flush_trace()
         truth["pid"] = os.getpid()
         json.dump(truth, open(os.path.join(out, "truth.json"), "w"), indent=0)
+        return
+    if len(sys.argv) > 2 and sys.argv[2] == "llama8b":
+        llama8b_workload(out)
         return
     hf_workloads()
     manual_workload()

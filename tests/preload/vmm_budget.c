@@ -31,6 +31,8 @@ int main(void)
 	real.cuCtxSynchronize = cuCtxSynchronize;
 	real.cuDeviceTotalMem_v2 = cuDeviceTotalMem_v2;
 	real.cuMemcpyDtoD_v2 = cuMemcpyDtoD_v2;
+	real.cuMemAlloc_v2 = cuMemAlloc_v2;
+	real.cuMemFree_v2 = cuMemFree_v2;
 	size_t total;
 	cuDeviceTotalMem_v2(&total, 0);
 	struct ft_vmm v;
@@ -39,7 +41,12 @@ int main(void)
 	CUdeviceptr a, b;
 	uint64_t host;
 	CHECK(!ft_vmm_alloc(&v, &a, 4 * MB, &host) && host == 0, "first allocation");
+	/* allocations come from one reservation high in the address space,
+	 * where packed integers in kernel parameters do not reach */
+	CHECK(v.arena >> 40 && a == v.arena, "first allocation at 0x%llx, arena 0x%llx",
+	      (unsigned long long)a, (unsigned long long)v.arena);
 	CHECK(!ft_vmm_alloc(&v, &b, 8 * MB, &host), "second allocation");
+	CHECK(b == a + 4 * MB, "second allocation not next to the first");
 	CHECK(host == 4 * MB, "%llu bytes of the second in host memory, 4 MiB expected",
 	      (unsigned long long)host);
 	CHECK(v.device_bytes == 8 * MB && v.host_bytes == 4 * MB, "device %llu host %llu",
@@ -60,6 +67,16 @@ int main(void)
 	for (size_t i = 0; i < 8 * MB; i++)
 		bad += p[i] != (unsigned char)(i * 7 + 3);
 	CHECK(bad == 0, "%zu bytes changed by the move", bad);
+	/* once a plan is applied the limit ends: new allocations on the device */
+	ft_vmm_unlimit(&v);
+	CUdeviceptr c;
+	CHECK(!ft_vmm_alloc(&v, &c, 8 * MB, &host) && host == 0, "allocation after the plan");
+	/* a's freed range is too small for c: c goes after b */
+	CHECK(c == b + 8 * MB, "third allocation at 0x%llx", (unsigned long long)c);
+	CUdeviceptr d;
+	CHECK(!ft_vmm_alloc(&v, &d, 4 * MB, &host) && d == a, "a's range is reused");
+	CHECK(ft_vmm_free(&v, d, &rc) == 1, "free d");
+	CHECK(ft_vmm_free(&v, c, &rc) == 1, "free c");
 	CHECK(ft_vmm_free(&v, b, &rc) == 1, "free b");
 	CHECK(v.device_bytes == 0 && v.host_bytes == 0, "all released");
 	printf("vmm_budget: %d failure(s)\n", failures);

@@ -1,0 +1,394 @@
+#!/usr/bin/env python3
+"""Offloading benchmark (run by scripts/bench-offload.sh on a GPU machine).
+
+A Llama-3-8B-shaped transformers model (32 layers, hidden 4096, GQA 32/8,
+vocabulary 128256, random bf16 weights, 16 GB), three workloads: decode
+batch 1 (a 32-token prompt, then greedy steps), prefill of 2048 tokens,
+prefill of 4 x 4096 tokens (last position's logits).  One process per run:
+
+  bench_offload.py plain OUT           fully resident; then, in the same
+                                       process, the side-stream baseline
+                                       (a framework-level prefetch of the
+                                       next offloaded layer, diffusers-style)
+                                       for every share in SHARES
+  bench_offload.py lib OUT SHARE MODE  under LD_PRELOAD=libflextensor.so with
+                                       the FT_* variables the shell script sets
+  bench_offload.py fraction OUT SHARE  the FT_MAX_GPU_MEM_FRACTION whose budget
+                                       leaves SHARE of the decoder weights off
+                                       the GPU
+  bench_offload.py report OUT          OUT/bench.md and OUT/bench.png
+
+Every run measures the pinned host-to-device bandwidth itself; the floor of
+a run is its offloaded bytes / that bandwidth.  Outputs (every step's and
+repetition's logits) are compared bit for bit with the resident run's.
+BENCH_LAYERS=n makes a smaller model of the same shape (quick checks).
+"""
+import ctypes
+import glob
+import json
+import os
+import sys
+import time
+
+LAYERS = int(os.environ.get("BENCH_LAYERS", "32"))
+CFG = dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=LAYERS,
+           num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+           max_position_embeddings=8192, rope_theta=500000.0, tie_word_embeddings=False)
+SHARES = [float(s) for s in os.environ.get("SHARES", "0.25 0.5 0.75").split()]
+PROMPT, DECODE_STEPS, DECODE_TIMED = 32, 40, 10
+PREFILL_REPS = 5  # timed, after one warm-up
+WORKLOADS = (("decode", 1, 1), ("prefill 2048", 1, 2048), ("prefill 4x4096", 4, 4096))
+STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_misses",
+         "plan_budget_bytes", "vmm_host_bytes", "vmm_migrated_bytes", "offload_demoted",
+         "hidden_readers")
+
+
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if v else float("nan")
+
+
+class Lib:
+    """The library's counters and phase, when it is preloaded."""
+
+    def __init__(self):
+        self.c = ctypes.CDLL(None)
+        self.on = hasattr(self.c, "ft_phase")
+        if self.on:
+            self.c.ft_stat_get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulonglong)]
+
+    def stat(self, name):
+        if not self.on:
+            return 0
+        v = ctypes.c_ulonglong(0)
+        self.c.ft_stat_get(name.encode(), ctypes.byref(v))
+        return v.value
+
+    def phase(self):
+        return self.c.ft_phase() if self.on else -1
+
+
+def rss():
+    """(VmRSS, VmHWM) of this process, bytes."""
+    got = {}
+    for line in open("/proc/self/status"):
+        k, _, v = line.partition(":")
+        if k in ("VmRSS", "VmHWM"):
+            got[k] = int(v.split()[0]) * 1024
+    return got.get("VmRSS", 0), got.get("VmHWM", 0)
+
+
+def h2d_bandwidth(torch):
+    """Pinned host-to-device copy bandwidth, bytes/s (median of 5 x 512 MiB)."""
+    n = 512 << 20
+    src = torch.empty(n, dtype=torch.uint8).pin_memory()
+    dst = torch.empty(n, dtype=torch.uint8, device="cuda")
+    ts = []
+    for _ in range(6):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        dst.copy_(src, non_blocking=True)
+        torch.cuda.synchronize()
+        ts.append(time.perf_counter() - t0)
+    del src, dst
+    torch.cuda.empty_cache()
+    return n / median(ts[1:])
+
+
+def build(torch):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        m = LlamaForCausalLM(LlamaConfig(**CFG)).eval()
+    torch.set_default_dtype(torch.float32)
+    return m
+
+
+def sizes(m):
+    params = sum(p.numel() * p.element_size() for p in m.parameters())
+    layer = sum(p.numel() * p.element_size() for p in m.model.layers[0].parameters())
+    return params, layer
+
+
+class Timer:
+    def __init__(self, torch, lib):
+        self.torch, self.lib = torch, lib
+        self.ms, self.copied, self.misses, self.phases, self.logits = [], [], [], [], []
+
+    def __call__(self, fn):
+        t, lib = self.torch, self.lib
+        c0, m0 = lib.stat("offload_copy_bytes"), lib.stat("offload_misses")
+        t.cuda.synchronize()
+        t0 = time.perf_counter()
+        lg = fn()
+        t.cuda.synchronize()
+        self.ms.append((time.perf_counter() - t0) * 1e3)
+        self.copied.append(lib.stat("offload_copy_bytes") - c0)
+        self.misses.append(lib.stat("offload_misses") - m0)
+        self.phases.append(lib.phase())
+        self.logits.append(lg.float().cpu())
+        return lg
+
+
+def workload(name, b, n, m, torch, lib, t_start=None):
+    """Runs one workload: its timed forwards, logits, memory."""
+    from transformers import DynamicCache
+
+    torch.cuda.reset_peak_memory_stats()
+    g = torch.Generator(device="cuda").manual_seed(b * 100003 + n)
+    tm = Timer(torch, lib)
+    ready = None
+    with torch.inference_mode():
+        if name == "decode":
+            tok = torch.randint(0, CFG["vocab_size"], (1, PROMPT), device="cuda", generator=g)
+            cache = DynamicCache()
+            for _ in range(DECODE_STEPS):
+                lg = tm(lambda: m(tok, past_key_values=cache, use_cache=True,
+                                  logits_to_keep=1).logits[:, -1])
+                tok = lg.argmax(-1, keepdim=True)
+                if ready is None and t_start is not None and tm.phases[-1] in (-1, 2):
+                    ready = time.perf_counter() - t_start
+            timed = slice(DECODE_STEPS - DECODE_TIMED, DECODE_STEPS)
+        else:
+            ids = torch.randint(0, CFG["vocab_size"], (b, n), device="cuda", generator=g)
+            for _ in range(1 + PREFILL_REPS):
+                tm(lambda: m(ids, use_cache=False, logits_to_keep=1).logits[:, -1])
+            timed = slice(1, 1 + PREFILL_REPS)
+    free, total = torch.cuda.mem_get_info()
+    return {"ms": tm.ms, "timed": [timed.start, timed.stop], "copied": tm.copied,
+            "misses": tm.misses, "phases": tm.phases, "logits": torch.stack(tm.logits),
+            "device_used": total - free, "total": total,
+            "torch_peak_reserved": torch.cuda.max_memory_reserved(), "ready_s": ready}
+
+
+class SideStreamPrefetch:
+    """The framework-level baseline: the offloaded layers' parameters live in
+    pinned host memory; two GPU slots hold two layers; a pre-forward hook
+    waits for its layer's copy and starts the next offloaded layer's copy on
+    a side stream once that slot's previous user is done (diffusers' group
+    offloading with a stream, at layer granularity)."""
+
+    def __init__(self, m, torch, ids):
+        self.torch, self.ids = torch, ids
+        layers = m.model.layers
+        self.layers = [layers[i] for i in ids]
+        self.orig = [[p.data for p in L.parameters()] for L in self.layers]
+        self.host = [[torch.empty(p.shape, dtype=p.dtype, pin_memory=True).copy_(p)
+                      for p in L.parameters()] for L in self.layers]
+        self.slots = [[torch.empty_like(p) for p in self.layers[0].parameters()] for _ in range(2)]
+        self.stream = torch.cuda.Stream()
+        self.loaded = [torch.cuda.Event() for _ in ids]
+        self.freed = [torch.cuda.Event() for _ in range(2)]
+        for j, L in enumerate(self.layers):
+            for p, s in zip(L.parameters(), self.slots[j % 2]):
+                p.data = s
+        self.hooks = []
+        for j, L in enumerate(self.layers):
+            self.hooks.append(L.register_forward_pre_hook(lambda mod, a, j=j: self.pre(j)))
+            self.hooks.append(L.register_forward_hook(lambda mod, a, o, j=j: self.post(j)))
+        self.load(0)
+
+    def load(self, k):
+        s = k % 2
+        with self.torch.cuda.stream(self.stream):
+            self.stream.wait_event(self.freed[s])
+            for d, h in zip(self.slots[s], self.host[k]):
+                d.copy_(h, non_blocking=True)
+            self.loaded[k].record(self.stream)
+
+    def pre(self, j):
+        self.torch.cuda.current_stream().wait_event(self.loaded[j])
+        self.load((j + 1) % len(self.ids))
+
+    def post(self, j):
+        self.freed[j % 2].record(self.torch.cuda.current_stream())
+
+    def remove(self):
+        self.torch.cuda.synchronize()
+        for h in self.hooks:
+            h.remove()
+        for L, o in zip(self.layers, self.orig):
+            for p, d in zip(L.parameters(), o):
+                p.data = d
+
+
+def spread(n, share):
+    """round(share x n) layer indices spread evenly (an even count, so the
+    two slots alternate cyclically)."""
+    k = int(round(share * n / 2)) * 2
+    return [int(i * n / k) for i in range(k)] if k else []
+
+
+def save(out, name, res):
+    import torch
+
+    torch.save(res, os.path.join(out, name + ".pt"))
+
+
+def run_plain(out):
+    import torch
+
+    lib = Lib()
+    bw = h2d_bandwidth(torch)
+    t0 = time.perf_counter()
+    m = build(torch)
+    params, layer = sizes(m)
+    res = {"kind": "resident", "bw": bw, "params": params, "layer": layer,
+           "decoder": layer * LAYERS, "w": {}}
+    for name, b, n in WORKLOADS:
+        res["w"][name] = workload(name, b, n, m, torch, lib, t0)
+        print(f"resident {name}: {median(res['w'][name]['ms'][slice(*res['w'][name]['timed'])]):.1f} ms",
+              flush=True)
+    res["rss"] = rss()
+    save(out, "resident", res)
+    for share in SHARES:
+        ids = spread(LAYERS, share)
+        base = SideStreamPrefetch(m, torch, ids)
+        r = {"kind": "baseline", "share": share, "bw": bw, "params": params,
+             "offloaded": layer * len(ids), "on_gpu": params - layer * len(ids) + 2 * layer,
+             "w": {}}
+        for name, b, n in WORKLOADS:
+            r["w"][name] = workload(name, b, n, m, torch, lib)
+        base.remove()
+        del base
+        torch.cuda.empty_cache()
+        r["rss"] = rss()
+        save(out, f"baseline-{share}", r)
+        print(f"baseline {share}: done", flush=True)
+
+
+def run_lib(out, share, mode):
+    import torch
+
+    lib = Lib()
+    if not lib.on:
+        sys.exit("the library is not preloaded")
+    bw = h2d_bandwidth(torch)
+    t0 = time.perf_counter()
+    m = build(torch)
+    params, layer = sizes(m)
+    r = {"kind": mode, "share": float(share), "bw": bw, "params": params, "w": {}}
+    for name, b, n in WORKLOADS:
+        r["w"][name] = workload(name, b, n, m, torch, lib, t0)
+        print(f"{mode} {share} {name}: phases {r['w'][name]['phases']}", flush=True)
+    st = {s: lib.stat(s) for s in STATS}
+    r["stats"] = st
+    r["offloaded"] = st["offloaded_bytes"]
+    r["on_gpu"] = params - st["offloaded_bytes"] + st["block_bytes"]
+    r["rss"] = rss()
+    save(out, f"{mode}-{share}", r)
+    ref = torch.load(os.path.join(out, "resident.pt"))["w"]
+    bad = [n for n in r["w"] if not torch.equal(r["w"][n]["logits"].view(torch.int32),
+                                                ref[n]["logits"].view(torch.int32))]
+    print(f"{mode} {share}: outputs " + (f"DIFFER in {bad}" if bad else "bit-identical"), flush=True)
+    sys.exit(3 if bad else 0)
+
+
+def fraction(out, share):
+    import torch
+
+    r = torch.load(os.path.join(out, "resident.pt"))
+    budget = r["params"] - float(share) * r["decoder"]
+    print(f"{budget / r['w']['decode']['total']:.6f}")
+
+
+def report(out):
+    import torch
+
+    res = torch.load(os.path.join(out, "resident.pt"))
+    runs = [torch.load(p) for p in sorted(glob.glob(os.path.join(out, "*.pt")))
+            if not p.endswith("resident.pt")]
+    gib = 2 ** 30
+    lines = [f"# Offloading benchmark: Llama-3-8B shape ({LAYERS} layers, "
+             f"{res['params'] / 1e9:.2f} GB bf16), H2D {res['bw'] / 1e9:.1f} GB/s", "",
+             "| workload | run | share of decoder offloaded | offloaded GB | forward ms | "
+             "resident ms | floor ms | ratio to max(resident, floor) | weights on GPU GiB "
+             "(budget) | device used GiB | host RSS GiB (peak) | ready s | copied GB / forward | "
+             "bit-identical |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    ok, plot = True, []
+    for name, _, _ in WORKLOADS:
+        base = res["w"][name]
+        t = slice(*base["timed"])
+        res_ms = median(base["ms"][t])
+        lines.append(f"| {name} | resident | 0 | 0 | {res_ms:.1f} | {res_ms:.1f} | - | 1.000 | "
+                     f"{res['params'] / gib:.2f} | {base['device_used'] / gib:.2f} | "
+                     f"{res['rss'][0] / gib:.1f} ({res['rss'][1] / gib:.1f}) | "
+                     f"{ready(res)} | 0 | yes |")
+        for r in sorted(runs, key=lambda r: (r["share"], r["kind"])):
+            w = r["w"].get(name)
+            if w is None:
+                continue
+            t = slice(*w["timed"])
+            ms = median(w["ms"][t])
+            floor = r["offloaded"] / r["bw"] * 1e3
+            ratio = ms / max(res_ms, floor)
+            same = torch.equal(w["logits"].view(torch.int32), base["logits"].view(torch.int32))
+            inference = r["kind"] == "baseline" or all(p == 2 for p in w["phases"][t])
+            budget = r.get("stats", {}).get("plan_budget_bytes", 0)
+            ok &= same and inference and (not budget or r["on_gpu"] <= budget)
+            if r["kind"] == "allocation_block_transfer" and abs(r["share"] - 0.5) < 1e-6:
+                ok &= ratio <= 1.05
+            plot.append((name, r["kind"], r["share"], ratio))
+            lines.append(
+                f"| {name} | {r['kind']} | {r['share']:.2f} ({r['offloaded'] / res['decoder']:.2f}) | "
+                f"{r['offloaded'] / 1e9:.2f} | {ms:.1f} | {res_ms:.1f} | {floor:.1f} | {ratio:.3f} | "
+                f"{r['on_gpu'] / gib:.2f}" + (f" ({budget / gib:.2f})" if budget else "") +
+                f" | {w['device_used'] / gib:.2f} | {r['rss'][0] / gib:.1f} ({r['rss'][1] / gib:.1f}) | "
+                f"{ready(r)} | "
+                f"{median(w['copied'][t]) / 1e9:.2f} | {'yes' if same else 'NO'}"
+                f"{'' if inference else ' (not in INFERENCE)'} |")
+    lines += ["", "ratio = forward / max(resident forward, offloaded bytes / H2D bandwidth "
+              "measured in the same process); forward = median of the timed forwards (decode: "
+              f"the last {DECODE_TIMED} of {DECODE_STEPS} steps; prefill: {PREFILL_REPS} after "
+              "one warm-up); ready = process start of the model build to the end of the first "
+              "decode step in INFERENCE (resident: of the first step)."]
+    text = "\n".join(lines)
+    print(text)
+    open(os.path.join(out, "bench.md"), "w").write(text + "\n")
+    try:
+        draw(plot, os.path.join(out, "bench.png"))
+    except ImportError:
+        print("matplotlib is missing: no plot")
+    return 0 if ok else 1
+
+
+def ready(r):
+    s = r["w"]["decode"]["ready_s"]
+    return "-" if s is None else f"{s:.1f}"
+
+
+def draw(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(5 * len(WORKLOADS), 4), sharey=True)
+    for ax, (name, _, _) in zip(axes, WORKLOADS):
+        for kind, mark in (("allocation_block_transfer", "o-"), ("raw_block_transfer", "s-"),
+                           ("baseline", "^--")):
+            pts = sorted((s, q) for n, k, s, q in rows if n == name and k == kind)
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], mark, label=kind)
+        ax.axhline(1.0, color="gray", lw=0.8)
+        ax.axhline(1.05, color="gray", lw=0.8, ls=":")
+        ax.set_title(name)
+        ax.set_xlabel("share of decoder weights offloaded")
+    axes[0].set_ylabel("forward / max(resident, transfer floor)")
+    axes[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1]
+    if cmd == "plain":
+        run_plain(sys.argv[2])
+    elif cmd == "lib":
+        run_lib(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif cmd == "fraction":
+        fraction(sys.argv[2], sys.argv[3])
+    else:
+        sys.exit(report(sys.argv[2]))
