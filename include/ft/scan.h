@@ -23,6 +23,7 @@ struct ft_ref {
 	uint64_t offset;   /* address - allocation base */
 	uint64_t alloc_base, alloc_size;
 	uint32_t param;    /* parameter index, or byte offset / 8 in an extra buffer */
+	uint16_t word;     /* byte offset in the parameter block / 8 (capped) */
 	uint8_t via;
 };
 

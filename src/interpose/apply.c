@@ -184,7 +184,8 @@ void ft_learn_offload(void)
 				p->traps[t].label);
 			cov[t] = 0;
 		}
-		if (L.revisited && L.revisited[t] && cov[t]) {
+		/* in most passes: a stray reference in one is no reason */
+		if (L.revisited && L.revisited[t] * 2 > L.nsamples && cov[t]) {
 			ft_info("%s is read again after later traps began (a weight shared across "
 				"the pass): it stays on the GPU", p->traps[t].label);
 			cov[t] = 0;

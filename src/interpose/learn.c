@@ -320,7 +320,7 @@ static int finish_discovery(int trial)
 	L.skip_sample = 1;
 	L.samples_cap = (uint32_t)ft_g.phases.profiling;
 	L.samples = calloc((size_t)p->ntraps * L.samples_cap + 1, sizeof(*L.samples));
-	L.revisited = calloc(p->ntraps + 1, 1);
+	L.revisited = calloc(p->ntraps + 1, sizeof(*L.revisited));
 	if (!L.samples)
 		L.prof_failed = 1;
 	return 0;
@@ -421,12 +421,12 @@ static void analyse(uint64_t end)
 	    ft_g.real.cuEventSynchronize(L.pl[k - 1].after) == CUDA_SUCCESS) {
 		int cur = -1;
 		uint32_t *first = calloc(ntraps, sizeof(*first)), *last = calloc(ntraps, sizeof(*last));
-		char *seen = calloc(ntraps, 1);
-		for (uint32_t i = 0; first && last && seen && i < k; i++) {
+		char *seen = calloc(ntraps, 1), *again = calloc(ntraps, 1);
+		for (uint32_t i = 0; first && last && seen && again && i < k; i++) {
 			/* a weight read again after a later trap began: offloading
 			 * its trap would reload it within every pass */
-			if (L.pl[i].low >= 0 && L.pl[i].low < cur && L.revisited)
-				L.revisited[L.pl[i].low] = 1;
+			if (L.pl[i].low >= 0 && L.pl[i].low < cur)
+				again[L.pl[i].low] = 1;
 			if (L.pl[i].trap > cur) {
 				cur = L.pl[i].trap;
 				first[cur] = i;
@@ -441,11 +441,14 @@ static void analyse(uint64_t end)
 								      L.pl[last[t]].after) != CUDA_SUCCESS)
 				ms = NAN;
 			L.samples[(size_t)t * L.samples_cap + L.nsamples] = ms;
+			if (again && again[t] && L.revisited)
+				L.revisited[t]++;
 		}
 		L.nsamples++;
 		free(first);
 		free(last);
 		free(seen);
+		free(again);
 	}
 	for (uint32_t i = 0; i < k; i++) {
 		give_event(L.pl[i].before);

@@ -54,7 +54,8 @@ struct ft_learning {
 	CUevent *pool;
 	uint32_t npool, pool_next;
 	float *samples;           /* [trap * samples_cap + k] */
-	unsigned char *revisited; /* per trap: read again after a later trap began */
+	uint32_t *revisited;      /* per trap: profiled passes in which it was read
+				   * again after a later trap began */
 	uint32_t nsamples, samples_cap;
 	int prof_failed;
 };

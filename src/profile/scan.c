@@ -49,7 +49,7 @@ uint64_t ft_tmaps_get(struct ft_tmaps *t, const void *map128)
 }
 
 static void add_ref(struct ft_refs *out, const struct ft_alloc *a, uint64_t addr,
-		    uint32_t param, uint8_t via)
+		    uint32_t param, uint32_t byte, uint8_t via)
 {
 	uint64_t off = addr - a->base;
 	for (unsigned i = 0; i < out->n; i++)
@@ -61,7 +61,9 @@ static void add_ref(struct ft_refs *out, const struct ft_alloc *a, uint64_t addr
 	}
 	out->v[out->n++] = (struct ft_ref){ .alloc_id = a->id, .offset = off,
 					    .alloc_base = a->base, .alloc_size = a->size,
-					    .param = param, .via = via };
+					    .param = param,
+					    .word = (uint16_t)(byte / 8 < 0xffff ? byte / 8 : 0xffff),
+					    .via = via };
 }
 
 /* [lo, hi) of the registry, read once per launch under the read lock (the
@@ -85,13 +87,13 @@ static void scan_param(const struct ft_registry *r, struct ft_tmaps *t, struct b
 			continue;
 		const struct ft_alloc *a = ft_registry_find_locked(r, v);
 		if (a)
-			add_ref(out, a, v, param, FT_VIA_WORD);
+			add_ref(out, a, v, param, w, FT_VIA_WORD);
 	}
 	if (size == 128 && !(off & 63)) {
 		uint64_t g = ft_tmaps_get(t, p);
 		const struct ft_alloc *a = g ? ft_registry_find_locked(r, g) : NULL;
 		if (a)
-			add_ref(out, a, g, param, FT_VIA_TENSORMAP);
+			add_ref(out, a, g, param, off, FT_VIA_TENSORMAP);
 	}
 }
 

@@ -14,6 +14,9 @@
  * y = s * x, the struct passed by value; "tma_sum" (CUtensorMap m, float *out,
  * int n): out[0] = sum of n floats at the map's global address. */
 CUfunction fake_function(const char *name);
+/* The i-th of 4096 functions with touch512's layout (trace replays: one
+ * per recorded kernel). */
+CUfunction fake_replay_function(unsigned i);
 CUkernel fake_kernel(const char *name);
 /* Launches the fake has executed (all launch entry points together). */
 unsigned long fake_launch_count(void);

@@ -241,11 +241,21 @@ static const struct kdesc kernels[] = {
 	{ "ft_checksum", 3, { { 0, 8 }, { 8, 8 }, { 16, 8 } }, run_checksum },
 	/* touch4: four pointers, reads nothing (trace replays) */
 	{ "touch4", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 8 } }, run_nothing },
+	/* touch512: one 512-byte parameter (a by-value struct), reads nothing;
+	 * the last entry: replay handles share its layout */
+	{ "touch512", 1, { { 0, 512 } }, run_nothing },
 };
 #define NK (sizeof(kernels) / sizeof(kernels[0]))
+#define NREPLAY 4096
 
-/* Handles: CUfunction = &fhandle[i], CUkernel = &khandle[i]. */
-static char fhandle[NK], khandle[NK];
+/* Handles: CUfunction = &fhandle[i], CUkernel = &khandle[i]; replay
+ * functions (one per recorded kernel) = &fhandle[NK + i], touch512's. */
+static char fhandle[NK + NREPLAY], khandle[NK];
+
+API CUfunction fake_replay_function(unsigned i)
+{
+	return i < NREPLAY ? (CUfunction)&fhandle[NK + i] : NULL;
+}
 
 API CUfunction fake_function(const char *name)
 {
@@ -266,6 +276,8 @@ API CUkernel fake_kernel(const char *name)
 static const struct kdesc *desc_of(const void *h)
 {
 	const char *c = h;
+	if (c >= fhandle + NK && c < fhandle + NK + NREPLAY)
+		return &kernels[NK - 1];
 	if (c >= fhandle && c < fhandle + NK)
 		return &kernels[c - fhandle];
 	if (c >= khandle && c < khandle + NK)
@@ -276,7 +288,7 @@ static const struct kdesc *desc_of(const void *h)
 static int is_function(const void *h)
 {
 	const char *c = h;
-	return c >= fhandle && c < fhandle + NK;
+	return c >= fhandle && c < fhandle + NK + NREPLAY;
 }
 
 API CUresult cuFuncGetParamInfo(CUfunction f, size_t i, size_t *off, size_t *size)
@@ -436,7 +448,7 @@ API unsigned long fake_launch_count(void) { return __atomic_load_n(&launches, __
 
 struct recorded {
 	const struct kdesc *k;  /* NULL: a host-to-device copy */
-	unsigned char buf[256];
+	unsigned char buf[512];
 	void *dst;
 	const void *src;
 	size_t n;
@@ -528,7 +540,7 @@ static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st)
 static CUresult do_launch(CUfunction f, CUstream s, void **params, void **extra)
 {
 	const struct kdesc *k = desc_of(f);
-	unsigned char buf[256] = { 0 };
+	unsigned char buf[512] = { 0 };
 	if (!k)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (params) {

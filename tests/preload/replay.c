@@ -133,7 +133,10 @@ int main(int argc, char **argv)
 	if (!f)
 		return 2;
 	cuInit(0);
-	CUfunction touch = fake_function("touch4");
+	/* one function per recorded kernel name (the library learns which
+	 * of a kernel's parameter words are pointers) */
+	static char *names[4096];
+	unsigned nnames = 0;
 	char *line = malloc(1 << 20);
 	unsigned long long launches = 0;
 	while (fgets(line, 1 << 20, f)) {
@@ -164,16 +167,27 @@ int main(int argc, char **argv)
 				cJSON_Delete(r);
 				break;
 			}
-			CUdeviceptr p[4] = { 0 };
+			const char *name = cJSON_GetObjectItem(r, "kernel")->valuestring;
+			unsigned fi = 0;
+			while (fi < nnames && strcmp(names[fi], name))
+				fi++;
+			if (fi == nnames && nnames < 4096)
+				names[nnames++] = strdup(name);
+			/* each reference at the word it was recorded at (older
+			 * recordings: in order, from word 0) */
+			CUdeviceptr p[64] = { 0 };
 			int k = 0;
 			cJSON *x;
 			cJSON_ArrayForEach(x, cJSON_GetObjectItem(r, "refs")) {
 				int id = cJSON_GetObjectItem(x, "id")->valueint;
-				if (k < 4 && id < MAX_ID && ptr_of[id])
-					p[k++] = ptr_of[id] + (CUdeviceptr)cJSON_GetObjectItem(x, "off")->valuedouble;
+				cJSON *w = cJSON_GetObjectItem(x, "word");
+				int at = w && w->valueint < 64 ? w->valueint : k;
+				if (at < 64 && id < MAX_ID && ptr_of[id])
+					p[at] = ptr_of[id] + (CUdeviceptr)cJSON_GetObjectItem(x, "off")->valuedouble;
+				k++;
 			}
-			void *params[] = { &p[0], &p[1], &p[2], &p[3] };
-			cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+			void *params[] = { p };
+			cuLaunchKernel(fake_replay_function(fi), 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
 			launches++;
 		}
 		cJSON_Delete(r);
