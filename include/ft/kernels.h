@@ -26,14 +26,8 @@ struct ft_kernel {
 	int is_kernel;          /* CUkernel rather than CUfunction */
 	struct ft_layout layout;
 	struct ft_kernel *next_retired;
-	/* While learning: launches scanned, and per word of the parameter
-	 * block how many of them held a tracked address there */
-	_Atomic uint32_t launches;
-	_Atomic(_Atomic uint32_t *) hits;   /* FT_KERNEL_WORDS counters */
 	struct ft_param params[];
 };
-
-#define FT_KERNEL_WORDS 512
 
 
 struct ft_kernels {
@@ -54,16 +48,5 @@ const struct ft_kernel *ft_kernels_get(struct ft_kernels *k, const void *handle)
 /* Forgets every handle (a module or library was unloaded: handles may be
  * reused).  Entries stay allocated until destroy, for concurrent readers. */
 void ft_kernels_flush(struct ft_kernels *k);
-
-/* Counts one launch's references (learning phases only). */
-void ft_kernel_count(struct ft_kernel *k, const struct ft_refs *refs);
-/* Whether word w of k's parameters is a pointer: it held a tracked address
- * in at least 9 of 10 of k's counted launches (or too few were counted to
- * tell).  Other words hold integers or stale stack bytes that sometimes
- * look like pointers: their references are not reads. */
-int ft_kernel_pointer_word(const struct ft_kernel *k, unsigned w);
-/* Drops the references of refs made from words that are no pointers:
- * how many were dropped. */
-unsigned ft_kernel_filter(const struct ft_kernel *k, struct ft_refs *refs);
 
 #endif

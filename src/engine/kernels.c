@@ -158,7 +158,6 @@ void ft_kernels_destroy(struct ft_kernels *k)
 		struct ft_kernel *e = k->retired;
 		k->retired = e->next_retired;
 		free((void *)e->name);
-		free((void *)atomic_load(&e->hits));
 		free(e);
 	}
 	free(k->slot);
@@ -166,41 +165,3 @@ void ft_kernels_destroy(struct ft_kernels *k)
 	pthread_mutex_destroy(&k->lock);
 }
 
-void ft_kernel_count(struct ft_kernel *k, const struct ft_refs *refs)
-{
-	_Atomic uint32_t *h = atomic_load_explicit(&k->hits, memory_order_acquire);
-	if (!h) {
-		_Atomic uint32_t *fresh = calloc(FT_KERNEL_WORDS, sizeof(*fresh)), *none = NULL;
-		if (!fresh)
-			return;
-		if (atomic_compare_exchange_strong(&k->hits, &none, fresh))
-			h = fresh;
-		else {
-			free((void *)fresh);
-			h = none;
-		}
-	}
-	atomic_fetch_add_explicit(&k->launches, 1, memory_order_relaxed);
-	for (unsigned i = 0; i < refs->n; i++)
-		if (refs->v[i].word < FT_KERNEL_WORDS)
-			atomic_fetch_add_explicit(&h[refs->v[i].word], 1, memory_order_relaxed);
-}
-
-int ft_kernel_pointer_word(const struct ft_kernel *k, unsigned w)
-{
-	uint32_t n = atomic_load_explicit(&k->launches, memory_order_relaxed);
-	_Atomic uint32_t *h = atomic_load_explicit(&k->hits, memory_order_acquire);
-	if (n < 8 || !h || w >= FT_KERNEL_WORDS)
-		return 1;
-	return (uint64_t)atomic_load_explicit(&h[w], memory_order_relaxed) * 10 >= (uint64_t)n * 9;
-}
-
-unsigned ft_kernel_filter(const struct ft_kernel *k, struct ft_refs *refs)
-{
-	unsigned kept = 0, n = refs->n;
-	for (unsigned i = 0; i < n; i++)
-		if (ft_kernel_pointer_word(k, refs->v[i].word))
-			refs->v[kept++] = refs->v[i];
-	refs->n = kept;
-	return n - kept;
-}

@@ -197,19 +197,6 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 	s->k = ft_kernels_get(&ft_g.kernels, l->f);
 	s->scanned = ft_scan_launch(&ft_g.reg, ft_g.tmaps, s->k && s->k->known ? &s->k->layout : NULL,
 				    l->params, l->extra, &s->refs) == 0;
-	/* words that only sometimes hold a tracked address are not pointers
-	 * (H200: a neg kernel's parameters held a stale pointer to another
-	 * layer's weight for ten layers in a row, which made that weight look
-	 * read out of its turn); learnt while learning, and over the first
-	 * launches of kernels first seen in INFERENCE (a new sequence length) */
-	if (s->scanned && s->k && s->refs.n) {
-		if (atomic_load_explicit(&ft_g.phase, memory_order_relaxed) != FT_PHASE_INFERENCE ||
-		    atomic_load_explicit(&s->k->launches, memory_order_relaxed) < 64)
-			ft_kernel_count((struct ft_kernel *)s->k, &s->refs);
-		unsigned ignored = ft_kernel_filter(s->k, &s->refs);
-		if (ignored)
-			FT_STAT_ADD(&ft_g.stats, refs_ignored, ignored);
-	}
 	/* The launch counter is also the launch's sequence number. */
 	s->seq = FT_STAT_INC(&ft_g.stats, launches);
 	s->cap = ft_obs_capture_id(l->stream, l->ptsz);

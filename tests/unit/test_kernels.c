@@ -119,42 +119,12 @@ static void flush_forgets(void **state)
 	assert_true(func_queries > q);
 }
 
-/* Words that held a tracked address in 9 of 10 launches while learning are
- * pointers; a word that did only sometimes (a stale pointer in a by-value
- * struct, as a neg kernel's on the H200) is not, and its references are
- * dropped.  Too few launches: every word is trusted. */
-static void sporadic_words_are_not_pointers(void **state)
-{
-	struct ft_kernels *k = *state;
-	const struct ft_kernel *e = ft_kernels_get(k, &func_h);
-	assert_non_null(e);
-	struct ft_refs r = { 0 };
-	r.n = 3;
-	r.v[0].word = 0;  /* output, every launch */
-	r.v[1].word = 1;  /* input, every launch */
-	r.v[2].word = 9;  /* stale: in one launch of five */
-	assert_true(ft_kernel_pointer_word(e, 9)); /* nothing counted yet */
-	for (int i = 0; i < 20; i++) {
-		r.n = i % 5 ? 2 : 3;
-		ft_kernel_count((struct ft_kernel *)e, &r);
-	}
-	assert_true(ft_kernel_pointer_word(e, 0));
-	assert_true(ft_kernel_pointer_word(e, 1));
-	assert_false(ft_kernel_pointer_word(e, 9));
-	r.n = 3;
-	assert_int_equal(ft_kernel_filter(e, &r), 1);
-	assert_int_equal(r.n, 2);
-	assert_int_equal(r.v[0].word, 0);
-	assert_int_equal(r.v[1].word, 1);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(function_and_kernel, setup, teardown),
 		cmocka_unit_test_setup_teardown(kernel_read_as_parameterless, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_forgets, setup, teardown),
-		cmocka_unit_test_setup_teardown(sporadic_words_are_not_pointers, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
