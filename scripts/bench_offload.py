@@ -273,12 +273,14 @@ def run_lib(out, share, mode):
     for name, b, n in WORKLOADS:
         r["w"][name] = workload(name, b, n, m, torch, lib, t0)
         print(f"{mode} {share} {name}: phases {r['w'][name]['phases']}", flush=True)
-    st = {s: lib.stat(s) for s in STATS}
-    r["stats"] = st
-    r["offloaded"] = st["offloaded_bytes"]
-    r["on_gpu"] = params - st["offloaded_bytes"] + st["block_bytes"]
-    r["rss"] = rss()
-    save(out, f"{mode}-{share}", r)
+        # saved after every workload: a run stopped by its time limit
+        # still reports the workloads it finished
+        st = {s: lib.stat(s) for s in STATS}
+        r["stats"] = st
+        r["offloaded"] = st["offloaded_bytes"]
+        r["on_gpu"] = params - st["offloaded_bytes"] + st["block_bytes"]
+        r["rss"] = rss()
+        save(out, f"{mode}-{share}", r)
     ref = torch.load(os.path.join(out, "resident.pt"))["w"]
     bad = [n for n in r["w"] if not torch.equal(r["w"][n]["logits"].view(torch.int32),
                                                 ref[n]["logits"].view(torch.int32))]
