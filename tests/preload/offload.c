@@ -18,6 +18,12 @@
  *   must page the offloaded weights itself.
  *   early: the same, captured at step 2, before any plan: the weights the
  *   graph reads must stay resident.
+ *   stale: a kernel after layer 4 that reads nothing carries, in every
+ *   fourth forward, the address of layer 1's first weight (a stale pointer
+ *   in a parameter block, as seen on the H200): layer 1 must still be
+ *   offloaded (a revisit in a minority of passes is no revisit).
+ *   shared: the same in every forward (a weight read again later in every
+ *   pass): layer 1 must stay resident.
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -32,7 +38,8 @@
 #define LAYERS 6
 #define N (1 << 20) /* floats: 4 MiB */
 
-static CUfunction add;
+static CUfunction add, touch;
+static int stale_every; /* stale/shared: the stray reference every n-th forward */
 static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out;
 static CUstream stream; /* NULL, or the captured stream */
 
@@ -43,12 +50,18 @@ static void vec_add(CUdeviceptr a, CUdeviceptr x, CUdeviceptr c)
 	cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
 }
 
-static void forward(void)
+static void forward(int step)
 {
 	vec_add(inp, emb, h);
 	for (int l = 0; l < LAYERS; l++) {
 		vec_add(h, w[l][0], tmp);
 		vec_add(tmp, w[l][1], h);
+		if (l == 4 && stale_every) {
+			/* the same launch every forward; only the word varies */
+			CUdeviceptr p[4] = { h, step % stale_every ? 0 : w[1][0], 0, 0 };
+			void *a[] = { &p[0], &p[1], &p[2], &p[3] };
+			cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, stream, a, NULL);
+		}
 	}
 	vec_add(h, head, out);
 }
@@ -69,12 +82,15 @@ int main(int argc, char **argv)
 	int graph = argc > 2 && !strcmp(argv[2], "graph");
 	int early = argc > 2 && !strcmp(argv[2], "early");
 	int capture_at = graph ? GRAPH_AT : early ? 2 : -1;
+	stale_every = argc > 2 && !strcmp(argv[2], "stale") ? 4 :
+		      argc > 2 && !strcmp(argv[2], "shared") ? 1 : 0;
 	CUgraphExec exec = NULL;
 	FILE *f = fopen(argv[1], "wb");
 	if (!f)
 		return 2;
 	cuInit(0);
 	add = fake_function("vec_add");
+	touch = fake_function("touch4");
 	CUdeviceptr *all[] = { &emb, &head };
 	for (int i = 0; i < 2; i++)
 		cuMemAlloc_v2(all[i], N * sizeof(float));
@@ -108,7 +124,7 @@ int main(int argc, char **argv)
 			cuStreamCreate(&cs, 0);
 			stream = cs;
 			cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_GLOBAL);
-			forward();
+			forward(s);
 			if (cuStreamEndCapture(cs, &g) != CUDA_SUCCESS ||
 			    cuGraphInstantiateWithFlags(&exec, g, 0) != CUDA_SUCCESS) {
 				fprintf(stderr, "capture failed\n");
@@ -118,7 +134,7 @@ int main(int argc, char **argv)
 		if (exec)
 			cuGraphLaunch(exec, stream);
 		else
-			forward();
+			forward(s);
 		cuMemcpyDtoH_v2(v, out, N * sizeof(float));
 		fwrite(v, sizeof(float), N, f);
 	}
