@@ -70,8 +70,6 @@ size_t ft_registry_remove_range(struct ft_registry *r, uint64_t base, uint64_t s
 /* Copies the entry holding addr into *out.  0, or -ENOENT. */
 int ft_registry_lookup(struct ft_registry *r, uint64_t addr, struct ft_alloc *out);
 size_t ft_registry_count(struct ft_registry *r);
-/* Bytes of the entries whose kind is in mask (bit 1 << FT_ALLOC_*). */
-uint64_t ft_registry_bytes(struct ft_registry *r, unsigned mask);
 /* The id the next allocation will get (ids grow: a smaller id is older). */
 uint64_t ft_registry_next_id(struct ft_registry *r);
 

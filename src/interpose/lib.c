@@ -260,26 +260,26 @@ FT_EXPORT unsigned long long ft_iters_before_inference(void)
 	return 2 + ft_phases_iters_before_inference(&ft_g.phases);
 }
 
-FT_EXPORT int ft_save_profile(const char *dir)
+/* ft_save_profile / ft_load_profile: fn(dir) under the learning lock. */
+static int profile_io(int (*fn)(const char *), const char *dir)
 {
 	ft_lib_ensure();
 	if (!ft_is_observing())
 		return -1;
 	pthread_mutex_lock(&ft_g.learn_lock);
-	int rc = ft_learn_save(dir);
+	int rc = fn(dir);
 	pthread_mutex_unlock(&ft_g.learn_lock);
 	return rc;
 }
 
+FT_EXPORT int ft_save_profile(const char *dir)
+{
+	return profile_io(ft_learn_save, dir);
+}
+
 FT_EXPORT int ft_load_profile(const char *dir)
 {
-	ft_lib_ensure();
-	if (!ft_is_observing())
-		return -1;
-	pthread_mutex_lock(&ft_g.learn_lock);
-	int rc = ft_learn_load(dir);
-	pthread_mutex_unlock(&ft_g.learn_lock);
-	return rc;
+	return profile_io(ft_learn_load, dir);
 }
 
 FT_EXPORT long ft_offload_timing_collect(char *buf, unsigned long len)

@@ -190,17 +190,6 @@ size_t ft_registry_count(struct ft_registry *r)
 	return n;
 }
 
-uint64_t ft_registry_bytes(struct ft_registry *r, unsigned mask)
-{
-	uint64_t sum = 0;
-	pthread_rwlock_rdlock(&r->lock);
-	for (size_t i = 0; i < r->n; i++)
-		if (mask & (1u << r->v[i].kind))
-			sum += r->v[i].size;
-	pthread_rwlock_unlock(&r->lock);
-	return sum;
-}
-
 uint64_t ft_registry_next_id(struct ft_registry *r)
 {
 	pthread_rwlock_rdlock(&r->lock);

@@ -239,7 +239,7 @@ static const struct kdesc kernels[] = {
 	{ "scale", 1, { { 0, sizeof(struct fake_scale_args) } }, run_scale },
 	{ "tma_sum", 3, { { 0, 128 }, { 128, 8 }, { 136, 4 } }, run_tma_sum },
 	{ "ft_checksum", 3, { { 0, 8 }, { 8, 8 }, { 16, 8 } }, run_checksum },
-	/* touch4: four pointers, reads nothing (trace replays) */
+	/* touch4: four pointers, reads nothing (stray references) */
 	{ "touch4", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 8 } }, run_nothing },
 	/* touch512: one 512-byte parameter (a by-value struct), reads nothing;
 	 * the last entry: replay handles share its layout */

@@ -163,17 +163,14 @@ def hf8_workload():
 
 
 def llama8b_workload(out):
-    from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+    from transformers import DynamicCache
 
-    cfg = LlamaConfig(hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
-                      num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
-                      max_position_embeddings=8192, rope_theta=500000.0,
-                      tie_word_embeddings=False)
-    torch.manual_seed(0)
-    torch.set_default_dtype(torch.bfloat16)
-    with torch.device("cuda"):
-        m = LlamaForCausalLM(cfg).eval()
-    torch.set_default_dtype(torch.float32)
+    # the benchmark's model (scripts/bench_offload.py)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "scripts"))
+    from bench_offload import build
+
+    m = build(torch)
     for n, p in m.named_parameters():
         buf("param", "l8b." + n, p)
     truth["pid"] = os.getpid()
