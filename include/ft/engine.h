@@ -236,9 +236,12 @@ uint32_t ft_off_links(struct ft_offload *o);
 uint64_t ft_off_coverable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,
 			  uint32_t trap);
 /* Before a launch of kernel (its name) on stream s reading the addresses
- * addr[0..n). */
+ * addr[0..n), with addr[n..n + nstale) from stale parameter words
+ * (ft_kernel_mark_stale).  A stale address loads nothing and moves the pass
+ * nowhere: it only keeps a trap the launch reads anyway, or the one the
+ * pass is in, from being reloaded under it. */
 void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n,
-		   const char *kernel);
+		   unsigned nstale, const char *kernel);
 /* Graphs.  A launch being captured (capture id cap, on stream s) that reads
  * offloaded traps: the executor adds its copies and waits to the capture
  * (the copy stream joins it through an event recorded on s; every block is
@@ -247,7 +250,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
  * when it cannot be (another capture already has the executor, or the host
  * store is pageable). */
 int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
-			  unsigned n, const char *kernel);
+			  unsigned n, unsigned nstale, const char *kernel);
 /* Before the capture on origin ends: the copy stream joins back, the eager
  * state returns. */
 void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap);

@@ -26,8 +26,15 @@ struct ft_kernel {
 	int is_kernel;          /* CUkernel rather than CUfunction */
 	struct ft_layout layout;
 	struct ft_kernel *next_retired;
+	/* Per word of the parameter block, how many of the counted launches
+	 * held a tracked address there (ft_kernel_count) */
+	_Atomic uint32_t launches;
+	_Atomic(_Atomic uint32_t *) hits;   /* FT_KERNEL_WORDS counters */
 	struct ft_param params[];
 };
+
+#define FT_KERNEL_WORDS 512
+#define FT_KERNEL_COUNTED 1024 /* launches counted per kernel, at most */
 
 
 struct ft_kernels {
@@ -48,5 +55,17 @@ const struct ft_kernel *ft_kernels_get(struct ft_kernels *k, const void *handle)
 /* Forgets every handle (a module or library was unloaded: handles may be
  * reused).  Entries stay allocated until destroy, for concurrent readers. */
 void ft_kernels_flush(struct ft_kernels *k);
+
+/* Counts one launch's references, for its first FT_KERNEL_COUNTED launches
+ * that refer to tracked memory. */
+void ft_kernel_count(struct ft_kernel *k, const struct ft_refs *refs);
+/* Marks the references of refs made from stale words (ft_ref.stale): words
+ * that held a tracked address in under 9 of 10 of k's counted launches
+ * (none while fewer than 8 were counted).  A pointer the kernel reads is
+ * there in every launch; bytes that only sometimes look like one are
+ * integers or uninitialised slots of a by-value struct (ATen's offset
+ * calculators and cat metadata carry stale pointers to other layers'
+ * weights on the H200).  Returns how many were marked. */
+unsigned ft_kernel_mark_stale(const struct ft_kernel *k, struct ft_refs *refs);
 
 #endif

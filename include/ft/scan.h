@@ -25,6 +25,7 @@ struct ft_ref {
 	uint32_t param;    /* parameter index, or byte offset / 8 in an extra buffer */
 	uint16_t word;     /* byte offset in the parameter block / 8 (capped) */
 	uint8_t via;
+	uint8_t stale;     /* from a word that is seldom a pointer (ft_kernel_mark_stale) */
 };
 
 struct ft_refs {

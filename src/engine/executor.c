@@ -230,7 +230,7 @@ static void prefetch(struct ft_offload *o, int cur, const int *touched, int nt)
 }
 
 void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n,
-		   const char *kernel)
+		   unsigned nstale, const char *kernel)
 {
 	if (!o->active)
 		return;
@@ -252,8 +252,26 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 		if (!seen && nt < 8)
 			touched[nt++] = t;
 	}
-	if (!nt)
+	if (!nt && !nstale)
 		return;
+	pthread_mutex_lock(&o->lock);
+	/* a stale address in the trap the pass is in, while that is in its
+	 * block: it is held for the launch too (harmless if the word is not
+	 * read, right if it is) */
+	for (unsigned i = n; i < n + nstale && o->cur >= 0 && nt < 8; i++) {
+		int k = weight_of(o, addr[i]), seen = 0;
+		if (k < 0 || (int)o->w[k].trap != o->cur || o->t[o->cur].block < 0 ||
+		    o->b[o->t[o->cur].block].occupant != o->cur)
+			continue;
+		for (int j = 0; j < nt; j++)
+			seen |= touched[j] == o->cur;
+		if (!seen)
+			touched[nt++] = o->cur;
+	}
+	if (!nt) {
+		pthread_mutex_unlock(&o->lock);
+		return;
+	}
 	int cur = touched[0];
 	for (int k = 1; k < nt; k++)
 		if (touched[k] > cur)
@@ -268,7 +286,6 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 			if (!seen && nt < 8)
 				touched[nt++] = l;
 		}
-	pthread_mutex_lock(&o->lock);
 	if (o->gpu && cur != o->cur && !capturing(o))
 		for (uint32_t k = 0; k < o->nblocks; k++) {
 			int occ = o->b[k].occupant, keep = occ < 0;

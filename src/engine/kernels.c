@@ -158,6 +158,7 @@ void ft_kernels_destroy(struct ft_kernels *k)
 		struct ft_kernel *e = k->retired;
 		k->retired = e->next_retired;
 		free((void *)e->name);
+		free((void *)atomic_load(&e->hits));
 		free(e);
 	}
 	free(k->slot);
@@ -165,3 +166,42 @@ void ft_kernels_destroy(struct ft_kernels *k)
 	pthread_mutex_destroy(&k->lock);
 }
 
+
+void ft_kernel_count(struct ft_kernel *k, const struct ft_refs *refs)
+{
+	if (!refs->n || atomic_load_explicit(&k->launches, memory_order_relaxed) >= FT_KERNEL_COUNTED)
+		return;
+	_Atomic uint32_t *h = atomic_load_explicit(&k->hits, memory_order_acquire);
+	if (!h) {
+		_Atomic uint32_t *fresh = calloc(FT_KERNEL_WORDS, sizeof(*fresh)), *none = NULL;
+		if (!fresh)
+			return;
+		if (atomic_compare_exchange_strong(&k->hits, &none, fresh))
+			h = fresh;
+		else {
+			free((void *)fresh);
+			h = none;
+		}
+	}
+	for (unsigned i = 0; i < refs->n; i++)
+		if (refs->v[i].word < FT_KERNEL_WORDS)
+			atomic_fetch_add_explicit(&h[refs->v[i].word], 1, memory_order_relaxed);
+	/* after the words: a reader never sees more hits than launches */
+	atomic_fetch_add_explicit(&k->launches, 1, memory_order_release);
+}
+
+unsigned ft_kernel_mark_stale(const struct ft_kernel *k, struct ft_refs *refs)
+{
+	uint32_t n = atomic_load_explicit(&k->launches, memory_order_acquire);
+	_Atomic uint32_t *h = atomic_load_explicit(&k->hits, memory_order_acquire);
+	unsigned marked = 0;
+	if (n < 8 || !h)
+		return 0;
+	for (unsigned i = 0; i < refs->n; i++) {
+		unsigned w = refs->v[i].word;
+		refs->v[i].stale = w < FT_KERNEL_WORDS &&
+			(uint64_t)atomic_load_explicit(&h[w], memory_order_relaxed) * 10 < (uint64_t)n * 9;
+		marked += refs->v[i].stale;
+	}
+	return marked;
+}

@@ -10,7 +10,7 @@
 #include "offload_int.h"
 
 int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
-			  unsigned n, const char *kernel)
+			  unsigned n, unsigned nstale, const char *kernel)
 {
 	int trap;
 	uint64_t w;
@@ -47,7 +47,7 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 		o->cap_id = cap;
 	}
 	pthread_mutex_unlock(&o->lock);
-	ft_off_launch(o, s, addr, n, kernel);
+	ft_off_launch(o, s, addr, n, nstale, kernel);
 	return 1;
 }
 

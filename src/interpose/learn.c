@@ -47,8 +47,11 @@ static const char *const pass_sources[] = { "none", "eager", "graph", "mark" };
 
 static void disc_feed(const struct ft_region_ref *r, unsigned n)
 {
+	/* stale words hold whatever was there: they would make regions in
+	 * the middle of weights and read weights out of their turn */
 	for (unsigned i = 0; i < n; i++)
-		ft_disc_read(&L.disc, r[i].alloc_id, r[i].offset, r[i].alloc_base, r[i].alloc_size);
+		if (!r[i].stale)
+			ft_disc_read(&L.disc, r[i].alloc_id, r[i].offset, r[i].alloc_base, r[i].alloc_size);
 }
 
 /* The launches that began the new pass before it was confirmed. */
@@ -376,6 +379,8 @@ void ft_learn_before(const struct ft_launch *l, const struct ft_refs *refs, uint
 	if (!L.prof_failed && ft_g.phases.phase == FT_PHASE_PROFILING) {
 		int trap = -1, low = -1;
 		for (unsigned i = 0; i < refs->n; i++) {
+			if (refs->v[i].stale)
+				continue;
 			int t = weight_trap(refs->v[i].alloc_id, refs->v[i].offset);
 			if (t > trap)
 				trap = t;
@@ -646,7 +651,8 @@ void ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out)
 {
 	for (unsigned i = 0; i < refs->n; i++)
 		out[i] = (struct ft_region_ref){ refs->v[i].alloc_id, refs->v[i].offset,
-						 refs->v[i].alloc_base, refs->v[i].alloc_size };
+						 refs->v[i].alloc_base, refs->v[i].alloc_size,
+						 refs->v[i].stale };
 }
 
 void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint64_t seq)
@@ -661,11 +667,15 @@ void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint6
 	    record(L.pl[L.npl - 1].after, l))
 		L.prof_failed = 1;
 	uint64_t start = 0;
-	int src = ft_passes_launch(&ft_g.passes, seq, r, refs->n, &start);
+	unsigned nr = 0;
+	for (unsigned i = 0; i < refs->n; i++)
+		if (!r[i].stale)
+			r[nr++] = r[i];
+	int src = ft_passes_launch(&ft_g.passes, seq, r, nr, &start);
 	if (src != FT_PASS_NONE)
 		ft_obs_pass(src, start); /* feeds this launch to the new pass */
 	else if (L.started && ft_g.phases.phase == FT_PHASE_DISCOVERY)
-		disc_feed(r, refs->n);
+		disc_feed(r, nr);
 	pthread_mutex_unlock(&ft_g.learn_lock);
 }
 

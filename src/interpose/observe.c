@@ -181,6 +181,8 @@ static void trace_launch(const struct ft_launch *l, const struct ft_kernel *k,
 		ft_trace_num(r, "off", (double)refs->v[i].offset);
 		ft_trace_num(r, "param", refs->v[i].param);
 		ft_trace_num(r, "word", refs->v[i].word);
+		if (refs->v[i].stale)
+			cJSON_AddBoolToObject(r, "stale", 1);
 		if (refs->v[i].via == FT_VIA_TENSORMAP)
 			ft_trace_str(r, "via", "tensormap");
 		cJSON_AddItemToArray(arr, r);
@@ -197,6 +199,12 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 	s->k = ft_kernels_get(&ft_g.kernels, l->f);
 	s->scanned = ft_scan_launch(&ft_g.reg, ft_g.tmaps, s->k && s->k->known ? &s->k->layout : NULL,
 				    l->params, l->extra, &s->refs) == 0;
+	if (s->scanned && s->k && s->refs.n) {
+		ft_kernel_count((struct ft_kernel *)s->k, &s->refs);
+		unsigned stale = ft_kernel_mark_stale(s->k, &s->refs);
+		if (stale)
+			FT_STAT_ADD(&ft_g.stats, refs_stale, stale);
+	}
 	/* The launch counter is also the launch's sequence number. */
 	s->seq = FT_STAT_INC(&ft_g.stats, launches);
 	s->cap = ft_obs_capture_id(l->stream, l->ptsz);
@@ -209,20 +217,23 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 		ft_warn_once("kernel %s cannot be scanned while weights are offloaded: if it reads "
 			     "one, it reads whatever the block holds", name);
 	} else if (s->refs.n) {
+		/* the references the kernel reads, then the stale ones */
 		uint64_t a[FT_MAX_REFS];
+		unsigned n = 0, m = s->refs.n;
 		for (unsigned i = 0; i < s->refs.n; i++)
-			a[i] = s->refs.v[i].alloc_base + s->refs.v[i].offset;
+			a[s->refs.v[i].stale ? --m : n++] = s->refs.v[i].alloc_base +
+							     s->refs.v[i].offset;
 		int trap;
 		uint64_t w;
 		if (!s->cap) {
-			ft_off_launch(&ft_g.off, l->stream, a, s->refs.n, name);
+			ft_off_launch(&ft_g.off, l->stream, a, n, s->refs.n - n, name);
 		} else {
 			/* the copies and waits go into the capture */
-			int paged = ft_off_capture_launch(&ft_g.off, l->stream, s->cap, a,
-							  s->refs.n, name);
+			int paged = ft_off_capture_launch(&ft_g.off, l->stream, s->cap, a, n,
+							  s->refs.n - n, name);
 			if (paged > 0)
 				ft_graphs_capture_paged(ft_g.graphs, s->cap);
-			else if (paged < 0 && ft_off_offloaded(&ft_g.off, a, s->refs.n, &trap, &w))
+			else if (paged < 0 && ft_off_offloaded(&ft_g.off, a, n, &trap, &w))
 				ft_obs_hidden("a captured launch the executor cannot page (another "
 					      "capture pages weights, or the host store is pageable)",
 					      name, trap, w);
@@ -246,8 +257,12 @@ void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUr
 		FT_STAT_INC(&ft_g.stats, captured_launches);
 		if (s->scanned && s->refs.n) {
 			struct ft_region_ref r[FT_MAX_REFS];
+			unsigned n = 0;
 			ft_learn_regions(&s->refs, r);
-			ft_graphs_capture_read(ft_g.graphs, s->cap, r, s->refs.n);
+			for (unsigned i = 0; i < s->refs.n; i++)
+				if (!r[i].stale)
+					r[n++] = r[i];
+			ft_graphs_capture_read(ft_g.graphs, s->cap, r, n);
 		}
 	}
 	if (ft_trace_on(&ft_g.trace))

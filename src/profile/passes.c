@@ -215,10 +215,13 @@ static uint64_t confirm(struct ft_passes *p)
 	p->start = c;
 	p->passes++;
 	/* candidates for the next boundary may already stand (proposed at
-	 * this very launch, a pass after c): those in step with the new pass */
+	 * this very launch, a pass after c): those in step with the new pass
+	 * and of its scale (one proposed before, while nothing was known,
+	 * may be a layer long) */
 	uint32_t keep = 0;
 	for (uint32_t k = 0; k < p->ncand; k++)
-		if (p->cand[k].c > c && p->cand[k].a >= c)
+		if (p->cand[k].c > c && p->cand[k].a >= c &&
+		    (p->cand[k].c - p->cand[k].a) * 2 >= p->prev_len)
 			p->cand[keep++] = p->cand[k];
 	p->ncand = keep;
 	hand_over(p, c);

@@ -14,7 +14,7 @@
  * y = s * x, the struct passed by value; "tma_sum" (CUtensorMap m, float *out,
  * int n): out[0] = sum of n floats at the map's global address. */
 CUfunction fake_function(const char *name);
-/* The i-th of 4096 functions with touch512's layout (trace replays: one
+/* The i-th of 4096 functions with touch4096's layout (trace replays: one
  * per recorded kernel). */
 CUfunction fake_replay_function(unsigned i);
 CUkernel fake_kernel(const char *name);

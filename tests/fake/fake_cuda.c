@@ -241,15 +241,15 @@ static const struct kdesc kernels[] = {
 	{ "ft_checksum", 3, { { 0, 8 }, { 8, 8 }, { 16, 8 } }, run_checksum },
 	/* touch4: four pointers, reads nothing (stray references) */
 	{ "touch4", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 8 } }, run_nothing },
-	/* touch512: one 512-byte parameter (a by-value struct), reads nothing;
+	/* touch4096: one 4096-byte parameter (a by-value struct), reads nothing;
 	 * the last entry: replay handles share its layout */
-	{ "touch512", 1, { { 0, 512 } }, run_nothing },
+	{ "touch4096", 1, { { 0, 4096 } }, run_nothing },
 };
 #define NK (sizeof(kernels) / sizeof(kernels[0]))
 #define NREPLAY 4096
 
 /* Handles: CUfunction = &fhandle[i], CUkernel = &khandle[i]; replay
- * functions (one per recorded kernel) = &fhandle[NK + i], touch512's. */
+ * functions (one per recorded kernel) = &fhandle[NK + i], touch4096's. */
 static char fhandle[NK + NREPLAY], khandle[NK];
 
 API CUfunction fake_replay_function(unsigned i)
@@ -448,7 +448,7 @@ API unsigned long fake_launch_count(void) { return __atomic_load_n(&launches, __
 
 struct recorded {
 	const struct kdesc *k;  /* NULL: a host-to-device copy */
-	unsigned char buf[512];
+	unsigned char buf[4096];
 	void *dst;
 	const void *src;
 	size_t n;
@@ -540,7 +540,7 @@ static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st)
 static CUresult do_launch(CUfunction f, CUstream s, void **params, void **extra)
 {
 	const struct kdesc *k = desc_of(f);
-	unsigned char buf[512] = { 0 };
+	unsigned char buf[4096] = { 0 };
 	if (!k)
 		return CUDA_ERROR_INVALID_HANDLE;
 	if (params) {

@@ -9,7 +9,7 @@
  * (test_offload simulates that).
  * With FT_OFFLOAD_TIMING=eager it prints ft_offload_timing_collect's
  * report on stderr at the end.
- * usage: offload OUT [modify | graph | early]
+ * usage: offload OUT [modify | graph | early | stale | shared | stray]
  *   modify: after step 10 the program rewrites a weight with a host copy
  *   and reads another back (a checkpoint); the outputs must still match a
  *   run without the library that does the same.
@@ -24,6 +24,10 @@
  *   offloaded (a revisit in a minority of passes is no revisit).
  *   shared: the same in every forward (a weight read again later in every
  *   pass): layer 1 must stay resident.
+ *   stray: a kernel launched after every layer carries, in the word that
+ *   is null after the others, layer 4's first weight after layer 0, every
+ *   forward from the third: the word is stale, so layer 4 keeps its place in the pass (its
+ *   own trap, loaded in its turn, nothing copied twice).
  */
 #include <cuda.h>
 #include <dlfcn.h>
@@ -40,6 +44,7 @@
 
 static CUfunction add, touch;
 static int stale_every; /* stale/shared: the stray reference every n-th forward */
+static int stray;       /* stray: a stale pointer to a later layer's weight */
 static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out;
 static CUstream stream; /* NULL, or the captured stream */
 
@@ -56,6 +61,16 @@ static void forward(int step)
 	for (int l = 0; l < LAYERS; l++) {
 		vec_add(h, w[l][0], tmp);
 		vec_add(tmp, w[l][1], h);
+		if (stray) {
+			/* after every layer the same kernel; from the third
+			 * forward on, its second word holds layer 4's first
+			 * weight after layer 0 only (an uninitialised struct
+			 * slot, as ATen's cat and offset calculators carry on
+			 * the H200, after their first launches) */
+			CUdeviceptr p[4] = { h, l == 0 && step >= 2 ? w[4][0] : 0, 0, 0 };
+			void *a[] = { &p[0], &p[1], &p[2], &p[3] };
+			cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, stream, a, NULL);
+		}
 		if (l == 4 && stale_every) {
 			/* the same launch every forward; only the word varies */
 			CUdeviceptr p[4] = { h, step % stale_every ? 0 : w[1][0], 0, 0 };
@@ -84,6 +99,7 @@ int main(int argc, char **argv)
 	int capture_at = graph ? GRAPH_AT : early ? 2 : -1;
 	stale_every = argc > 2 && !strcmp(argv[2], "stale") ? 4 :
 		      argc > 2 && !strcmp(argv[2], "shared") ? 1 : 0;
+	stray = argc > 2 && !strcmp(argv[2], "stray");
 	CUgraphExec exec = NULL;
 	FILE *f = fopen(argv[1], "wb");
 	if (!f)

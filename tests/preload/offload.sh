@@ -7,7 +7,8 @@
 # program rewrites a weight
 # and saves another mid-run; a stray reference to a weight in a minority of
 # the profiled passes does not keep its trap resident, one in every pass
-# does; the weights really left (offloaded_bytes) and
+# does; a stale pointer to a later layer's weight neither moves it in the
+# pass nor loads it out of turn; the weights really left (offloaded_bytes) and
 # were copied back (offload_copies); over a budget smaller than the model,
 # before any plan, allocations get host memory and results stay the same.
 # usage: offload.sh <libflextensor.so> <offload>
@@ -74,6 +75,14 @@ run shared shared FT_PROFILING_ITERS=4
 cmp -s "$tmp/plain.bin" "$tmp/shared.bin" || { echo "FAIL: shared: outputs differ"; fail=1; }
 grep -q "is read again" "$tmp/shared.log" ||
 	{ echo "FAIL: shared: a weight read again in every pass was offloaded"; fail=1; }
+# a stale pointer to layer 4's weight after layer 0, every forward: layer 4
+# keeps its place in the pass and is copied no more often
+run stray stray
+cmp -s "$tmp/plain.bin" "$tmp/stray.bin" || { echo "FAIL: stray: outputs differ"; fail=1; }
+c0=$(sed -n 's/.*stat offload_copies *\([0-9]*\).*/\1/p' "$tmp/allocation_block_transfer.log")
+c1=$(sed -n 's/.*stat offload_copies *\([0-9]*\).*/\1/p' "$tmp/stray.log")
+[ "$c1" = "$c0" ] || { echo "FAIL: stray: $c1 copies, $c0 without the stale pointer"; fail=1; }
+grep -q "stat refs_stale *[1-9]" "$tmp/stray.log" || { echo "FAIL: stray: no stale reference"; fail=1; }
 run verify "" FT_VERIFY=1
 cmp -s "$tmp/plain.bin" "$tmp/verify.bin" || { echo "FAIL: verify: outputs differ"; fail=1; }
 grep -q "FT_VERIFY: offloaded trap" "$tmp/verify.log" && { echo "FAIL: verify reported a correct program"; fail=1; }

@@ -12,8 +12,10 @@
  *   ground truth) it checks what the library concluded, from its own trace
  *   (FT_TRACE): INFERENCE reached, every weight the library found lies in a
  *   parameter whose name starts with PREFIX (the model under test), every
- *   such parameter >= 0.1 MiB found, TRAPS traps (one per decoder layer plus
- *   embedding and head).
+ *   such parameter >= 0.1 MiB found, each decoder layer's weights in one
+ *   trap of their own, the next layer's the next trap, TRAPS traps (one per
+ *   decoder layer plus embedding and head).  REPLAY_SHRINK=k divides sizes
+ *   and offsets by k.
  */
 #include <cjson/cJSON.h>
 #include <cuda.h>
@@ -28,6 +30,7 @@
 #define MAX_ID 100000
 
 static CUdeviceptr ptr_of[MAX_ID];
+static double shrink = 1;
 static unsigned char host[1 << 20];
 
 static cJSON *load_json(const char *path)
@@ -78,11 +81,16 @@ static int check(const char *rec_trace, const char *truth_path, const char *pref
 		failures++;
 	}
 	/* Every weight found must lie in a parameter of the first model. */
-	int found[4096] = { 0 }, nparams = 0;
+	int found[4096] = { 0 }, nparams = 0, trap_of[4096], layer_trap[1024];
+	for (int i = 0; i < 4096; i++)
+		trap_of[i] = -1;
+	for (int i = 0; i < 1024; i++)
+		layer_trap[i] = -1;
 	cJSON *bufs = cJSON_GetObjectItem(truth, "buffers"), *x, *b;
 	cJSON_ArrayForEach(x, cJSON_GetObjectItem(disc, "weights_in_order")) {
 		int id = cJSON_GetObjectItem(x, "id")->valueint;
-		unsigned long long p = rec_ptr[id] + (unsigned long long)cJSON_GetObjectItem(x, "off")->valuedouble;
+		unsigned long long p = rec_ptr[id] +
+				       (unsigned long long)(cJSON_GetObjectItem(x, "off")->valuedouble * shrink);
 		int k = 0, owner = -1;
 		cJSON_ArrayForEach(b, bufs) {
 			unsigned long long lo = (unsigned long long)cJSON_GetObjectItem(b, "ptr")->valuedouble;
@@ -97,6 +105,7 @@ static int check(const char *rec_trace, const char *truth_path, const char *pref
 			failures++;
 		} else if (owner < 4096) {
 			found[owner] = 1;
+			trap_of[owner] = cJSON_GetObjectItem(x, "trap")->valueint;
 		}
 	}
 	int k = 0;
@@ -107,6 +116,20 @@ static int check(const char *rec_trace, const char *truth_path, const char *pref
 			if (k < 4096 && !found[k]) {
 				fprintf(stderr, "FAIL: parameter %s not identified\n", name);
 				failures++;
+			}
+			/* a decoder layer's weights are one trap, its own */
+			const char *ly = strstr(name, "layers.");
+			int l = ly ? atoi(ly + 7) : -1;
+			if (k < 4096 && found[k] && l >= 0 && l < 1024) {
+				if (layer_trap[l] < 0)
+					layer_trap[l] = trap_of[k];
+				if (trap_of[k] != layer_trap[l] ||
+				    (l > 0 && layer_trap[l - 1] >= 0 && layer_trap[l] != layer_trap[l - 1] + 1)) {
+					fprintf(stderr, "FAIL: %s is in trap %d (layer %d's first weight: "
+						"trap %d, layer %d's: %d)\n", name, trap_of[k], l,
+						layer_trap[l], l - 1, l > 0 ? layer_trap[l - 1] : -1);
+					failures++;
+				}
 			}
 		}
 		k++;
@@ -132,6 +155,10 @@ int main(int argc, char **argv)
 	FILE *f = fopen(argv[1], "r");
 	if (!f)
 		return 2;
+	/* REPLAY_SHRINK=k: sizes and offsets divided by k (big models in
+	 * little host memory; the fake's VMM memory is real) */
+	const char *sh = getenv("REPLAY_SHRINK");
+	shrink = sh && atof(sh) >= 1 ? atof(sh) : 1;
 	cuInit(0);
 	/* one function per recorded kernel name (the library learns which
 	 * of a kernel's parameter words are pointers) */
@@ -144,7 +171,7 @@ int main(int argc, char **argv)
 		const char *ev = cJSON_GetObjectItem(r, "ev")->valuestring;
 		if (!strcmp(ev, "alloc")) {
 			int id = cJSON_GetObjectItem(r, "id")->valueint;
-			size_t size = (size_t)cJSON_GetObjectItem(r, "size")->valuedouble;
+			size_t size = (size_t)(cJSON_GetObjectItem(r, "size")->valuedouble / shrink);
 			if (id > 0 && id < MAX_ID)
 				cuMemAlloc_v2(&ptr_of[id], size);
 		} else if (!strcmp(ev, "free")) {
@@ -153,10 +180,11 @@ int main(int argc, char **argv)
 				cuMemFree_v2(ptr_of[id]);
 		} else if (!strcmp(ev, "copy") || !strcmp(ev, "memset")) {
 			cJSON *d = cJSON_GetObjectItem(r, "dst_id");
-			size_t n = (size_t)cJSON_GetObjectItem(r, "bytes")->valuedouble;
+			size_t n = (size_t)(cJSON_GetObjectItem(r, "bytes")->valuedouble / shrink);
 			if (d && d->valueint < MAX_ID && ptr_of[d->valueint]) {
 				CUdeviceptr dst = ptr_of[d->valueint] +
-						  (CUdeviceptr)cJSON_GetObjectItem(r, "dst_off")->valuedouble;
+						  (CUdeviceptr)(cJSON_GetObjectItem(r, "dst_off")->valuedouble /
+								shrink);
 				if (!strcmp(ev, "copy"))
 					cuMemcpyHtoD_v2(dst, host, n < sizeof(host) ? n : sizeof(host));
 				else
@@ -175,15 +203,17 @@ int main(int argc, char **argv)
 				names[nnames++] = strdup(name);
 			/* each reference at the word it was recorded at (older
 			 * recordings: in order, from word 0) */
-			CUdeviceptr p[64] = { 0 };
+			static CUdeviceptr p[512];
+			memset(p, 0, sizeof(p));
 			int k = 0;
 			cJSON *x;
 			cJSON_ArrayForEach(x, cJSON_GetObjectItem(r, "refs")) {
 				int id = cJSON_GetObjectItem(x, "id")->valueint;
 				cJSON *w = cJSON_GetObjectItem(x, "word");
-				int at = w && w->valueint < 64 ? w->valueint : k;
-				if (at < 64 && id < MAX_ID && ptr_of[id])
-					p[at] = ptr_of[id] + (CUdeviceptr)cJSON_GetObjectItem(x, "off")->valuedouble;
+				int at = w && w->valueint < 512 ? w->valueint : k;
+				if (at < 512 && id < MAX_ID && ptr_of[id])
+					p[at] = ptr_of[id] +
+						(CUdeviceptr)(cJSON_GetObjectItem(x, "off")->valuedouble / shrink);
 				k++;
 			}
 			void *params[] = { p };

@@ -119,12 +119,45 @@ static void flush_forgets(void **state)
 	assert_true(func_queries > q);
 }
 
+/* Words that held a tracked address in 9 of 10 counted launches are
+ * pointers; a word that did only sometimes (a stale pointer in a by-value
+ * struct, as ATen's cat and offset calculators on the H200) is stale.  Too
+ * few launches: nothing is stale. */
+static void sporadic_words_are_stale(void **state)
+{
+	struct ft_kernels *k = *state;
+	struct ft_kernel *e = (struct ft_kernel *)ft_kernels_get(k, &func_h);
+	assert_non_null(e);
+	struct ft_refs r = { 0 };
+	r.n = 3;
+	r.v[0].word = 0;   /* output, every launch */
+	r.v[1].word = 1;   /* input, every launch */
+	r.v[2].word = 300; /* stale: in one launch of five */
+	for (int i = 0; i < 5; i++)
+		ft_kernel_count(e, &r);
+	assert_int_equal(ft_kernel_mark_stale(e, &r), 0); /* five counted: too few */
+	for (int i = 5; i < 20; i++) {
+		r.n = i % 5 ? 2 : 3;
+		ft_kernel_count(e, &r);
+	}
+	r.n = 3;
+	assert_int_equal(ft_kernel_mark_stale(e, &r), 1);
+	assert_false(r.v[0].stale);
+	assert_false(r.v[1].stale);
+	assert_true(r.v[2].stale);
+	/* counting stops at FT_KERNEL_COUNTED launches */
+	for (int i = 20; i < FT_KERNEL_COUNTED + 10; i++)
+		ft_kernel_count(e, &r);
+	assert_int_equal(atomic_load(&e->launches), FT_KERNEL_COUNTED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(function_and_kernel, setup, teardown),
 		cmocka_unit_test_setup_teardown(kernel_read_as_parameterless, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_forgets, setup, teardown),
+		cmocka_unit_test_setup_teardown(sporadic_words_are_stale, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

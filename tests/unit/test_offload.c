@@ -220,7 +220,7 @@ static void kernel(struct ft_offload *o, int s, const int *r, int n)
 		a[i] = S.base[r[i]];
 		k.reads[i] = r[i];
 	}
-	ft_off_launch(o, (CUstream)(uintptr_t)s, a, (unsigned)n, "k");
+	ft_off_launch(o, (CUstream)(uintptr_t)s, a, (unsigned)n, 0, "k");
 	add_op(&k);
 }
 
@@ -347,7 +347,7 @@ static void adjacent_weights_are_linked(void **state)
 			uint64_t a = S.base[t];
 			struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = t == 2 ? 2 : 1 };
 			memcpy(k.reads, r, sizeof(r));
-			ft_off_launch(o, (CUstream)(uintptr_t)1, &a, 1, "k");
+			ft_off_launch(o, (CUstream)(uintptr_t)1, &a, 1, 0, "k");
 			add_op(&k);
 		}
 	check();
