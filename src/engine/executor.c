@@ -96,6 +96,84 @@ static int foreign(const struct ft_offload *o, uint64_t a, int k)
 	return 0;
 }
 
+/* A launch refers to a, inside weight k's extent past its start, in chunks
+ * trap t gives up: a tensor the caching allocator placed in the free tail
+ * of the weight's segment after discovery, so the weight ends before a.
+ * The chunks from a's to the end of the extent get memory of their own,
+ * filled from the store (the weight's last bytes may share a's chunk), and
+ * leave the trap's copies; the rest of the trap stays offloaded.  Under
+ * o->lock. */
+static void return_tail(struct ft_offload *o, int t, int k, uint64_t a)
+{
+	struct ft_off_trap *x = &o->t[t];
+	uint64_t mask = ~(uint64_t)(o->chunk - 1);
+	uint32_t i = 0;
+	size_t off = 0;
+	for (; i < x->nruns && !(a >= x->runs[i].lo && a < x->runs[i].hi); i++)
+		off += x->runs[i].hi - x->runs[i].lo;
+	if (i == x->nruns || x->dead[i])
+		return;
+	if (capturing(o)) {
+		ft_warn_once("a tensor was placed in the tail of an offloaded weight during a CUDA "
+			     "graph capture, where the device cannot be waited for: it shares "
+			     "the block's memory");
+		return;
+	}
+	struct ft_span r = x->runs[i];
+	uint64_t c0 = a & mask, c1 = (o->w[k].hi + o->chunk - 1) & mask;
+	if (c1 > r.hi)
+		c1 = r.hi;
+	/* [r.lo, c0) stays, [c0, c1) leaves, [c1, r.hi) stays */
+	uint32_t extra = (c0 > r.lo) + (c1 < r.hi), m = x->nruns + extra;
+	struct ft_span *runs = realloc(x->runs, (m + 1) * sizeof(*runs));
+	if (runs)
+		x->runs = runs;
+	unsigned char *dead = runs ? realloc(x->dead, m + 1) : NULL;
+	if (dead)
+		x->dead = dead;
+	uint64_t *sums = x->sums && dead ? realloc(x->sums, (m + 1) * sizeof(*sums)) : NULL;
+	if (sums)
+		x->sums = sums;
+	if (!dead || (x->sums && !sums)) {
+		demote(o, t, "a tensor was placed in a weight's free tail (and memory ran out)");
+		return;
+	}
+	memmove(&x->runs[i + 1 + extra], &x->runs[i + 1], (x->nruns - i - 1) * sizeof(*x->runs));
+	memmove(&x->dead[i + 1 + extra], &x->dead[i + 1], x->nruns - i - 1);
+	if (x->sums)
+		memmove(&x->sums[i + 1 + extra], &x->sums[i + 1],
+			(x->nruns - i - 1) * sizeof(*x->sums));
+	uint32_t j = i;
+	struct ft_span part[3] = { { r.lo, c0 }, { c0, c1 }, { c1, r.hi } };
+	size_t at = off;
+	for (int p = 0; p < 3; p++) {
+		if (part[p].hi <= part[p].lo)
+			continue;
+		x->runs[j] = part[p];
+		x->dead[j] = p == 1;
+		if (x->sums)
+			x->sums[j] = p == 1 ? 0 : ft_off_host_checksum(x->host + at, part[p].hi - part[p].lo);
+		at += part[p].hi - part[p].lo;
+		j++;
+	}
+	x->nruns = m;
+	const struct ft_real *rl = o->real;
+	rl->cuCtxSynchronize();
+	int lost = 0;
+	for (uint64_t c = c0; c < c1; c += o->chunk)
+		lost |= ft_vmm_own(o->vmm, c) != 0;
+	rl->cuMemcpyHtoD_v2(c0, x->host + off + (c0 - r.lo), c1 - c0);
+	FT_STAT_INC(o->stats, offload_tails);
+	FT_STAT_ADD(o->stats, offloaded_bytes, -(c1 - c0));
+	if (lost)
+		ft_error("trap %d: a tensor was placed in a weight's free tail, but device memory "
+			 "ran out for it: the weight's last bytes are unreadable now", t);
+	else
+		ft_info("trap %d: %llu KiB at the end of a weight's extent are back on the GPU: "
+			"the allocator placed a tensor there", t,
+			(unsigned long long)((c1 - c0) >> 10));
+}
+
 /* Copies trap t into its block on stream cs, after the block's previous
  * occupant's readers are done. */
 static void load(struct ft_offload *o, int t, CUstream cs)
@@ -232,29 +310,23 @@ static void prefetch(struct ft_offload *o, int cur, const int *touched, int nt)
 void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n,
 		   unsigned nstale, const char *kernel)
 {
-	if (!o->active)
+	if (!o->active || !(n + nstale))
 		return;
 	int touched[8], nt = 0;
+	pthread_mutex_lock(&o->lock);
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k < 0)
 			continue;
 		int t = (int)o->w[k].trap;
-		if (o->t[t].block >= 0 && foreign(o, addr[i], k)) {
-			pthread_mutex_lock(&o->lock);
-			demote(o, t, "a launch refers into its chunks at an address that is not a "
-				     "weight (a tensor placed in a weight's free tail)");
-			pthread_mutex_unlock(&o->lock);
-		}
+		if (o->t[t].block >= 0 && foreign(o, addr[i], k))
+			return_tail(o, t, k, addr[i]);
 		int seen = 0;
-		for (int k = 0; k < nt; k++)
-			seen |= touched[k] == t;
+		for (int j = 0; j < nt; j++)
+			seen |= touched[j] == t;
 		if (!seen && nt < 8)
 			touched[nt++] = t;
 	}
-	if (!nt && !nstale)
-		return;
-	pthread_mutex_lock(&o->lock);
 	/* a stale address in the trap the pass is in, while that is in its
 	 * block: it is held for the launch too (harmless if the word is not
 	 * read, right if it is) */

@@ -141,7 +141,7 @@ static int by_weight(const void *a, const void *b)
 
 /* The GPU checksum kernel's sum (gpu.c): word i of the range times 2i + 1,
  * modulo 2^64, over the aligned 8-byte words (p is page aligned here). */
-static uint64_t ft_host_checksum(const unsigned char *p, size_t n)
+uint64_t ft_off_host_checksum(const unsigned char *p, size_t n)
 {
 	uint64_t sum = 0;
 	const uint64_t *w = (const uint64_t *)(const void *)p;
@@ -254,7 +254,7 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 			if (r->cuMemcpyDtoH_v2(x->host + off, x->runs[i].lo, n))
 				FAIL("cannot copy trap %u to the host", t);
 			if (x->sums)
-				x->sums[i] = ft_host_checksum(x->host + off, n);
+				x->sums[i] = ft_off_host_checksum(x->host + off, n);
 			off += n;
 		}
 	}

@@ -157,8 +157,13 @@ static uint64_t touch(struct ft_passes *p, struct ft_pass_region *e, uint64_t i)
 		struct ft_pass_cand *c = &p->cand[k];
 		if (last >= c->c)
 			continue; /* reused within the new pass */
-		if (last >= c->a)
-			c->matched++;
+		if (last >= c->a) {
+			/* evidence only from a region that comes back after
+			 * at least half the candidate's length (a buffer
+			 * reused every layer would back a boundary anywhere) */
+			if ((i - last) * 2 >= c->c - c->a)
+				c->matched++;
+		}
 		else if (periodic(e, i) && e->ret * 2 >= c->c - c->a)
 			c->against++;
 	}

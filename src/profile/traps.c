@@ -13,6 +13,29 @@ static int same_size(uint64_t a, uint64_t b)
 	return d * 8 <= m || d <= (1u << 20);
 }
 
+/* Sizes that may be one tensor's, padded differently: the larger at most
+ * twice the smaller plus the caching allocator's 20 MiB large-segment
+ * rounding (a weight whose segment tail later held another tensor, or
+ * runs to its segment's end). */
+static int padded_same(uint64_t a, uint64_t b)
+{
+	uint64_t lo = a < b ? a : b, hi = a < b ? b : a;
+	return hi <= 2 * lo + (20u << 20);
+}
+
+/* Whether the p sizes at x are a layer like the p at ref: every one
+ * padded_same, and at least half (p = 1: none need) strictly the same. */
+static int like_layer(const uint64_t *x, const uint64_t *ref, uint32_t p)
+{
+	uint32_t strict = 0;
+	for (uint32_t j = 0; j < p; j++) {
+		if (!padded_same(x[j], ref[j]))
+			return 0;
+		strict += same_size(x[j], ref[j]);
+	}
+	return strict * 2 + 1 >= p;
+}
+
 uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_t *layers)
 {
 	for (uint32_t p = 1; p <= n / 3; p++) {
@@ -32,8 +55,26 @@ uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_
 		}
 		uint32_t covered = best_len + p;
 		if (best_len && covered / p >= 3 && covered * 2 >= n) {
-			*start = best_a;
-			*layers = covered / p;
+			/* Layers before the run that differ from it in one
+			 * weight's padding (a tensor the allocator placed in a
+			 * segment's tail) are layers too; and the run may have
+			 * begun mid-layer, just after such a weight: its phase
+			 * is the one that makes the most layers. */
+			uint32_t most = 0;
+			for (uint32_t d = 0; d < p && d <= best_a; d++) {
+				uint32_t c = best_a - d, k;
+				while (c >= p && like_layer(s + c - p, s + c, p))
+					c -= p;
+				for (k = 1; c + (k + 1) * p <= n &&
+					    like_layer(s + c + k * p, s + c + (k - 1) * p, p); k++)
+					;
+				if (k > most) {
+					most = k;
+					*start = c;
+				}
+			}
+			*layers = most;
+			best_a = *start;
 			/* The last layer before the head may end its allocator
 			 * segment, so its last weight runs to the segment's end:
 			 * padding only adds.  One more layer when the next p
@@ -44,7 +85,7 @@ uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_
 				uint32_t j = 0;
 				while (j < p && s[end + j] * 8 >= s[end + j - p] * 7)
 					j++;
-				if (j < p)
+				if (j < p && !like_layer(s + end, s + end - p, p))
 					break;
 				++*layers;
 				end += p;

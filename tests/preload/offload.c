@@ -9,7 +9,7 @@
  * (test_offload simulates that).
  * With FT_OFFLOAD_TIMING=eager it prints ft_offload_timing_collect's
  * report on stderr at the end.
- * usage: offload OUT [modify | graph | early | stale | shared | stray]
+ * usage: offload OUT [modify | graph | early | stale | shared | stray | tail]
  *   modify: after step 10 the program rewrites a weight with a host copy
  *   and reads another back (a checkpoint); the outputs must still match a
  *   run without the library that does the same.
@@ -24,6 +24,10 @@
  *   offloaded (a revisit in a minority of passes is no revisit).
  *   shared: the same in every forward (a weight read again later in every
  *   pass): layer 1 must stay resident.
+ *   tail: layer 2's second weight has an allocation of 6 MiB; from step 12
+ *   on, a 1 MiB tensor lives in its free 2 MiB tail (as the caching
+ *   allocator places one after discovery): only the tail comes back to
+ *   the GPU, the weight stays offloaded, outputs stay the same.
  *   stray: a kernel launched after every layer carries, in the word that
  *   is null after the others, layer 4's first weight after layer 0, every
  *   forward from the third: the word is stale, so layer 4 keeps its place in the pass (its
@@ -45,8 +49,15 @@
 static CUfunction add, touch;
 static int stale_every; /* stale/shared: the stray reference every n-th forward */
 static int stray;       /* stray: a stale pointer to a later layer's weight */
+static int tail_from = -1; /* tail: the step from which a tensor lives in a weight's tail */
 static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out;
 static CUstream stream; /* NULL, or the captured stream */
+
+static void vec_add_n(CUdeviceptr a, CUdeviceptr x, CUdeviceptr c, int n)
+{
+	void *p[] = { &a, &x, &c, &n };
+	cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
+}
 
 static void vec_add(CUdeviceptr a, CUdeviceptr x, CUdeviceptr c)
 {
@@ -70,6 +81,13 @@ static void forward(int step)
 			CUdeviceptr p[4] = { h, l == 0 && step >= 2 ? w[4][0] : 0, 0, 0 };
 			void *a[] = { &p[0], &p[1], &p[2], &p[3] };
 			cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, stream, a, NULL);
+		}
+		if (l == 4 && tail_from >= 0 && step >= tail_from) {
+			/* a 1 MiB tensor in the free tail of layer 2's second
+			 * weight's allocation, written and read back */
+			CUdeviceptr t = w[2][1] + N * sizeof(float);
+			vec_add_n(h, h, t, N / 4);
+			vec_add_n(t, h, h, N / 4);
 		}
 		if (l == 4 && stale_every) {
 			/* the same launch every forward; only the word varies */
@@ -100,6 +118,8 @@ int main(int argc, char **argv)
 	stale_every = argc > 2 && !strcmp(argv[2], "stale") ? 4 :
 		      argc > 2 && !strcmp(argv[2], "shared") ? 1 : 0;
 	stray = argc > 2 && !strcmp(argv[2], "stray");
+	if (argc > 2 && !strcmp(argv[2], "tail"))
+		tail_from = 12;
 	CUgraphExec exec = NULL;
 	FILE *f = fopen(argv[1], "wb");
 	if (!f)
@@ -112,7 +132,7 @@ int main(int argc, char **argv)
 		cuMemAlloc_v2(all[i], N * sizeof(float));
 	for (int l = 0; l < LAYERS; l++)
 		for (int k = 0; k < 2; k++)
-			cuMemAlloc_v2(&w[l][k], N * sizeof(float));
+			cuMemAlloc_v2(&w[l][k], (l == 2 && k == 1 ? 6 : 4) << 20);
 	fill(emb, 1.0f);
 	fill(head, 2.0f);
 	for (int l = 0; l < LAYERS; l++)

@@ -8,7 +8,8 @@
 # and saves another mid-run; a stray reference to a weight in a minority of
 # the profiled passes does not keep its trap resident, one in every pass
 # does; a stale pointer to a later layer's weight neither moves it in the
-# pass nor loads it out of turn; the weights really left (offloaded_bytes) and
+# pass nor loads it out of turn; a tensor placed in a weight's free tail
+# brings back only that tail; the weights really left (offloaded_bytes) and
 # were copied back (offload_copies); over a budget smaller than the model,
 # before any plan, allocations get host memory and results stay the same.
 # usage: offload.sh <libflextensor.so> <offload>
@@ -83,6 +84,16 @@ c0=$(sed -n 's/.*stat offload_copies *\([0-9]*\).*/\1/p' "$tmp/allocation_block_
 c1=$(sed -n 's/.*stat offload_copies *\([0-9]*\).*/\1/p' "$tmp/stray.log")
 [ "$c1" = "$c0" ] || { echo "FAIL: stray: $c1 copies, $c0 without the stale pointer"; fail=1; }
 grep -q "stat refs_stale *[1-9]" "$tmp/stray.log" || { echo "FAIL: stray: no stale reference"; fail=1; }
+# a tensor placed in a weight's free tail after discovery: that tail comes
+# back to the GPU, the trap stays offloaded, in each block mode
+"$prog" "$tmp/plain-tail.bin" tail || { echo "FAIL: plain tail run"; exit 1; }
+for m in allocation_block_transfer raw_block_transfer; do
+	run "tail-$m" tail FT_TRANSFER_MODE=$m FT_VERIFY=1
+	cmp -s "$tmp/plain-tail.bin" "$tmp/tail-$m.bin" || { echo "FAIL: tail-$m: outputs differ"; fail=1; }
+	grep -q "stat offload_tails *1 " "$tmp/tail-$m.log" && grep -q "stat offload_demoted *0 " "$tmp/tail-$m.log" ||
+		{ echo "FAIL: tail-$m: $(grep -o 'offload_\(tails\|demoted\) *[0-9]*' "$tmp/tail-$m.log" | tr '\n' ' ')"; fail=1; }
+	grep -q "FT_VERIFY: offloaded trap" "$tmp/tail-$m.log" && { echo "FAIL: tail-$m: verify reported"; fail=1; }
+done
 run verify "" FT_VERIFY=1
 cmp -s "$tmp/plain.bin" "$tmp/verify.bin" || { echo "FAIL: verify: outputs differ"; fail=1; }
 grep -q "FT_VERIFY: offloaded trap" "$tmp/verify.log" && { echo "FAIL: verify reported a correct program"; fail=1; }

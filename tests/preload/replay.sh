@@ -8,6 +8,9 @@ set -u
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gzip -dc "$3/$4.trace.jsonl.gz" >"$tmp/rec.jsonl" || exit 1
+# no NAME.truth.json: only the phase and the trap count are checked
+truth="$3/$4.truth.json"
+[ -e "$truth" ] || truth=-
 for v in $(env | sed -n 's/^\(FT_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 REPLAY_SHRINK=${8:-1} LD_PRELOAD="$1" FT_ENABLED=1 FT_PROFILING_ITERS=${9:-5} FT_TRACE="$tmp/lib.jsonl" \
-	FT_PROFILE_STORAGE_DIR="$tmp/profile" "$2" "$tmp/rec.jsonl" "$5" "$3/$4.truth.json" "$6" "$7"
+	FT_PROFILE_STORAGE_DIR="$tmp/profile" "$2" "$tmp/rec.jsonl" "$5" "$truth" "$6" "$7"

@@ -97,6 +97,35 @@ static void padded_sizes(void **state)
 	free(t);
 }
 
+/* The Llama-3-8B shape as the H200 benchmark saw it: lm_head and the
+ * embedding first (the pass begins at the head), k and v sharing a 20 MiB
+ * segment (v runs to its end: 12 MiB), except in layer 10, where the
+ * allocator had put a tensor in that tail (8 MiB).  Every layer is still
+ * a layer of its own; before, layers 0 to 10 went into the "embedding". */
+static void one_layer_padded_differently(void **state)
+{
+	(void)state;
+	static const uint64_t layer[] = { 32, 8, 12, 32, 112, 112, 112 };
+	uint64_t s[2 + 32 * 7];
+	uint32_t n = 0;
+	s[n++] = 1002ull << 20;
+	s[n++] = 1002ull << 20;
+	for (int l = 0; l < 32; l++)
+		for (int j = 0; j < 7; j++)
+			s[n++] = (l == 10 && j == 2 ? 8 : layer[j]) << 20;
+	struct ft_trap *t;
+	int k = ft_traps_group(s, n, 256 << 20, &t);
+	check_cover(t, k, s, n);
+	assert_int_equal(k, 33);
+	assert_string_equal(t[0].role, "embedding");
+	assert_int_equal(t[0].nweights, 2);
+	for (int l = 1; l <= 32; l++) {
+		assert_string_equal(t[l].role, "layer");
+		assert_int_equal(t[l].nweights, 7);
+	}
+	free(t);
+}
+
 static void no_period_falls_back(void **state)
 {
 	(void)state;
@@ -153,6 +182,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(llama_shapes),
 		cmocka_unit_test(padded_sizes),
+		cmocka_unit_test(one_layer_padded_differently),
 		cmocka_unit_test(no_period_falls_back),
 		cmocka_unit_test(copy_curve),
 	};
