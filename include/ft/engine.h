@@ -135,6 +135,8 @@ struct ft_span {
 uint32_t ft_cover(const struct ft_span *spans, uint32_t n, const struct ft_span *allocs,
 		  uint32_t nallocs, uint64_t chunk, struct ft_span *out, uint32_t cap);
 
+struct ft_kernel;
+
 /* ------------------------------------------------------------ offloading */
 
 enum { FT_OFF_ALLOCATION, FT_OFF_RAW, FT_OFF_STRATEGY }; /* = FT_TM_* */
@@ -235,13 +237,17 @@ uint32_t ft_off_links(struct ft_offload *o);
  * allocations), for the planner. */
 uint64_t ft_off_coverable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,
 			  uint32_t trap);
-/* Before a launch of kernel (its name) on stream s reading the addresses
- * addr[0..n), with addr[n..n + nstale) from stale parameter words
- * (ft_kernel_mark_stale).  A stale address loads nothing and moves the pass
- * nowhere: it only keeps a trap the launch reads anyway, or the one the
- * pass is in, from being reloaded under it. */
-void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n,
-		   unsigned nstale, const char *kernel);
+/* Before a launch of kernel (its name; kern, its entry, or NULL) on
+ * stream s reading the addresses addr[0..n), found at parameter words
+ * words[0..n) (or NULL), with addr[n..n + nstale) from stale parameter
+ * words (ft_kernel_mark_stale).  A stale address loads nothing and moves
+ * the pass nowhere: it only keeps a trap the launch reads anyway, or the
+ * one the pass is in, from being reloaded under it.  A word that points
+ * mostly out of the pass's turn (ft_kernel_turn) is stale too; of two
+ * traps that share a block, the one nearer the pass's position is read. */
+void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
+		   const uint16_t *words, unsigned n, unsigned nstale, struct ft_kernel *kern,
+		   const char *kernel);
 /* Graphs.  A launch being captured (capture id cap, on stream s) that reads
  * offloaded traps: the executor adds its copies and waits to the capture
  * (the copy stream joins it through an event recorded on s; every block is
@@ -250,7 +256,8 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
  * when it cannot be (another capture already has the executor, or the host
  * store is pageable). */
 int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
-			  unsigned n, unsigned nstale, const char *kernel);
+			  const uint16_t *words, unsigned n, unsigned nstale,
+			  struct ft_kernel *kern, const char *kernel);
 /* Before the capture on origin ends: the copy stream joins back, the eager
  * state returns. */
 void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap);

@@ -30,6 +30,9 @@ struct ft_kernel {
 	 * held a tracked address there (ft_kernel_count) */
 	_Atomic uint32_t launches;
 	_Atomic(_Atomic uint32_t *) hits;   /* FT_KERNEL_WORDS counters */
+	/* Per word, while offloading: references to offloaded traps in
+	 * their turn and out of it (ft_kernel_turn) */
+	_Atomic(_Atomic uint32_t *) turns;  /* 2 x FT_KERNEL_WORDS counters */
 	struct ft_param params[];
 };
 
@@ -67,5 +70,15 @@ void ft_kernel_count(struct ft_kernel *k, const struct ft_refs *refs);
  * calculators and cat metadata carry stale pointers to other layers'
  * weights on the H200).  Returns how many were marked. */
 unsigned ft_kernel_mark_stale(const struct ft_kernel *k, struct ft_refs *refs);
+/* Counts a reference from word w of k to a weight's trap, in its turn
+ * (the trap the pass is in, or one of the next two) or not.  Returns -1
+ * when the word roams: at least 4 of its references were out of turn,
+ * more than in turn; 1 when it reads in turn: at least 4 were in turn, no
+ * fewer than out; 0 while it is not known yet.  A word that held a pointer in almost every launch
+ * but to traps all over the pass is a slot of a by-value struct that
+ * stale pointers always fill (ATen's cat metadata in a long prefill): the
+ * kernel does not read through it.  Only a word the kernel really reads
+ * through points, mostly, where the pass is. */
+int ft_kernel_turn(struct ft_kernel *k, unsigned w, int in_turn);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ft/engine.h"
+#include "ft/kernels.h"
 #include "ft/log.h"
 #include "offload_int.h"
 #include "search.h"
@@ -307,25 +308,79 @@ static void prefetch(struct ft_offload *o, int cur, const int *touched, int nt)
 	}
 }
 
-void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsigned n,
-		   unsigned nstale, const char *kernel)
+/* How far trap t is ahead of the pass's position, cyclically (0 when the
+ * position is unknown). */
+static uint32_t ahead(const struct ft_offload *o, int t)
+{
+	return o->cur < 0 ? 0 : (uint32_t)(t - o->cur + (int)o->ntraps) % o->ntraps;
+}
+
+/* What the reference from word words[i] of kern to trap t says about the
+ * pass (ft_kernel_turn): -1, nothing (a word that points all over the pass:
+ * no read); 1, it is where the pass is (in turn, or a word that reads in
+ * turn); 0, a read, but not of the pass's position (an out-of-turn
+ * reference from a word not known yet: loaded, the position stays). */
+static int turn(const struct ft_offload *o, struct ft_kernel *kern, const uint16_t *words,
+		unsigned i, int t)
+{
+	if (!kern || !words || o->cur < 0)
+		return 1;
+	int in = ahead(o, t) <= 2, c = ft_kernel_turn(kern, words[i], in);
+	return in || c > 0 ? 1 : c < 0 ? -1 : 0;
+}
+
+/* Two traps that share a block cannot both be in it: of those touched,
+ * the one nearer the pass's position is kept, the other taken for a stale
+ * pointer no statistics caught yet (its kernel is new). */
+static int one_per_block(struct ft_offload *o, int *touched, int *moves, int nt)
+{
+	for (int a = 0; a < nt; a++)
+		for (int b = a + 1; b < nt; b++) {
+			int ta = touched[a], tb = touched[b];
+			if (o->t[ta].block < 0 || o->t[ta].block != o->t[tb].block)
+				continue;
+			int drop = ahead(o, tb) < ahead(o, ta) ? a : b;
+			FT_STAT_INC(o->stats, offload_conflicts);
+			ft_warn_once("a launch refers to offloaded traps %d and %d, which share a "
+				     "block: trap %d, nearer the pass's position, is loaded; the "
+				     "other reference is taken for a stale pointer", ta, tb,
+				     touched[drop == a ? b : a]);
+			touched[drop] = touched[--nt];
+			moves[drop] = moves[nt];
+			a = -1; /* again, from the start */
+			break;
+		}
+	return nt;
+}
+
+void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
+		   const uint16_t *words, unsigned n, unsigned nstale, struct ft_kernel *kern,
+		   const char *kernel)
 {
 	if (!o->active || !(n + nstale))
 		return;
-	int touched[8], nt = 0;
+	int touched[8], moves[8], nt = 0; /* moves: a reference to it places the pass */
 	pthread_mutex_lock(&o->lock);
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k < 0)
 			continue;
-		int t = (int)o->w[k].trap;
+		int t = (int)o->w[k].trap, where = turn(o, kern, words, i, t);
+		if (where < 0) {
+			if (o->t[t].block >= 0)
+				FT_STAT_INC(o->stats, offload_roaming_refs);
+			continue;
+		}
 		if (o->t[t].block >= 0 && foreign(o, addr[i], k))
 			return_tail(o, t, k, addr[i]);
-		int seen = 0;
+		int seen = -1;
 		for (int j = 0; j < nt; j++)
-			seen |= touched[j] == t;
-		if (!seen && nt < 8)
-			touched[nt++] = t;
+			if (touched[j] == t)
+				seen = j;
+		if (seen >= 0)
+			moves[seen] |= where > 0;
+		else if (nt < 8)
+			touched[nt] = t, moves[nt++] = where > 0;
 	}
 	/* a stale address in the trap the pass is in, while that is in its
 	 * block: it is held for the launch too (harmless if the word is not
@@ -338,16 +393,20 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr, unsig
 		for (int j = 0; j < nt; j++)
 			seen |= touched[j] == o->cur;
 		if (!seen)
-			touched[nt++] = o->cur;
+			touched[nt] = o->cur, moves[nt++] = 1;
 	}
+	nt = one_per_block(o, touched, moves, nt);
 	if (!nt) {
 		pthread_mutex_unlock(&o->lock);
 		return;
 	}
-	int cur = touched[0];
-	for (int k = 1; k < nt; k++)
-		if (touched[k] > cur)
+	/* the pass's position: the furthest trap a placing reference read */
+	int cur = o->cur >= 0 ? o->cur : touched[0];
+	for (int k = 0, first = 1; k < nt; k++)
+		if (moves[k] && (first || touched[k] > cur)) {
 			cur = touched[k];
+			first = 0;
+		}
 	/* traps linked to those read (engine.h, ft_off_links); the position
 	 * in the pass stays that of the traps read */
 	for (int k = 0, n0 = nt; k < n0; k++)

@@ -159,6 +159,7 @@ void ft_kernels_destroy(struct ft_kernels *k)
 		k->retired = e->next_retired;
 		free((void *)e->name);
 		free((void *)atomic_load(&e->hits));
+		free((void *)atomic_load(&e->turns));
 		free(e);
 	}
 	free(k->slot);
@@ -167,22 +168,42 @@ void ft_kernels_destroy(struct ft_kernels *k)
 }
 
 
+/* *slot's n counters, allocated on first use (NULL when out of memory). */
+static _Atomic uint32_t *counters(_Atomic(_Atomic uint32_t *) *slot, size_t n)
+{
+	_Atomic uint32_t *h = atomic_load_explicit(slot, memory_order_acquire);
+	if (h)
+		return h;
+	_Atomic uint32_t *fresh = calloc(n, sizeof(*fresh)), *none = NULL;
+	if (!fresh)
+		return NULL;
+	if (atomic_compare_exchange_strong(slot, &none, fresh))
+		return fresh;
+	free((void *)fresh);
+	return none;
+}
+
+int ft_kernel_turn(struct ft_kernel *k, unsigned w, int in_turn)
+{
+	_Atomic uint32_t *c = w < FT_KERNEL_WORDS ? counters(&k->turns, 2 * FT_KERNEL_WORDS) : NULL;
+	if (!c)
+		return 0;
+	uint32_t in = atomic_load_explicit(&c[2 * w], memory_order_relaxed);
+	uint32_t out = atomic_load_explicit(&c[2 * w + 1], memory_order_relaxed);
+	if (in + out < FT_KERNEL_COUNTED)
+		atomic_fetch_add_explicit(&c[2 * w + !in_turn], 1, memory_order_relaxed);
+	out += !in_turn;
+	in += !!in_turn;
+	return out >= 4 && out > in ? -1 : in >= 4 && in >= out ? 1 : 0;
+}
+
 void ft_kernel_count(struct ft_kernel *k, const struct ft_refs *refs)
 {
 	if (!refs->n || atomic_load_explicit(&k->launches, memory_order_relaxed) >= FT_KERNEL_COUNTED)
 		return;
-	_Atomic uint32_t *h = atomic_load_explicit(&k->hits, memory_order_acquire);
-	if (!h) {
-		_Atomic uint32_t *fresh = calloc(FT_KERNEL_WORDS, sizeof(*fresh)), *none = NULL;
-		if (!fresh)
-			return;
-		if (atomic_compare_exchange_strong(&k->hits, &none, fresh))
-			h = fresh;
-		else {
-			free((void *)fresh);
-			h = none;
-		}
-	}
+	_Atomic uint32_t *h = counters(&k->hits, FT_KERNEL_WORDS);
+	if (!h)
+		return;
 	for (unsigned i = 0; i < refs->n; i++)
 		if (refs->v[i].word < FT_KERNEL_WORDS)
 			atomic_fetch_add_explicit(&h[refs->v[i].word], 1, memory_order_relaxed);

@@ -10,7 +10,8 @@
 #include "offload_int.h"
 
 int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
-			  unsigned n, unsigned nstale, const char *kernel)
+			  const uint16_t *words, unsigned n, unsigned nstale,
+			  struct ft_kernel *kern, const char *kernel)
 {
 	int trap;
 	uint64_t w;
@@ -47,7 +48,7 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 		o->cap_id = cap;
 	}
 	pthread_mutex_unlock(&o->lock);
-	ft_off_launch(o, s, addr, n, nstale, kernel);
+	ft_off_launch(o, s, addr, words, n, nstale, kern, kernel);
 	return 1;
 }
 

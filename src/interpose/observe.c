@@ -219,18 +219,22 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 	} else if (s->refs.n) {
 		/* the references the kernel reads, then the stale ones */
 		uint64_t a[FT_MAX_REFS];
+		uint16_t word[FT_MAX_REFS];
 		unsigned n = 0, m = s->refs.n;
-		for (unsigned i = 0; i < s->refs.n; i++)
-			a[s->refs.v[i].stale ? --m : n++] = s->refs.v[i].alloc_base +
-							     s->refs.v[i].offset;
+		for (unsigned i = 0; i < s->refs.n; i++) {
+			unsigned j = s->refs.v[i].stale ? --m : n++;
+			a[j] = s->refs.v[i].alloc_base + s->refs.v[i].offset;
+			word[j] = s->refs.v[i].word;
+		}
+		struct ft_kernel *kern = (struct ft_kernel *)s->k;
 		int trap;
 		uint64_t w;
 		if (!s->cap) {
-			ft_off_launch(&ft_g.off, l->stream, a, n, s->refs.n - n, name);
+			ft_off_launch(&ft_g.off, l->stream, a, word, n, s->refs.n - n, kern, name);
 		} else {
 			/* the copies and waits go into the capture */
-			int paged = ft_off_capture_launch(&ft_g.off, l->stream, s->cap, a, n,
-							  s->refs.n - n, name);
+			int paged = ft_off_capture_launch(&ft_g.off, l->stream, s->cap, a, word, n,
+							  s->refs.n - n, kern, name);
 			if (paged > 0)
 				ft_graphs_capture_paged(ft_g.graphs, s->cap);
 			else if (paged < 0 && ft_off_offloaded(&ft_g.off, a, n, &trap, &w))

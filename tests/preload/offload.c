@@ -9,7 +9,7 @@
  * (test_offload simulates that).
  * With FT_OFFLOAD_TIMING=eager it prints ft_offload_timing_collect's
  * report on stderr at the end.
- * usage: offload OUT [modify | graph | early | stale | shared | stray | tail]
+ * usage: offload OUT [modify | graph | early | stale | shared | stray | roam | tail]
  *   modify: after step 10 the program rewrites a weight with a host copy
  *   and reads another back (a checkpoint); the outputs must still match a
  *   run without the library that does the same.
@@ -24,6 +24,10 @@
  *   offloaded (a revisit in a minority of passes is no revisit).
  *   shared: the same in every forward (a weight read again later in every
  *   pass): layer 1 must stay resident.
+ *   roam: from step 12 on, a kernel launched after every layer always
+ *   carries, in a word, the first weight of the layer three on: no
+ *   frequency shows it stale, but it points out of the pass's turn; after
+ *   a few loads the word is ignored.
  *   tail: layer 2's second weight has an allocation of 6 MiB; from step 12
  *   on, a 1 MiB tensor lives in its free 2 MiB tail (as the caching
  *   allocator places one after discovery): only the tail comes back to
@@ -49,6 +53,7 @@
 static CUfunction add, touch;
 static int stale_every; /* stale/shared: the stray reference every n-th forward */
 static int stray;       /* stray: a stale pointer to a later layer's weight */
+static int roam;        /* roam: a new kernel's word always points three layers on */
 static int tail_from = -1; /* tail: the step from which a tensor lives in a weight's tail */
 static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out;
 static CUstream stream; /* NULL, or the captured stream */
@@ -79,6 +84,15 @@ static void forward(int step)
 			 * slot, as ATen's cat and offset calculators carry on
 			 * the H200, after their first launches) */
 			CUdeviceptr p[4] = { h, l == 0 && step >= 2 ? w[4][0] : 0, 0, 0 };
+			void *a[] = { &p[0], &p[1], &p[2], &p[3] };
+			cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, stream, a, NULL);
+		}
+		if (roam && step >= 12) {
+			/* from step 12 (offloading in effect) a kernel new to
+			 * the library after every layer, whose second word
+			 * always holds a weight three layers on (a struct slot
+			 * stale pointers always fill) */
+			CUdeviceptr p[4] = { h, w[(l + 3) % LAYERS][0], 0, 0 };
 			void *a[] = { &p[0], &p[1], &p[2], &p[3] };
 			cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, stream, a, NULL);
 		}
@@ -118,6 +132,7 @@ int main(int argc, char **argv)
 	stale_every = argc > 2 && !strcmp(argv[2], "stale") ? 4 :
 		      argc > 2 && !strcmp(argv[2], "shared") ? 1 : 0;
 	stray = argc > 2 && !strcmp(argv[2], "stray");
+	roam = argc > 2 && !strcmp(argv[2], "roam");
 	if (argc > 2 && !strcmp(argv[2], "tail"))
 		tail_from = 12;
 	CUgraphExec exec = NULL;

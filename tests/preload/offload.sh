@@ -8,7 +8,8 @@
 # and saves another mid-run; a stray reference to a weight in a minority of
 # the profiled passes does not keep its trap resident, one in every pass
 # does; a stale pointer to a later layer's weight neither moves it in the
-# pass nor loads it out of turn; a tensor placed in a weight's free tail
+# pass nor loads it out of turn, nor does one that a new kernel always
+# carries to weights out of the pass's turn; a tensor placed in a weight's free tail
 # brings back only that tail; the weights really left (offloaded_bytes) and
 # were copied back (offload_copies); over a budget smaller than the model,
 # before any plan, allocations get host memory and results stay the same.
@@ -84,6 +85,15 @@ c0=$(sed -n 's/.*stat offload_copies *\([0-9]*\).*/\1/p' "$tmp/allocation_block_
 c1=$(sed -n 's/.*stat offload_copies *\([0-9]*\).*/\1/p' "$tmp/stray.log")
 [ "$c1" = "$c0" ] || { echo "FAIL: stray: $c1 copies, $c0 without the stale pointer"; fail=1; }
 grep -q "stat refs_stale *[1-9]" "$tmp/stray.log" || { echo "FAIL: stray: no stale reference"; fail=1; }
+# a new kernel whose word always points three layers on: four loads (a few
+# misses each), then
+# the word is taken for stale
+"$prog" "$tmp/plain-roam.bin" roam || { echo "FAIL: plain roam run"; exit 1; }
+run roam roam
+cmp -s "$tmp/plain-roam.bin" "$tmp/roam.bin" || { echo "FAIL: roam: outputs differ"; fail=1; }
+c2=$(sed -n 's/.*stat offload_copies *\([0-9]*\).*/\1/p' "$tmp/roam.log")
+[ "${c2:-999}" -le $((c0 + 16)) ] || { echo "FAIL: roam: $c2 copies, $c0 without the roaming word"; fail=1; }
+grep -q "stat offload_roaming_refs *[1-9]" "$tmp/roam.log" || { echo "FAIL: roam: nothing roamed"; fail=1; }
 # a tensor placed in a weight's free tail after discovery: that tail comes
 # back to the GPU, the trap stays offloaded, in each block mode
 "$prog" "$tmp/plain-tail.bin" tail || { echo "FAIL: plain tail run"; exit 1; }

@@ -4,8 +4,8 @@
  * For every kernel that reads an offloaded trap: the copy that put the trap
  * in its block happens before it, and no later copy into that block happens
  * before the kernel.  Checked on regular passes, several streams, kernels
- * reading two traps, tied weights read at both ends, strategy mode, and
- * random launch sequences. */
+ * reading two traps, a stale pointer into a trap sharing the block, tied
+ * weights read at both ends, strategy mode, and random launch sequences. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -220,7 +220,7 @@ static void kernel(struct ft_offload *o, int s, const int *r, int n)
 		a[i] = S.base[r[i]];
 		k.reads[i] = r[i];
 	}
-	ft_off_launch(o, (CUstream)(uintptr_t)s, a, (unsigned)n, 0, "k");
+	ft_off_launch(o, (CUstream)(uintptr_t)s, a, NULL, (unsigned)n, 0, NULL, "k");
 	add_op(&k);
 }
 
@@ -304,6 +304,30 @@ static void two_traps_in_one_kernel(void **state)
 	done(o);
 }
 
+/* A kernel reads trap t < 6 and also carries a stale pointer into trap
+ * t + 4, which shares t's block (a new kernel: no statistics yet): t, nearer the
+ * pass's position, is loaded, the stale reference ignored; the copies are
+ * those of regular passes. */
+static void stale_reference_into_the_same_block(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	for (int pass = 0; pass < 5; pass++)
+		for (int t = 0; t < 10; t++)
+			for (int k = 0; k < 3; k++) {
+				uint64_t a[2] = { S.base[t], S.base[(t + 4) % 10] };
+				struct op op = { .kind = OP_KERNEL, .stream = 1, .nreads = 1 };
+				op.reads[0] = t;
+				ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, k || t > 5 ? 1 : 2, 0,
+					      NULL, "k");
+				add_op(&op);
+			}
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_conflicts], 30);
+	assert_int_equal(stats.v[FT_STAT_offload_copies], 51);
+	done(o);
+}
+
 static void tied_weight_read_at_both_ends(void **state)
 {
 	(void)state;
@@ -347,7 +371,7 @@ static void adjacent_weights_are_linked(void **state)
 			uint64_t a = S.base[t];
 			struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = t == 2 ? 2 : 1 };
 			memcpy(k.reads, r, sizeof(r));
-			ft_off_launch(o, (CUstream)(uintptr_t)1, &a, 1, 0, "k");
+			ft_off_launch(o, (CUstream)(uintptr_t)1, &a, NULL, 1, 0, NULL, "k");
 			add_op(&k);
 		}
 	check();
@@ -397,6 +421,7 @@ int main(void)
 		cmocka_unit_test(regular_passes),
 		cmocka_unit_test(several_streams),
 		cmocka_unit_test(two_traps_in_one_kernel),
+		cmocka_unit_test(stale_reference_into_the_same_block),
 		cmocka_unit_test(tied_weight_read_at_both_ends),
 		cmocka_unit_test(adjacent_weights_are_linked),
 		cmocka_unit_test(strategy_mode),
