@@ -40,6 +40,7 @@ PREFILL_REPS = 5  # timed, after one warm-up
 WORKLOADS = (("decode", 1, 1), ("prefill 2048", 1, 2048), ("prefill 4x4096", 4, 4096))
 STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_misses",
          "plan_budget_bytes", "vmm_host_bytes", "vmm_migrated_bytes", "offload_demoted",
+         "offload_tails", "offload_conflicts", "offload_roaming_refs", "refs_stale",
          "hidden_readers")
 
 
@@ -308,7 +309,8 @@ def report(out):
              "| workload | run | share of decoder offloaded | offloaded GB | forward ms | "
              "resident ms | floor ms | ratio to max(resident, floor) | weights on GPU GiB "
              "(budget) | device used GiB | host RSS GiB (peak) | ready s | copied GB / forward | "
-             "bit-identical |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "late loads / forward | bit-identical |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ok, plot = True, []
     for name, _, _ in WORKLOADS:
         base = res["w"][name]
@@ -317,7 +319,7 @@ def report(out):
         lines.append(f"| {name} | resident | 0 | 0 | {res_ms:.1f} | {res_ms:.1f} | - | 1.000 | "
                      f"{res['params'] / gib:.2f} | {base['device_used'] / gib:.2f} | "
                      f"{res['rss'][0] / gib:.1f} ({res['rss'][1] / gib:.1f}) | "
-                     f"{ready(res)} | 0 | yes |")
+                     f"{ready(res)} | 0 | 0 | yes |")
         for r in sorted(runs, key=lambda r: (r["share"], r["kind"])):
             w = r["w"].get(name)
             if w is None:
@@ -339,13 +341,15 @@ def report(out):
                 f"{r['on_gpu'] / gib:.2f}" + (f" ({budget / gib:.2f})" if budget else "") +
                 f" | {w['device_used'] / gib:.2f} | {r['rss'][0] / gib:.1f} ({r['rss'][1] / gib:.1f}) | "
                 f"{ready(r)} | "
-                f"{median(w['copied'][t]) / 1e9:.2f} | {'yes' if same else 'NO'}"
+                f"{median(w['copied'][t]) / 1e9:.2f} | {median(w['misses'][t]):.0f} | "
+                f"{'yes' if same else 'NO'}"
                 f"{'' if inference else ' (not in INFERENCE)'} |")
     lines += ["", "ratio = forward / max(resident forward, offloaded bytes / H2D bandwidth "
               "measured in the same process); forward = median of the timed forwards (decode: "
               f"the last {DECODE_TIMED} of {DECODE_STEPS} steps; prefill: {PREFILL_REPS} after "
               "one warm-up); ready = process start of the model build to the end of the first "
-              "decode step in INFERENCE (resident: of the first step)."]
+              "decode step in INFERENCE (resident: of the first step); late loads = trap "
+              "copies issued only when a launch already needed them (offload_misses)."]
     text = "\n".join(lines)
     print(text)
     open(os.path.join(out, "bench.md"), "w").write(text + "\n")
