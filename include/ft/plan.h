@@ -15,8 +15,9 @@
  *
  * Memory: peak = sum of block sizes (largest trap each block holds) + bytes
  * of the traps that stay resident.  Memory mode (budget > 0) picks the traps
- * whose copies hide best until the peak fits, then the block count with the
- * shortest predicted pass; latency mode offloads a trap only when its copy
+ * whose copies hide best until the peak fits, spreads that many evenly over
+ * the pass when that fits and is predicted no slower, then takes the block
+ * count with the shortest predicted pass; latency mode offloads a trap only when its copy
  * fits in the previous trap's compute time x scale.
  */
 #ifndef FT_PLAN_H

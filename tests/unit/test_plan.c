@@ -110,6 +110,37 @@ static void budgets(void **state)
 		}
 }
 
+/* Memory mode on the 8B shape at half its weights, decode-like (copies
+ * dominate, so every choice predicts the same pass): the offloaded layers
+ * are spread over the pass, no long stretch of resident layers (after which
+ * the copy stream would have sat idle while the program launched them). */
+static void offloaded_layers_spread(void **state)
+{
+	(void)state;
+	struct ft_profile p;
+	make(&p, 32, 4096, 14336, 1024, 3.3e9);
+	struct ft_plan_input in = { &p, total(&p) / 2, 4, 2, 1.0, 0 };
+	struct ft_plan pl;
+	char why[512];
+	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
+	check(&pl, &p, in.budget);
+	uint32_t m = 0, layers = 0, run = 0, longest = 0;
+	for (uint32_t i = 0; i < pl.ntraps; i++) {
+		if (strcmp(p.traps[i].role, "layer"))
+			continue;
+		layers++;
+		m += pl.t[i].offloaded;
+		run = pl.t[i].offloaded ? 0 : run + 1;
+		if (run > longest)
+			longest = run;
+	}
+	assert_true(m >= layers / 3 && m < layers);
+	/* evenly: no resident stretch longer than the even gap, rounded up */
+	assert_true(longest <= (layers - m + m - 1) / m + 1);
+	ft_plan_free(&pl);
+	ft_profile_free(&p);
+}
+
 static void latency_mode(void **state)
 {
 	(void)state;
@@ -158,6 +189,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(budgets),
+		cmocka_unit_test(offloaded_layers_spread),
 		cmocka_unit_test(latency_mode),
 		cmocka_unit_test(refusals),
 	};
