@@ -56,6 +56,17 @@ static void diagnostics(const struct ft_profile *q, const uint64_t *cov, const s
 	}
 }
 
+/* The settings a plan depends on, as recorded with it in profile.json. */
+static void plan_settings(char *buf, size_t n)
+{
+	static const char *const modes[] = { "allocation_block_transfer", "raw_block_transfer",
+					     "strategy" };
+	double f = isnan(ft_g.opt.max_gpu_mem_fraction) ? 0 : ft_g.opt.max_gpu_mem_fraction;
+	snprintf(buf, n, "FT_MAX_GPU_MEM_FRACTION=%g FT_TRANSFER_MODE=%s FT_NUM_BLOCKS=%ld "
+		 "FT_MIN_BLOCKS=%ld FT_TRANSFER_BUDGET_SCALE=%g", f, modes[ft_g.opt.transfer_mode],
+		 (long)ft_g.opt.num_blocks, (long)ft_g.opt.min_blocks, ft_g.opt.transfer_budget_scale);
+}
+
 /* A new plan, into profile.json: what can leave the GPU is what whole
  * chunks of VMM-backed allocations hold (cov[t] per trap), so the planner
  * sees those bytes as the traps' and the rest as staying resident. */
@@ -101,6 +112,9 @@ static void make_plan(const uint64_t *cov)
 		return;
 	}
 	cJSON *o = cJSON_CreateObject();
+	char settings[256];
+	plan_settings(settings, sizeof(settings));
+	ft_trace_str(o, "settings", settings);
 	ft_trace_str(o, "mode", in.budget ? "memory" : "latency");
 	ft_trace_num(o, "budget_bytes", (double)in.budget);
 	ft_trace_num(o, "blocks", plan.nblocks);
@@ -132,6 +146,24 @@ static void make_plan(const uint64_t *cov)
 	ft_plan_free(&plan);
 }
 
+
+/* A saved plan is applied only under the settings it was made with (the
+ * current settings and scan are authoritative): otherwise it is dropped and
+ * the traps are planned again from the saved timings. */
+static void check_saved_plan(struct ft_profile *p)
+{
+	char now[256];
+	plan_settings(now, sizeof(now));
+	cJSON *o = cJSON_Parse(p->plan_json);
+	cJSON *made = o ? cJSON_GetObjectItem(o, "settings") : NULL;
+	if (!cJSON_IsString(made) || strcmp(made->valuestring, now)) {
+		ft_info("the saved plan was made for %s; now %s: planning again from the saved "
+			"timings", cJSON_IsString(made) ? made->valuestring : "other settings", now);
+		free(p->plan_json);
+		p->plan_json = NULL;
+	}
+	cJSON_Delete(o);
+}
 
 /* Blocks per trap from a plan in profile.json ("blocks", "traps"[].block). */
 static int plan_blocks(const char *json, uint32_t ntraps, int *block, uint32_t *nblocks)
@@ -191,6 +223,8 @@ void ft_learn_offload(void)
 			cov[t] = 0;
 		}
 	}
+	if (p->plan_json)
+		check_saved_plan(p);
 	int saved = p->plan_json != NULL;
 	if (!saved)
 		make_plan(cov);

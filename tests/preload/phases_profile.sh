@@ -1,6 +1,7 @@
 #!/bin/sh
 # profile.json across runs: an eager run writes it; a second run of the same
-# model takes its timings and skips profiling (the file is left as it was);
+# model takes its timings and skips profiling (the file is left as it was),
+# and its plan only under the settings it was made with;
 # with FT_SKIP_DISCOVERY=1 a run takes it after one pass, and without a file
 # warns and discovers;
 # a corrupt file is refused with a warning, profiling runs and the file is
@@ -23,6 +24,13 @@ cp "$tmp/p/profile.json" "$tmp/first.json"
 run again || { echo "FAIL: second run"; cat "$tmp/err"; fail=1; }
 grep -q "profiling skipped" "$tmp/err" || { echo "FAIL: profile not used"; cat "$tmp/err"; fail=1; }
 cmp -s "$tmp/p/profile.json" "$tmp/first.json" || { echo "FAIL: profile rewritten"; fail=1; }
+# other settings: the saved timings, but a new plan (the settings rule)
+run again FT_NUM_BLOCKS=6 || { echo "FAIL: run with other settings"; cat "$tmp/err"; fail=1; }
+grep -q "profiling skipped" "$tmp/err" && grep -q "the saved plan was made for .*FT_NUM_BLOCKS=4.*planning again" "$tmp/err" &&
+	grep -q "plan (latency mode)" "$tmp/err" ||
+	{ echo "FAIL: the saved plan was applied under other settings"; cat "$tmp/err"; fail=1; }
+grep -q '"settings":.*"FT_MAX_GPU_MEM_FRACTION=0 FT_TRANSFER_MODE=allocation_block_transfer FT_NUM_BLOCKS=4' "$tmp/first.json" ||
+	{ echo "FAIL: the plan does not record its settings"; fail=1; }
 run skip FT_SKIP_DISCOVERY=1 || { echo "FAIL: FT_SKIP_DISCOVERY run"; cat "$tmp/err"; fail=1; }
 grep -q "first pass matches the saved profile" "$tmp/err" ||
 	{ echo "FAIL: FT_SKIP_DISCOVERY not honoured"; cat "$tmp/err"; fail=1; }
