@@ -92,7 +92,8 @@ static int check(const char *rec_trace, const char *truth_path, const char *pref
 	cJSON *bufs = cJSON_GetObjectItem(truth, "buffers"), *x, *b;
 	if (!blind)
 		nparams = 0;
-	cJSON_ArrayForEach(x, blind ? NULL : cJSON_GetObjectItem(disc, "weights_in_order")) {
+	cJSON *found_w = blind ? NULL : cJSON_GetObjectItem(disc, "weights_in_order");
+	cJSON_ArrayForEach(x, found_w) {
 		int id = cJSON_GetObjectItem(x, "id")->valueint;
 		unsigned long long p = rec_ptr[id] +
 				       (unsigned long long)(cJSON_GetObjectItem(x, "off")->valuedouble * shrink);
@@ -152,6 +153,37 @@ static int check(const char *rec_trace, const char *truth_path, const char *pref
 	return failures ? 1 : 0;
 }
 
+/* One recorded launch, replayed: one fake function per recorded kernel
+ * name (the library learns which of a kernel's parameter words are
+ * pointers), each reference at the word it was recorded at (older
+ * recordings: in order, from word 0). */
+static void launch(cJSON *r)
+{
+	static char *names[4096];
+	static unsigned nnames;
+	const char *name = cJSON_GetObjectItem(r, "kernel")->valuestring;
+	unsigned fi = 0;
+	while (fi < nnames && strcmp(names[fi], name))
+		fi++;
+	if (fi == nnames && nnames < 4096)
+		names[nnames++] = strdup(name);
+	static CUdeviceptr p[512];
+	memset(p, 0, sizeof(p));
+	int k = 0;
+	cJSON *x;
+	cJSON_ArrayForEach(x, cJSON_GetObjectItem(r, "refs")) {
+		int id = cJSON_GetObjectItem(x, "id")->valueint;
+		cJSON *w = cJSON_GetObjectItem(x, "word");
+		int at = w && w->valueint < 512 ? w->valueint : k;
+		if (at < 512 && id < MAX_ID && ptr_of[id])
+			p[at] = ptr_of[id] +
+				(CUdeviceptr)(cJSON_GetObjectItem(x, "off")->valuedouble / shrink);
+		k++;
+	}
+	void *params[] = { p };
+	cuLaunchKernel(fake_replay_function(fi), 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 3 && argc != 6)
@@ -165,10 +197,6 @@ int main(int argc, char **argv)
 	const char *sh = getenv("REPLAY_SHRINK");
 	shrink = sh && atof(sh) >= 1 ? atof(sh) : 1;
 	cuInit(0);
-	/* one function per recorded kernel name (the library learns which
-	 * of a kernel's parameter words are pointers) */
-	static char *names[4096];
-	unsigned nnames = 0;
 	char *line = malloc(1 << 20);
 	unsigned long long launches = 0;
 	while (fgets(line, 1 << 20, f)) {
@@ -200,32 +228,30 @@ int main(int argc, char **argv)
 				cJSON_Delete(r);
 				break;
 			}
-			const char *name = cJSON_GetObjectItem(r, "kernel")->valuestring;
-			unsigned fi = 0;
-			while (fi < nnames && strcmp(names[fi], name))
-				fi++;
-			if (fi == nnames && nnames < 4096)
-				names[nnames++] = strdup(name);
-			/* each reference at the word it was recorded at (older
-			 * recordings: in order, from word 0) */
-			static CUdeviceptr p[512];
-			memset(p, 0, sizeof(p));
-			int k = 0;
-			cJSON *x;
-			cJSON_ArrayForEach(x, cJSON_GetObjectItem(r, "refs")) {
-				int id = cJSON_GetObjectItem(x, "id")->valueint;
-				cJSON *w = cJSON_GetObjectItem(x, "word");
-				int at = w && w->valueint < 512 ? w->valueint : k;
-				if (at < 512 && id < MAX_ID && ptr_of[id])
-					p[at] = ptr_of[id] +
-						(CUdeviceptr)(cJSON_GetObjectItem(x, "off")->valuedouble / shrink);
-				k++;
-			}
-			void *params[] = { p };
-			cuLaunchKernel(fake_replay_function(fi), 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+			launch(r);
 			launches++;
 		}
 		cJSON_Delete(r);
+	}
+	/* REPLAY_LOOP=from:count: the launches from seq `from` on replayed
+	 * count more times (steady INFERENCE passes of a short recording) */
+	const char *lp = getenv("REPLAY_LOOP");
+	unsigned long long from = lp ? strtoull(lp, NULL, 10) : 0;
+	int count = lp && strchr(lp, ':') ? atoi(strchr(lp, ':') + 1) : 0;
+	for (int c = 0; c < count; c++) {
+		rewind(f);
+		while (fgets(line, 1 << 20, f)) {
+			if (!strstr(line, "\"ev\":\"launch\""))
+				continue;
+			cJSON *r = cJSON_Parse(line);
+			unsigned long long seq =
+				(unsigned long long)cJSON_GetObjectItem(r, "seq")->valuedouble;
+			if (seq >= from && seq < last) {
+				launch(r);
+				launches++;
+			}
+			cJSON_Delete(r);
+		}
 	}
 	fclose(f);
 	unsigned long long eager = 0;
