@@ -21,7 +21,9 @@ prefill of 4 x 4096 tokens (last position's logits).  One process per run:
 Every run measures the pinned host-to-device bandwidth itself; the floor of
 a run is its offloaded bytes / that bandwidth.  Outputs (every step's and
 repetition's logits) are compared bit for bit with the resident run's.
-BENCH_LAYERS=n makes a smaller model of the same shape (quick checks).
+BENCH_LAYERS=n makes a smaller model of the same shape (quick checks);
+BENCH_ONLY="decode,prefill 2048" runs only those workloads in a lib run
+(a diagnosis, e.g. under FT_TRACE: the resident run still has them all).
 """
 import ctypes
 import glob
@@ -271,7 +273,10 @@ def run_lib(out, share, mode):
     m = build(torch)
     params, layer = sizes(m)
     r = {"kind": mode, "share": float(share), "bw": bw, "params": params, "w": {}}
+    only = [w for w in os.environ.get("BENCH_ONLY", "").split(",") if w]
     for name, b, n in WORKLOADS:
+        if only and name not in only:
+            continue
         r["w"][name] = workload(name, b, n, m, torch, lib, t0)
         print(f"{mode} {share} {name}: phases {r['w'][name]['phases']}", flush=True)
         # saved after every workload: a run stopped by its time limit
