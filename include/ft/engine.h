@@ -182,8 +182,13 @@ struct ft_offload {
 	struct ft_vmm *vmm;
 	struct ft_stats *stats;             /* offload_copies, offload_misses */
 	struct ft_gpu *gpu;                 /* FT_VERIFY's checksums; NULL = no verify */
-	struct ft_timing_store *timing;     /* FT_OFFLOAD_TIMING=eager; NULL = off */
+	int timed;                          /* per-trap events around launches and copies */
+	int events;                         /* those events exist */
+	struct ft_timing_store *timing;     /* FT_OFFLOAD_TIMING=eager; NULL = none */
 	struct ft_timing_store *window;     /* the last FT_TIMING_LOG_EVERY passes */
+	/* ft_off_on_pass's observer of timed passes */
+	int (*pass_done)(void *arg, const float *v, uint32_t ntraps);
+	void *pass_arg;
 	CUstream last_stream;               /* of the latest launch that read a trap */
 	/* a capture in progress that reads offloaded weights: the executor
 	 * works for it with the graph's own block state (every block unknown
@@ -226,6 +231,12 @@ int ft_off_timing(struct ft_offload *o, struct ft_timing_store *st,
 		  struct ft_timing_store *window);
 /* Ends the pass in progress for the timing (collect flushes it). */
 void ft_off_timing_flush(struct ft_offload *o);
+/* After ft_off_apply: times passes (as ft_off_timing) and gives each timed
+ * pass, v[trap * FT_T_COLS + column], to fn(arg, v, ntraps) under the
+ * executor's lock, until fn returns nonzero; then the timing stops unless
+ * FT_OFFLOAD_TIMING keeps it.  0 or -1. */
+int ft_off_on_pass(struct ft_offload *o, int (*fn)(void *arg, const float *v, uint32_t ntraps),
+		   void *arg);
 /* Links (after the blocks are chosen, before any is made): a weight that
  * ends exactly where a weight of another trap begins may be one tensor the
  * scan saw two pointers into (a stale pointer left in a parameter block):

@@ -41,6 +41,7 @@ struct ft_options {
  * into the option's choices, in the order options.def lists them. */
 enum { FT_TM_ALLOCATION_BLOCK, FT_TM_RAW_BLOCK, FT_TM_STRATEGY };
 enum { FT_TIMING_OFF, FT_TIMING_EAGER, FT_TIMING_CUDA_GRAPH };
+enum { FT_BATCH_DECODE, FT_BATCH_PREFILL, FT_BATCH_NONE };
 
 typedef void (*ft_opt_report_fn)(void *ud, const char *message);
 

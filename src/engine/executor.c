@@ -190,7 +190,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	}
 	b->nreaders = 0;
 	struct ft_off_tev *e = &x->tev;
-	int timing = o->timing && !o->cap_id;
+	int timing = o->timed && !o->cap_id;
 	if (timing) {
 		e->slot ^= 1;
 		r->cuEventRecord(e->ts[e->slot], cs);
@@ -425,7 +425,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 			if (!keep)
 				verify_release(o, k);
 		}
-	int timing = o->timing && !capturing(o);
+	int timing = o->timed && !capturing(o);
 	if (timing)
 		ft_off_timing_before(o, s, touched, nt, cur);
 	for (int k = 0; k < nt; k++) {

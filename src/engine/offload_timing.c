@@ -15,7 +15,7 @@ int ft_off_timing(struct ft_offload *o, struct ft_timing_store *st,
 	const struct ft_real *r = o->real;
 	if (!r->cuEventElapsedTime_v2)
 		return -1;
-	for (uint32_t t = 0; t < o->ntraps; t++) {
+	for (uint32_t t = 0; !o->events && t < o->ntraps; t++) {
 		struct ft_off_tev *e = &o->t[t].tev;
 		CUevent *ev[] = { &e->cs, &e->ce, &e->ws, &e->we,
 				  &e->ts[0], &e->ts[1], &e->te[0], &e->te[1] };
@@ -24,8 +24,26 @@ int ft_off_timing(struct ft_offload *o, struct ft_timing_store *st,
 				return -1;
 		e->served = -1;
 	}
-	o->timing = st;
-	o->window = window;
+	pthread_mutex_lock(&o->lock);
+	o->events = 1;
+	if (st)
+		o->timing = st;
+	if (window)
+		o->window = window;
+	o->timed = 1;
+	pthread_mutex_unlock(&o->lock);
+	return 0;
+}
+
+int ft_off_on_pass(struct ft_offload *o, int (*fn)(void *arg, const float *v, uint32_t ntraps),
+		   void *arg)
+{
+	if (!o->active || ft_off_timing(o, NULL, NULL))
+		return -1;
+	pthread_mutex_lock(&o->lock);
+	o->pass_done = fn;
+	o->pass_arg = arg;
+	pthread_mutex_unlock(&o->lock);
 	return 0;
 }
 
@@ -59,10 +77,16 @@ static void timing_pass(struct ft_offload *o)
 		e->entered = e->waited = e->ended = 0;
 		e->served = -1;
 	}
-	ft_timing_add(o->timing, v);
-	ft_timing_add(o->window, v);
+	if (o->timing)
+		ft_timing_add(o->timing, v);
+	if (o->window)
+		ft_timing_add(o->window, v);
+	if (o->pass_done && o->pass_done(o->pass_arg, v, o->ntraps)) {
+		o->pass_done = NULL;
+		o->timed = o->timing != NULL;
+	}
 	free(v);
-	if (o->window->count < FT_TIMING_LOG_EVERY)
+	if (!o->window || o->window->count < FT_TIMING_LOG_EVERY)
 		return;
 	struct ft_timing_report rep;
 	if (ft_timing_report(o->window, 1, &rep))
@@ -82,7 +106,7 @@ static void timing_pass(struct ft_offload *o)
 
 void ft_off_timing_flush(struct ft_offload *o)
 {
-	if (!o->active || !o->timing)
+	if (!o->active || !o->timed)
 		return;
 	pthread_mutex_lock(&o->lock);
 	int any = 0;

@@ -165,6 +165,83 @@ static void check_saved_plan(struct ft_profile *p)
 	cJSON_Delete(o);
 }
 
+/* A timed pass while the adopted profile's timings are refreshed: once
+ * enough have come, profile.json gets them (the plan in effect stays; this
+ * process plans nothing again).  Under the executor's lock; the profile's
+ * other parts do not change in INFERENCE. */
+static int refresh_pass(void *arg, const float *v, uint32_t ntraps)
+{
+	(void)arg;
+	if (ntraps != L.refresh.ntraps)
+		return 1;
+	int done = ft_refresh_add(&L.refresh, v, FT_T_COLS, FT_T_COMPUTE);
+	if (done != 1)
+		return done < 0;
+	const char *dir = ft_g.opt.profile_storage_dir;
+	struct ft_profile q = L.prof;
+	q.traps = malloc(q.ntraps * sizeof(*q.traps));
+	int rc = -1;
+	if (q.traps) {
+		memcpy(q.traps, L.prof.traps, q.ntraps * sizeof(*q.traps));
+		rc = ft_refresh_apply(&L.refresh, q.traps) ? -1 : ft_profile_save(&q, dir);
+		free(q.traps);
+	}
+	if (rc)
+		ft_warn("cannot refresh %s/%s's timings (%s)", dir, FT_PROFILE_FILE,
+			rc < -1 ? strerror(-rc) : "out of memory");
+	else
+		ft_info("%s/%s: compute timings refreshed from %u passes timed while serving",
+			dir, FT_PROFILE_FILE, L.refresh.need);
+	return 1;
+}
+
+/* FT_PROFILE_STORAGE_DIR with an adopted profile.json: the per-trap compute
+ * times of the first max(1, FT_PROFILING_ITERS) passes of the kind
+ * FT_VLLM_TIMING_BATCH names become its timings.  The library times eager
+ * passes (prefill: in a server, eager passes are prefills; a program
+ * without graphs runs every pass eagerly); decode passes replayed from
+ * CUDA graphs cannot be timed trap by trap yet, so decode refreshes
+ * nothing and says so. */
+static void arm_refresh(const struct ft_profile *p)
+{
+	const char *dir = ft_g.opt.profile_storage_dir;
+	int batch = ft_g.opt.vllm_timing_batch;
+	if (!L.adopted || !dir || batch < 0 || batch == FT_BATCH_NONE)
+		return;
+	if (ft_g.opt.profile_read_only) {
+		ft_info("FT_PROFILE_READ_ONLY=1: %s/%s's timings are not refreshed", dir,
+			FT_PROFILE_FILE);
+		return;
+	}
+	if (batch == FT_BATCH_DECODE) {
+		ft_info("FT_VLLM_TIMING_BATCH=decode: decode passes (CUDA graph replays) are not "
+			"timed trap by trap yet, so %s/%s keeps its timings; "
+			"FT_VLLM_TIMING_BATCH=prefill refreshes them from eager passes", dir,
+			FT_PROFILE_FILE);
+		return;
+	}
+	uint32_t need = ft_g.opt.profiling_iters > 1 ? (uint32_t)ft_g.opt.profiling_iters : 1;
+	if (need > 1024)
+		need = 1024;
+	if (ft_refresh_init(&L.refresh, p->ntraps, need) ||
+	    ft_off_on_pass(&ft_g.off, refresh_pass, NULL)) {
+		ft_refresh_free(&L.refresh);
+		ft_warn("cannot time passes: %s/%s's timings are not refreshed", dir,
+			FT_PROFILE_FILE);
+		return;
+	}
+	ft_info("%s/%s's timings will be refreshed from the first %u eager passes", dir,
+		FT_PROFILE_FILE, need);
+}
+
+void ft_learn_exit(void)
+{
+	if (L.refresh.need && L.refresh.got < L.refresh.need)
+		ft_info("%s/%s left as it was: %u of the %u passes its timings were to be "
+			"refreshed from were timed", ft_g.opt.profile_storage_dir, FT_PROFILE_FILE,
+			L.refresh.got, L.refresh.need);
+}
+
 /* Blocks per trap from a plan in profile.json ("blocks", "traps"[].block). */
 static int plan_blocks(const char *json, uint32_t ntraps, int *block, uint32_t *nblocks)
 {
@@ -274,6 +351,7 @@ void ft_learn_offload(void)
 			ft_warn("FT_OFFLOAD_TIMING=eager: cannot set up the timing events; no timing");
 		free(labels);
 	}
+	arm_refresh(p);
 	FT_STAT_ADD(&ft_g.stats, offloaded_bytes, ft_g.off.offloaded_bytes);
 	FT_STAT_ADD(&ft_g.stats, block_bytes, ft_g.off.block_bytes);
 	static const char *const modes[] = { "allocation_block_transfer", "raw_block_transfer",

@@ -167,6 +167,7 @@ static int adopt_saved(int trial)
 	L.saved.traps = NULL;
 	L.saved.curve = NULL;
 	L.saved.plan_json = NULL;
+	L.adopted = 1;
 	ft_info("%s/%s describes this model on this device: %u traps and their timings "
 		"taken, profiling skipped", ft_g.opt.profile_storage_dir, FT_PROFILE_FILE, p->ntraps);
 	return 1;

@@ -13,6 +13,7 @@
 #include "ft/gpu.h"
 #include "ft/passes.h"
 #include "ft/profile.h"
+#include "ft/refresh.h"
 
 struct ft_launch;
 struct ft_refs;
@@ -58,6 +59,8 @@ struct ft_learning {
 				   * again after a later trap began */
 	uint32_t nsamples, samples_cap;
 	int prof_failed;
+	int adopted;              /* the traps and timings came from profile.json */
+	struct ft_refresh refresh; /* its timings, refreshed while serving */
 };
 
 /* At start: loads FT_PROFILE_STORAGE_DIR/profile.json if there is one. */
@@ -77,6 +80,8 @@ void ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out);
 /* ft_save_profile / ft_load_profile (dir NULL: FT_PROFILE_STORAGE_DIR),
  * under the learning lock: 0 or -1. */
 int ft_learn_save(const char *dir);
+/* At exit: says when a refresh of the profile's timings did not complete. */
+void ft_learn_exit(void);
 int ft_learn_load(const char *dir);
 /* INFERENCE begins: the plan (made now, or the saved profile's) is applied
  * (apply.c).  Under the learning lock. */

@@ -69,6 +69,7 @@ static void at_exit(void)
 {
 	if (!ft_g.enabled)
 		return;
+	ft_learn_exit();
 	print_stats();
 	if (ft_trace_on(&ft_g.trace)) {
 		struct cJSON *rec = ft_trace_begin("stats");

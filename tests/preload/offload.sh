@@ -10,7 +10,9 @@
 # does; a stale pointer to a later layer's weight neither moves it in the
 # pass nor loads it out of turn, nor does one that a new kernel always
 # carries to weights out of the pass's turn; a tensor placed in a weight's free tail
-# brings back only that tail; the weights really left (offloaded_bytes) and
+# brings back only that tail; profile.json's timings are refreshed from
+# eager passes while serving (not with decode, read-only, or too few
+# passes); the weights really left (offloaded_bytes) and
 # were copied back (offload_copies); over a budget smaller than the model,
 # before any plan, allocations get host memory and results stay the same.
 # usage: offload.sh <libflextensor.so> <offload>
@@ -104,6 +106,35 @@ for m in allocation_block_transfer raw_block_transfer; do
 		{ echo "FAIL: tail-$m: $(grep -o 'offload_\(tails\|demoted\) *[0-9]*' "$tmp/tail-$m.log" | tr '\n' ' ')"; fail=1; }
 	grep -q "FT_VERIFY: offloaded trap" "$tmp/tail-$m.log" && { echo "FAIL: tail-$m: verify reported"; fail=1; }
 done
+# profile.json refreshed while serving: a first run writes it (2 profiled
+# passes); a second adopts it and, with FT_VLLM_TIMING_BATCH=prefill,
+# rewrites its timings from 3 timed passes; with decode, read-only, or too
+# few passes before exit, the file stays as it was
+run prof "" FT_PROFILE_STORAGE_DIR="$tmp/prof"
+cp "$tmp/prof/profile.json" "$tmp/prof-first.json"
+samples() { grep -o '"samples":[[:space:]]*[0-9]*' "$1" | awk '{print $NF}' | sort -nu | tr '\n' ' '; }
+for how in "decode" "read_only" "incomplete"; do
+	case $how in
+	decode) run "prof-$how" "" FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=3 ;;
+	read_only) run "prof-$how" "" FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=3 \
+		FT_VLLM_TIMING_BATCH=prefill FT_PROFILE_READ_ONLY=1 ;;
+	incomplete) run "prof-$how" "" FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=500 \
+		FT_VLLM_TIMING_BATCH=prefill ;;
+	esac
+	grep -q "profiling skipped" "$tmp/prof-$how.log" || { echo "FAIL: prof-$how: profile not adopted"; fail=1; }
+	cmp -s "$tmp/prof/profile.json" "$tmp/prof-first.json" || { echo "FAIL: prof-$how: profile.json changed"; fail=1; }
+done
+grep -q "decode passes (CUDA graph replays) are not timed" "$tmp/prof-decode.log" ||
+	{ echo "FAIL: prof-decode: no message"; fail=1; }
+grep -q "left as it was: [0-9]* of the 500 passes" "$tmp/prof-incomplete.log" ||
+	{ echo "FAIL: prof-incomplete: no message at exit"; fail=1; }
+run prof-refresh "" FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=3 FT_VLLM_TIMING_BATCH=prefill
+cmp -s "$tmp/plain.bin" "$tmp/prof-refresh.bin" || { echo "FAIL: prof-refresh: outputs differ"; fail=1; }
+grep -q "compute timings refreshed from 3 passes" "$tmp/prof-refresh.log" ||
+	{ echo "FAIL: prof-refresh: no refresh"; fail=1; }
+[ "$(samples "$tmp/prof/profile.json")" = "3 " ] && [ "$(samples "$tmp/prof-first.json")" != "3 " ] &&
+	[ "$(grep '"fingerprint"' "$tmp/prof/profile.json")" = "$(grep '"fingerprint"' "$tmp/prof-first.json")" ] ||
+	{ echo "FAIL: prof-refresh: samples $(samples "$tmp/prof-first.json")-> $(samples "$tmp/prof/profile.json")"; fail=1; }
 run verify "" FT_VERIFY=1
 cmp -s "$tmp/plain.bin" "$tmp/verify.bin" || { echo "FAIL: verify: outputs differ"; fail=1; }
 grep -q "FT_VERIFY: offloaded trap" "$tmp/verify.log" && { echo "FAIL: verify reported a correct program"; fail=1; }
