@@ -169,13 +169,11 @@ def fraction(workload, out, target):
     import torch
 
     r = torch.load(os.path.join(out, f"{workload}-plain.pt"))
-    # the library's budget for the weights is fraction x total minus the
-    # device memory that is not weights: target bytes (or a share of the
-    # parameters when target <= 1) for the weights
+    # the library's budget is for the weights alone (fraction x total, as
+    # upstream): target bytes, or a share of the parameters when <= 1
     t = float(target)
     t = t * r["params"] if t <= 1 else t
-    f = (r["reserved"] - r["params"] + t) / r["total"]
-    print(f"{f:.6f}")
+    print(f"{t / r['total']:.6f}")
 
 
 if __name__ == "__main__":
