@@ -1,0 +1,27 @@
+#!/bin/sh
+# GPU check of serving with CUDA graphs (see serve.py): the harness without
+# the library, then with it in memory mode at about half of the decoder
+# weights offloaded (FT_OFFLOAD_TIMING=eager: the timing table is printed),
+# then the report (every request's logits bit for bit, the batch-1 graph
+# decode step against the resident step and the transfer floor).
+# Exits 77 where there is no GPU.
+# usage: serve.sh <libflextensor.so> <output dir> [share, default 0.5]
+set -u
+lib=$1 out=$2 share=${3:-0.5}
+here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
+py=${PYTHON:-python3}
+. "$here/gpu_env.sh"
+require_gpu
+clean_ft_env
+rm -rf "$out"
+mkdir -p "$out"
+"$py" "$here/serve.py" run plain "$out" || exit 1
+f=$("$py" "$here/serve.py" fraction "$out" "$share") || exit 1
+for m in allocation_block_transfer raw_block_transfer; do
+	env LD_PRELOAD="$lib" FT_ENABLED=1 FT_MAX_GPU_MEM_FRACTION="$f" FT_TRANSFER_MODE=$m \
+		FT_PROFILING_ITERS=3 FT_OFFLOAD_TIMING=eager FT_LOG_LEVEL=info \
+		"$py" "$here/serve.py" run "$m" "$out" 2>"$out/$m.log" ||
+		{ echo "$m failed:"; tail -20 "$out/$m.log"; }
+	grep -E "plan \(|offloading|error|warn|captured before" "$out/$m.log" | head -20 | sed "s/^/  $m: /"
+done
+"$py" "$here/serve.py" report "$out"
