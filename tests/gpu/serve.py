@@ -54,9 +54,10 @@ def model(torch):
                 self.layers.append(b)
             self.norm = torch.nn.RMSNorm(D)
             self.head = L(D, VOCAB, bias=False)
-            # slot SLOTS is where padded batch rows write
-            self.register_buffer("kc", torch.zeros(LAYERS, SLOTS + 1, KV, MAX_LEN, hd))
-            self.register_buffer("vc", torch.zeros(LAYERS, SLOTS + 1, KV, MAX_LEN, hd))
+            # [layer, slot, position, kv head, dim]; slot SLOTS is where
+            # padded batch rows write
+            self.register_buffer("kc", torch.zeros(LAYERS, SLOTS + 1, MAX_LEN, KV, hd))
+            self.register_buffer("vc", torch.zeros(LAYERS, SLOTS + 1, MAX_LEN, KV, hd))
 
         def mlp(self, b, x):
             h = b.n2(x)
@@ -71,8 +72,8 @@ def model(torch):
                 q = b.q(h).view(1, n, HEADS, hd).transpose(1, 2)
                 k = b.k(h).view(1, n, KV, hd).transpose(1, 2)
                 v = b.v(h).view(1, n, KV, hd).transpose(1, 2)
-                self.kc[i, slot, :, :n] = k[0]
-                self.vc[i, slot, :, :n] = v[0]
+                self.kc[i, slot, :n] = k[0].transpose(0, 1)
+                self.vc[i, slot, :n] = v[0].transpose(0, 1)
                 a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
                 x = self.mlp(b, x + b.o(a.transpose(1, 2).reshape(1, n, D)))
             return self.head(self.norm(x[:, -1]))
@@ -83,12 +84,14 @@ def model(torch):
             bsz = tok.shape[0]
             x = self.emb(tok)[:, None]
             mask = (torch.arange(MAX_LEN, device=tok.device)[None] <= pos[:, None])[:, None, None]
+            row = slot * MAX_LEN + pos  # into [slot x position] rows: index_copy_
             for i, b in enumerate(self.layers):
                 h = b.n1(x)
                 q = b.q(h).view(bsz, 1, HEADS, hd).transpose(1, 2)
-                self.kc[i][slot, :, pos] = b.k(h).view(bsz, KV, hd)
-                self.vc[i][slot, :, pos] = b.v(h).view(bsz, KV, hd)
-                a = F.scaled_dot_product_attention(q, self.kc[i][slot], self.vc[i][slot],
+                self.kc[i].view(-1, KV, hd).index_copy_(0, row, b.k(h).view(bsz, KV, hd))
+                self.vc[i].view(-1, KV, hd).index_copy_(0, row, b.v(h).view(bsz, KV, hd))
+                a = F.scaled_dot_product_attention(q, self.kc[i][slot].transpose(1, 2),
+                                                   self.vc[i][slot].transpose(1, 2),
                                                    attn_mask=mask, enable_gqa=True)
                 x = self.mlp(b, x + b.o(a.transpose(1, 2).reshape(bsz, 1, D)))
             return self.head(self.norm(x[:, 0]))
