@@ -206,14 +206,20 @@ static void arm_refresh(const struct ft_profile *p)
 {
 	const char *dir = ft_g.opt.profile_storage_dir;
 	int batch = ft_g.opt.vllm_timing_batch;
-	if (!L.adopted || !dir || batch < 0 || batch == FT_BATCH_NONE)
+	if (!(L.adopted || L.timed_over_budget) || !dir || batch < 0 || batch == FT_BATCH_NONE)
 		return;
 	if (ft_g.opt.profile_read_only) {
 		ft_info("FT_PROFILE_READ_ONLY=1: %s/%s's timings are not refreshed", dir,
 			FT_PROFILE_FILE);
 		return;
 	}
-	if (batch == FT_BATCH_DECODE) {
+	if (L.timed_over_budget && !L.adopted) {
+		/* profiled here, but slowed by weights in host memory: the
+		 * first eager passes after the plan time them as they are */
+		ft_info("the traps were timed while weights were in host memory (the budget "
+			"was full before the plan): %s/%s gets the times of the first eager "
+			"passes now", dir, FT_PROFILE_FILE);
+	} else if (batch == FT_BATCH_DECODE) {
 		ft_info("FT_VLLM_TIMING_BATCH=decode: decode passes (CUDA graph replays) are not "
 			"timed trap by trap yet, so %s/%s keeps its timings; "
 			"FT_VLLM_TIMING_BATCH=prefill refreshes them from eager passes", dir,

@@ -493,6 +493,9 @@ static void finish_profiling(void)
 	}
 	free(v);
 	ft_info("profiling: %u passes timed, %.3f ms of trap compute per pass", L.nsamples, sum);
+	/* weights in host memory while timed (over the budget before a plan):
+	 * the times include their reads over the bus */
+	L.timed_over_budget = ft_vmm_host_bytes(&ft_g.vmm) > 0;
 	ft_learn_offload();
 	if (ft_g.opt.profile_storage_dir)
 		ft_learn_save(NULL);

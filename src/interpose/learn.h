@@ -60,6 +60,7 @@ struct ft_learning {
 	uint32_t nsamples, samples_cap;
 	int prof_failed;
 	int adopted;              /* the traps and timings came from profile.json */
+	int timed_over_budget;    /* profiled while weights were in host memory */
 	struct ft_refresh refresh; /* its timings, refreshed while serving */
 };
 

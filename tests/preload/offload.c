@@ -9,6 +9,7 @@
  * (test_offload simulates that).
  * With FT_OFFLOAD_TIMING=eager it prints ft_offload_timing_collect's
  * report on stderr at the end.
+ * OFFLOAD_MIB=n makes every tensor n MiB (default 4).
  * usage: offload OUT [modify | graph | early | stale | shared | stray | roam | tail]
  *   modify: after step 10 the program rewrites a weight with a host copy
  *   and reads another back (a checkpoint); the outputs must still match a
@@ -48,7 +49,7 @@
 #define STEPS 24
 #define GRAPH_AT 12 /* graph mode: the step captured, replayed from then on */
 #define LAYERS 6
-#define N (1 << 20) /* floats: 4 MiB */
+static int N = 1 << 20; /* floats a tensor: 4 MiB (OFFLOAD_MIB sets the MiB) */
 
 static CUfunction add, touch;
 static int stale_every; /* stale/shared: the stray reference every n-th forward */
@@ -115,7 +116,9 @@ static void forward(int step)
 
 static void fill(CUdeviceptr d, float base)
 {
-	static float v[N];
+	static float *v;
+	if (!v)
+		v = malloc((size_t)N * sizeof(*v));
 	for (int i = 0; i < N; i++)
 		v[i] = base + (float)(i % 977) * 0.001f;
 	cuMemcpyHtoD_v2(d, v, sizeof(v));
@@ -139,6 +142,9 @@ int main(int argc, char **argv)
 	FILE *f = fopen(argv[1], "wb");
 	if (!f)
 		return 2;
+	const char *mib = getenv("OFFLOAD_MIB");
+	if (mib && atoi(mib) > 0)
+		N = atoi(mib) << 18;
 	cuInit(0);
 	add = fake_function("vec_add");
 	touch = fake_function("touch4");
@@ -147,13 +153,13 @@ int main(int argc, char **argv)
 		cuMemAlloc_v2(all[i], N * sizeof(float));
 	for (int l = 0; l < LAYERS; l++)
 		for (int k = 0; k < 2; k++)
-			cuMemAlloc_v2(&w[l][k], (l == 2 && k == 1 ? 6 : 4) << 20);
+			cuMemAlloc_v2(&w[l][k], (size_t)N * sizeof(float) + (l == 2 && k == 1 ? 2u << 20 : 0));
 	fill(emb, 1.0f);
 	fill(head, 2.0f);
 	for (int l = 0; l < LAYERS; l++)
 		for (int k = 0; k < 2; k++)
 			fill(w[l][k], 0.25f * (float)(l * 2 + k));
-	static float v[N];
+	float *v = malloc((size_t)N * sizeof(*v));
 	for (int s = 0; s < STEPS; s++) {
 		if (!inp) {
 			/* activations appear with the first forward */

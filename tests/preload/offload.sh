@@ -14,7 +14,9 @@
 # eager passes while serving (not with decode, read-only, or too few
 # passes); the weights really left (offloaded_bytes) and
 # were copied back (offload_copies); over a budget smaller than the model,
-# before any plan, allocations get host memory and results stay the same.
+# before any plan, allocations get host memory and results stay the same;
+# a model bigger than the budget is offloaded and its profile's timings,
+# slowed by the host memory while profiled, are refreshed after the plan.
 # usage: offload.sh <libflextensor.so> <offload>
 set -u
 lib=$1 prog=$2
@@ -152,5 +154,18 @@ host=$(sed -n 's/.*stat vmm_host_bytes *\([0-9]*\).*/\1/p' "$tmp/over.log")
 [ "${host:-0}" -gt 0 ] || { echo "FAIL: nothing got host memory over the budget"; fail=1; }
 cmp -s "$tmp/plain.bin" "$tmp/over.bin" || { echo "FAIL: over budget: outputs differ"; fail=1; }
 echo "over budget: $host bytes in host memory"
+# bigger than the budget before the plan (32 MiB tensors, a 300 MiB budget)
+# with FT_PROFILE_STORAGE_DIR: offloaded, same outputs, and the timings
+# taken while weights were in host memory are replaced in profile.json by
+# those of the first passes after the plan
+OFFLOAD_MIB=32 "$prog" "$tmp/plain-big.bin" || { echo "FAIL: plain big run"; exit 1; }
+env OFFLOAD_MIB=32 LD_PRELOAD="$lib" FT_ENABLED=1 FT_PROFILING_ITERS=2 FT_LOG_LEVEL=info \
+	FT_MAX_GPU_MEM_FRACTION=0.0366 FT_PROFILE_STORAGE_DIR="$tmp/prof-big" "$prog" "$tmp/big.bin" \
+	2>"$tmp/big.log" || { echo "FAIL: big run"; tail -5 "$tmp/big.log"; fail=1; }
+cmp -s "$tmp/plain-big.bin" "$tmp/big.bin" || { echo "FAIL: big: outputs differ"; fail=1; }
+grep -q "stat vmm_host_bytes *[1-9]" "$tmp/big.log" && grep -q "stat offloaded_bytes *[1-9]" "$tmp/big.log" &&
+	grep -q "timed while weights were in host memory" "$tmp/big.log" &&
+	grep -q "compute timings refreshed from 2 passes" "$tmp/big.log" ||
+	{ echo "FAIL: big: not over budget, not offloaded, or timings not refreshed"; fail=1; }
 [ $fail = 0 ] && echo "offload: ok"
 exit $fail
