@@ -353,14 +353,12 @@ static int one_per_block(struct ft_offload *o, int *touched, int *moves, int nt)
 	return nt;
 }
 
-void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
-		   const uint16_t *words, unsigned n, unsigned nstale, struct ft_kernel *kern,
-		   const char *kernel)
+/* The traps a launch reads, at most 8, into touched[0..): moves[k] says
+ * whether a reference to touched[k] places the pass.  Under o->lock. */
+static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *words,
+		  unsigned n, unsigned nstale, struct ft_kernel *kern, int *touched, int *moves)
 {
-	if (!o->active || !(n + nstale))
-		return;
-	int touched[8], moves[8], nt = 0; /* moves: a reference to it places the pass */
-	pthread_mutex_lock(&o->lock);
+	int nt = 0;
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k < 0)
@@ -395,20 +393,26 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 		if (!seen)
 			touched[nt] = o->cur, moves[nt++] = 1;
 	}
-	nt = one_per_block(o, touched, moves, nt);
-	if (!nt) {
-		pthread_mutex_unlock(&o->lock);
-		return;
-	}
-	/* the pass's position: the furthest trap a placing reference read */
+	return one_per_block(o, touched, moves, nt);
+}
+
+/* The pass's position after the launch: the furthest trap a placing
+ * reference read (where it was when none did). */
+static int position(const struct ft_offload *o, const int *touched, const int *moves, int nt)
+{
 	int cur = o->cur >= 0 ? o->cur : touched[0];
 	for (int k = 0, first = 1; k < nt; k++)
 		if (moves[k] && (first || touched[k] > cur)) {
 			cur = touched[k];
 			first = 0;
 		}
-	/* traps linked to those read (engine.h, ft_off_links); the position
-	 * in the pass stays that of the traps read */
+	return cur;
+}
+
+/* Traps linked to those read join them (engine.h, ft_off_links); the
+ * position in the pass stays that of the traps read. */
+static int add_links(const struct ft_offload *o, int *touched, int nt)
+{
 	for (int k = 0, n0 = nt; k < n0; k++)
 		for (uint32_t j = 0; j < o->t[touched[k]].nlink; j++) {
 			int l = o->t[touched[k]].link[j], seen = 0;
@@ -417,17 +421,14 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 			if (!seen && nt < 8)
 				touched[nt++] = l;
 		}
-	if (o->gpu && cur != o->cur && !capturing(o))
-		for (uint32_t k = 0; k < o->nblocks; k++) {
-			int occ = o->b[k].occupant, keep = occ < 0;
-			for (int j = 0; j < nt; j++)
-				keep |= occ == touched[j];
-			if (!keep)
-				verify_release(o, k);
-		}
-	int timing = o->timed && !capturing(o);
-	if (timing)
-		ft_off_timing_before(o, s, touched, nt, cur);
+	return nt;
+}
+
+/* Every offloaded trap read is in its block before the launch on s runs,
+ * with the timing events around the waits.  Under o->lock. */
+static void serve(struct ft_offload *o, CUstream s, const int *touched, int nt,
+		  const char *kernel, int timing)
+{
 	for (int k = 0; k < nt; k++) {
 		int t = touched[k];
 		struct ft_off_tev *e = &o->t[t].tev;
@@ -456,6 +457,35 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 		    o->b[o->t[touched[k]].block].occupant != touched[k])
 			ft_warn_once("one kernel reads two offloaded traps that share a block: "
 				      "its results are wrong; report this with FT_TRACE");
+}
+
+void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
+		   const uint16_t *words, unsigned n, unsigned nstale, struct ft_kernel *kern,
+		   const char *kernel)
+{
+	if (!o->active || !(n + nstale))
+		return;
+	int touched[8], moves[8];
+	pthread_mutex_lock(&o->lock);
+	int nt = gather(o, addr, words, n, nstale, kern, touched, moves);
+	if (!nt) {
+		pthread_mutex_unlock(&o->lock);
+		return;
+	}
+	int cur = position(o, touched, moves, nt);
+	nt = add_links(o, touched, nt);
+	if (o->gpu && cur != o->cur && !capturing(o))
+		for (uint32_t k = 0; k < o->nblocks; k++) {
+			int occ = o->b[k].occupant, keep = occ < 0;
+			for (int j = 0; j < nt; j++)
+				keep |= occ == touched[j];
+			if (!keep)
+				verify_release(o, k);
+		}
+	int timing = o->timed && !capturing(o);
+	if (timing)
+		ft_off_timing_before(o, s, touched, nt, cur);
+	serve(o, s, touched, nt, kernel, timing);
 	if (o->mode != FT_OFF_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
 	o->cur = cur;
