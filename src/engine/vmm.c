@@ -211,6 +211,15 @@ int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size, uint64_t *host
 	int rc = -1;
 	if (start(v))
 		goto out;
+	/* one device per process: the first one allocated on; allocations on
+	 * another are the driver's own (never offloaded) */
+	CUdevice d;
+	if (r->cuCtxGetDevice(&d) || (int)d != v->device) {
+		ft_info_once("allocations on CUDA device %d are left to the driver: the library "
+			     "offloads on device %d only, the first this process allocated on",
+			     (int)d, v->device);
+		goto out;
+	}
 	struct ft_vmm_alloc a = { 0 };
 	a.nchunks = (uint32_t)((size + v->chunk - 1) / v->chunk);
 	a.size = (size_t)a.nchunks * v->chunk;

@@ -18,6 +18,8 @@ CUfunction fake_function(const char *name);
  * per recorded kernel). */
 CUfunction fake_replay_function(unsigned i);
 CUkernel fake_kernel(const char *name);
+/* The device cuCtxGetDevice reports from now on (0 at start). */
+void fake_set_device(int d);
 /* Launches the fake has executed (all launch entry points together). */
 unsigned long fake_launch_count(void);
 

@@ -59,7 +59,9 @@ static void *bump(size_t n)
 
 API CUresult cuInit(unsigned flags) { (void)flags; return CUDA_SUCCESS; }
 API CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
-API CUresult cuCtxGetDevice(CUdevice *d) { *d = 0; return CUDA_SUCCESS; }
+static int current_device; /* fake_set_device */
+API void fake_set_device(int d) { current_device = d; }
+API CUresult cuCtxGetDevice(CUdevice *d) { *d = current_device; return CUDA_SUCCESS; }
 
 API CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n)
 {

@@ -11,6 +11,7 @@
 
 #include "ft/engine.h"
 #include "../common/check.h"
+#include "../fake/fake.h"
 
 #define MB (1ull << 20)
 
@@ -75,6 +76,11 @@ int main(void)
 	CHECK(c == b + 8 * MB, "third allocation at 0x%llx", (unsigned long long)c);
 	CUdeviceptr d;
 	CHECK(!ft_vmm_alloc(&v, &d, 4 * MB, &host) && d == a, "a's range is reused");
+	/* another device: left to the driver */
+	CUdeviceptr e = 0;
+	fake_set_device(1);
+	CHECK(ft_vmm_alloc(&v, &e, 8 * MB, &host) == -1 && e == 0, "allocation on device 1");
+	fake_set_device(0);
 	CHECK(ft_vmm_free(&v, d, &rc) == 1, "free d");
 	CHECK(ft_vmm_free(&v, c, &rc) == 1, "free c");
 	CHECK(ft_vmm_free(&v, b, &rc) == 1, "free b");
