@@ -70,8 +70,11 @@ void ft_kernel_count(struct ft_kernel *k, const struct ft_refs *refs);
  * calculators and cat metadata carry stale pointers to other layers'
  * weights on the H200).  Returns how many were marked. */
 unsigned ft_kernel_mark_stale(const struct ft_kernel *k, struct ft_refs *refs);
-/* Counts a reference from word w of k to a weight's trap, in its turn
- * (the trap the pass is in, or one of the next two) or not.  Returns -1
+/* Counts (count != 0) a reference from word w of k to an offloaded trap,
+ * in its turn (the trap the pass is in, or one of the next two) or not;
+ * references to resident traps are not counted (a weight shared across the
+ * pass is resident and read out of turn by a word that reads in turn
+ * otherwise).  Returns -1
  * when the word roams: at least 4 of its references were out of turn,
  * more than in turn; 1 when it reads in turn: at least 4 were in turn, no
  * fewer than out; 0 while it is not known yet.  A word that held a pointer in almost every launch
@@ -79,6 +82,6 @@ unsigned ft_kernel_mark_stale(const struct ft_kernel *k, struct ft_refs *refs);
  * stale pointers always fill (ATen's cat metadata in a long prefill): the
  * kernel does not read through it.  Only a word the kernel really reads
  * through points, mostly, where the pass is. */
-int ft_kernel_turn(struct ft_kernel *k, unsigned w, int in_turn);
+int ft_kernel_turn(struct ft_kernel *k, unsigned w, int in_turn, int count);
 
 #endif

@@ -316,16 +316,18 @@ static uint32_t ahead(const struct ft_offload *o, int t)
 }
 
 /* What the reference from word words[i] of kern to trap t says about the
- * pass (ft_kernel_turn): -1, nothing (a word that points all over the pass:
- * no read); 1, it is where the pass is (in turn, or a word that reads in
- * turn); 0, a read, but not of the pass's position (an out-of-turn
- * reference from a word not known yet: loaded, the position stays). */
+ * pass (ft_kernel_turn; only references to offloaded traps are counted):
+ * -1, nothing (a word that points all over the pass: no read); 1, it is where the
+ * pass is (in turn, or a word that reads in turn); 0, a read, but not of the
+ * pass's position (an out-of-turn reference from a word not known yet:
+ * loaded, the position stays). */
 static int turn(const struct ft_offload *o, struct ft_kernel *kern, const uint16_t *words,
 		unsigned i, int t)
 {
 	if (!kern || !words || o->cur < 0)
 		return 1;
-	int in = ahead(o, t) <= 2, c = ft_kernel_turn(kern, words[i], in);
+	int off = o->t[t].block >= 0, in = ahead(o, t) <= 2;
+	int c = ft_kernel_turn(kern, words[i], in, off);
 	return in || c > 0 ? 1 : c < 0 ? -1 : 0;
 }
 

@@ -183,17 +183,19 @@ static _Atomic uint32_t *counters(_Atomic(_Atomic uint32_t *) *slot, size_t n)
 	return none;
 }
 
-int ft_kernel_turn(struct ft_kernel *k, unsigned w, int in_turn)
+int ft_kernel_turn(struct ft_kernel *k, unsigned w, int in_turn, int count)
 {
 	_Atomic uint32_t *c = w < FT_KERNEL_WORDS ? counters(&k->turns, 2 * FT_KERNEL_WORDS) : NULL;
 	if (!c)
 		return 0;
 	uint32_t in = atomic_load_explicit(&c[2 * w], memory_order_relaxed);
 	uint32_t out = atomic_load_explicit(&c[2 * w + 1], memory_order_relaxed);
-	if (in + out < FT_KERNEL_COUNTED)
-		atomic_fetch_add_explicit(&c[2 * w + !in_turn], 1, memory_order_relaxed);
-	out += !in_turn;
-	in += !!in_turn;
+	if (count) {
+		if (in + out < FT_KERNEL_COUNTED)
+			atomic_fetch_add_explicit(&c[2 * w + !in_turn], 1, memory_order_relaxed);
+		out += !in_turn;
+		in += !!in_turn;
+	}
 	return out >= 4 && out > in ? -1 : in >= 4 && in >= out ? 1 : 0;
 }
 

@@ -151,6 +151,26 @@ static void sporadic_words_are_stale(void **state)
 	assert_int_equal(atomic_load(&e->launches), FT_KERNEL_COUNTED);
 }
 
+/* A word pointing mostly out of the pass's turn roams after 4 such
+ * references; one reading in turn is a reader; references to resident
+ * traps (count 0) classify without counting (a weight shared across the
+ * pass, read out of turn by a reader word, does not make it roam). */
+static void words_in_and_out_of_turn(void **state)
+{
+	struct ft_kernels *k = *state;
+	struct ft_kernel *e = (struct ft_kernel *)ft_kernels_get(k, &func_h);
+	assert_non_null(e);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(ft_kernel_turn(e, 7, 0, 1), 0);
+	assert_int_equal(ft_kernel_turn(e, 7, 0, 1), -1); /* the fourth: roams */
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(ft_kernel_turn(e, 9, 1, 1), 0);
+	assert_int_equal(ft_kernel_turn(e, 9, 1, 1), 1); /* a reader */
+	for (int i = 0; i < 20; i++)
+		assert_int_equal(ft_kernel_turn(e, 9, 0, 0), 1); /* resident: not counted */
+	assert_int_equal(ft_kernel_turn(e, 9, 0, 1), 1);  /* 4 in, 1 out */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -158,6 +178,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(kernel_read_as_parameterless, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_forgets, setup, teardown),
 		cmocka_unit_test_setup_teardown(sporadic_words_are_stale, setup, teardown),
+		cmocka_unit_test_setup_teardown(words_in_and_out_of_turn, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
