@@ -227,8 +227,12 @@ static void arm_refresh(const struct ft_profile *p)
 		return;
 	}
 	uint32_t need = ft_g.opt.profiling_iters > 1 ? (uint32_t)ft_g.opt.profiling_iters : 1;
-	if (need > 1024)
-		need = 1024;
+	if (need > FT_TIMING_PASSES) {
+		ft_info("FT_PROFILING_ITERS=%ld is more passes than the timing store keeps: the "
+			"refresh takes the first %u", (long)ft_g.opt.profiling_iters,
+			(unsigned)FT_TIMING_PASSES);
+		need = FT_TIMING_PASSES;
+	}
 	if (ft_refresh_init(&L.refresh, p->ntraps, need) ||
 	    ft_off_on_pass(&ft_g.off, refresh_pass, NULL)) {
 		ft_refresh_free(&L.refresh);
