@@ -35,6 +35,10 @@ struct ft_options {
 #undef FT_OPT
 #undef FT_OPT_REFUSED
 	unsigned char source[FT_OPT_COUNT];
+	/* not an option: the process's rank among several (RANK,
+	 * OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID, when the matching
+	 * size says more than one process, or the rank is above 0); -1 */
+	int rank;
 };
 
 /* Enum values of transfer_mode, offload_timing, log_level, ... are indices

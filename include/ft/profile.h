@@ -13,7 +13,12 @@
 #include <stdint.h>
 
 #define FT_PROFILE_SCHEMA 1
-#define FT_PROFILE_FILE "profile.json"
+/* The file's name in its directory: profile.json, or profile.rank<r>.json
+ * for a process of rank r among several (ft_profile_set_rank), so that the
+ * workers of one job never overwrite each other's. */
+#define FT_PROFILE_FILE ft_profile_file()
+const char *ft_profile_file(void);
+void ft_profile_set_rank(int rank);
 
 struct ft_stat_ms {
 	double median, min, max;

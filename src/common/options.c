@@ -316,9 +316,39 @@ static void apply(struct loader *l, const char *name, const char *value,
 	     shown, s ? " (did you mean " : "", s ? s : "", s ? "?)" : "");
 }
 
+/* The rank of a process among several, from the launcher's variables
+ * (torchrun, MPI, PMI, Slurm); -1 for a process on its own. */
+static int dist_rank(char *const *envp)
+{
+	static const char *const names[][2] = {
+		{ "RANK=", "WORLD_SIZE=" }, { "OMPI_COMM_WORLD_RANK=", "OMPI_COMM_WORLD_SIZE=" },
+		{ "PMI_RANK=", "PMI_SIZE=" }, { "SLURM_PROCID=", "SLURM_NTASKS=" },
+	};
+	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
+		long rank = -1, size = -1;
+		for (char *const *e = envp; e && *e; e++) {
+			char *end;
+			for (int j = 0; j < 2; j++) {
+				size_t n = strlen(names[k][j]);
+				if (strncmp(*e, names[k][j], n))
+					continue;
+				long v = strtol(*e + n, &end, 10);
+				if (end != *e + n && !*end && v >= 0 && v < 1 << 20)
+					*(j ? &size : &rank) = v;
+			}
+		}
+		if (rank >= 0 && (size > 1 || (size < 0 && rank > 0)))
+			return (int)rank;
+		if (rank >= 0)
+			return -1;
+	}
+	return -1;
+}
+
 void ft_options_defaults(struct ft_options *o)
 {
 	memset(o, 0, sizeof(*o));
+	o->rank = -1;
 	for (size_t i = 0; i < FT_OPT_COUNT; i++) {
 		char why[256];
 		int rc = parse(&descs[i], descs[i].def, o, why, sizeof(why));
@@ -407,6 +437,7 @@ int ft_options_load(struct ft_options *o, char *const *envp,
 		apply(&l, lower, eq + 1, FT_SRC_ENV, shown);
 	}
 	cross_check(&l);
+	o->rank = dist_rank(envp);
 	return l.errors;
 }
 

@@ -178,6 +178,7 @@ static void init_once(void)
 		_exit(2);
 	}
 	ft_options_note_planned(&ft_g.opt, report_info, NULL);
+	ft_profile_set_rank(ft_g.opt.rank);
 
 	ft_g.libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NODELETE);
 	if (!ft_g.libcuda) {

@@ -15,6 +15,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static char profile_name[48] = "profile.json";
+
+const char *ft_profile_file(void)
+{
+	return profile_name;
+}
+
+void ft_profile_set_rank(int rank)
+{
+	if (rank >= 0)
+		snprintf(profile_name, sizeof(profile_name), "profile.rank%d.json", rank);
+	else
+		snprintf(profile_name, sizeof(profile_name), "profile.json");
+}
+
 const char *ft_profile_refusal_name(enum ft_profile_refusal r)
 {
 	static const char *const names[] = {

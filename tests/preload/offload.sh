@@ -130,6 +130,10 @@ grep -q "decode passes (CUDA graph replays) are not timed" "$tmp/prof-decode.log
 	{ echo "FAIL: prof-decode: no message"; fail=1; }
 grep -q "left as it was: [0-9]* of the 500 passes" "$tmp/prof-incomplete.log" ||
 	{ echo "FAIL: prof-incomplete: no message at exit"; fail=1; }
+# rank 1 of a job of two writes its own file, beside rank 0's
+run prof-rank "" FT_PROFILE_STORAGE_DIR="$tmp/prof" RANK=1 WORLD_SIZE=2
+[ -f "$tmp/prof/profile.rank1.json" ] && cmp -s "$tmp/prof/profile.json" "$tmp/prof-first.json" ||
+	{ echo "FAIL: prof-rank: no profile.rank1.json, or profile.json changed"; fail=1; }
 run prof-refresh "" FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=3 FT_VLLM_TIMING_BATCH=prefill
 cmp -s "$tmp/plain.bin" "$tmp/prof-refresh.bin" || { echo "FAIL: prof-refresh: outputs differ"; fail=1; }
 grep -q "compute timings refreshed from 3 passes" "$tmp/prof-refresh.log" ||

@@ -183,12 +183,42 @@ static void planned_notes(void **state)
 	ft_options_free(&o);
 }
 
+/* The rank of a process among several names its profile.json; a process
+ * on its own (no launcher variables, a world of one, rank 0 of unknown
+ * size) has none. */
+static void rank_from_launchers(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *env[3];
+		int rank;
+	} cases[] = {
+		{ { NULL }, -1 },
+		{ { "RANK=2", "WORLD_SIZE=4", NULL }, 2 },
+		{ { "RANK=0", "WORLD_SIZE=2", NULL }, 0 },
+		{ { "RANK=0", "WORLD_SIZE=1", NULL }, -1 },
+		{ { "RANK=0", NULL }, -1 },
+		{ { "RANK=3", NULL }, 3 },
+		{ { "RANK=x", "WORLD_SIZE=2", NULL }, -1 },
+		{ { "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", NULL }, 1 },
+		{ { "SLURM_PROCID=5", "SLURM_NTASKS=8", NULL }, 5 },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ft_options o;
+		struct msgs m;
+		assert_int_equal(load(&o, &m, (char **)cases[i].env), 0);
+		assert_int_equal(o.rank, cases[i].rank);
+		ft_options_free(&o);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(defaults_are_valid), cmocka_unit_test(env_values),
 		cmocka_unit_test(refusals),           cmocka_unit_test(cross_checks),
 		cmocka_unit_test(ini_file),           cmocka_unit_test(planned_notes),
+		cmocka_unit_test(rank_from_launchers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
