@@ -26,6 +26,11 @@ import os
 import sys
 import time
 
+# the benchmark's H2D measurement and median (scripts/bench_offload.py)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "scripts"))
+from bench_offload import h2d_bandwidth, median  # noqa: E402
+
 LAYERS = int(os.environ.get("SERVE_LAYERS", "16"))
 D, HEADS, KV, FFN, VOCAB = 4096, 32, 8, 14336, 32000
 SLOTS, MAX_LEN = 8, 256
@@ -154,22 +159,6 @@ def stat(lib, name):
     return v.value
 
 
-def h2d(torch):
-    n = 512 << 20
-    src = torch.empty(n, dtype=torch.uint8).pin_memory()
-    dst = torch.empty(n, dtype=torch.uint8, device="cuda")
-    ts = []
-    for _ in range(6):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        dst.copy_(src, non_blocking=True)
-        torch.cuda.synchronize()
-        ts.append(time.perf_counter() - t0)
-    del src, dst
-    torch.cuda.empty_cache()
-    return n / sorted(ts[1:])[2]
-
-
 def run(tag, out):
     import torch
 
@@ -178,7 +167,7 @@ def run(tag, out):
     pre = hasattr(lib, "ft_phase")
     if pre:
         lib.ft_stat_get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulonglong)]
-    bw = h2d(torch)
+    bw = h2d_bandwidth(torch)
     m = model(torch)
     params = sum(p.numel() * p.element_size() for p in m.parameters())
     layer = sum(p.numel() * p.element_size() for p in m.layers[0].parameters())
@@ -247,11 +236,6 @@ def run(tag, out):
         lib.ft_offload_timing_collect.restype = ctypes.c_long
         if lib.ft_offload_timing_collect(buf, ctypes.c_ulong(len(buf))) > 0:
             print(buf.value.decode())
-
-
-def median(v):
-    v = sorted(v)
-    return v[len(v) // 2]
 
 
 def fraction(out, share):

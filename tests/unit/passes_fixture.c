@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 			if (n < 64)
 				refs[n++] = (struct ft_region_ref){
 					(uint64_t)cJSON_GetObjectItem(x, "id")->valuedouble,
-					(uint64_t)cJSON_GetObjectItem(x, "off")->valuedouble, 0, 0, 0 };
+					(uint64_t)cJSON_GetObjectItem(x, "off")->valuedouble, 0, 0 };
 		}
 		cJSON_Delete(r);
 		uint64_t start;

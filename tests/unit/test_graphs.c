@@ -16,7 +16,7 @@ static void chain(void **state)
 	(void)state;
 	static struct ft_graphs g;
 	ft_graphs_init(&g);
-	struct ft_region_ref a[2] = { { 1, 0, 0, 0, 0 }, { 2, 64, 0, 0, 0 } }, b = { 3, 0, 0, 0, 0 };
+	struct ft_region_ref a[2] = { { 1, 0, 0, 0 }, { 2, 64, 0, 0 } }, b = { 3, 0, 0, 0 };
 	ft_graphs_capture_read(&g, 7, a, 2);
 	ft_graphs_capture_read(&g, 7, &b, 1);
 	ft_graphs_capture_end(&g, 7, 0x100);
@@ -45,7 +45,7 @@ static void recycling(void **state)
 	(void)state;
 	static struct ft_graphs g;
 	ft_graphs_init(&g);
-	struct ft_region_ref a = { 1, 0, 0, 0, 0 };
+	struct ft_region_ref a = { 1, 0, 0, 0 };
 	/* more captures than entries: the oldest are recycled, nothing leaks
 	 * or crashes, the newest are intact */
 	for (uint64_t c = 1; c <= 3 * FT_GRAPH_ENTRIES; c++) {
