@@ -41,7 +41,6 @@ struct ft_region_ref {
 	uint64_t offset;
 	uint64_t alloc_base;      /* carried along, not part of the identity */
 	uint64_t alloc_size;
-	uint8_t stale;            /* ft_ref.stale: orders and loads nothing */
 };
 
 enum ft_pass_source { FT_PASS_NONE, FT_PASS_EAGER, FT_PASS_GRAPH, FT_PASS_MARK };

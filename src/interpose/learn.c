@@ -47,11 +47,8 @@ static const char *const pass_sources[] = { "none", "eager", "graph", "mark" };
 
 static void disc_feed(const struct ft_region_ref *r, unsigned n)
 {
-	/* stale words hold whatever was there: they would make regions in
-	 * the middle of weights and read weights out of their turn */
 	for (unsigned i = 0; i < n; i++)
-		if (!r[i].stale)
-			ft_disc_read(&L.disc, r[i].alloc_id, r[i].offset, r[i].alloc_base, r[i].alloc_size);
+		ft_disc_read(&L.disc, r[i].alloc_id, r[i].offset, r[i].alloc_base, r[i].alloc_size);
 }
 
 /* The launches that began the new pass before it was confirmed. */
@@ -651,12 +648,14 @@ trace:
 	ft_trace_emit(&ft_g.trace, rec);
 }
 
-void ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out)
+unsigned ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out)
 {
+	unsigned n = 0;
 	for (unsigned i = 0; i < refs->n; i++)
-		out[i] = (struct ft_region_ref){ refs->v[i].alloc_id, refs->v[i].offset,
-						 refs->v[i].alloc_base, refs->v[i].alloc_size,
-						 refs->v[i].stale };
+		if (!refs->v[i].stale)
+			out[n++] = (struct ft_region_ref){ refs->v[i].alloc_id, refs->v[i].offset,
+							   refs->v[i].alloc_base, refs->v[i].alloc_size };
+	return n;
 }
 
 void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint64_t seq)
@@ -665,16 +664,12 @@ void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint6
 	if (phase == FT_PHASE_INFERENCE)
 		return;
 	struct ft_region_ref r[FT_MAX_REFS];
-	ft_learn_regions(refs, r);
+	unsigned nr = ft_learn_regions(refs, r);
 	pthread_mutex_lock(&ft_g.learn_lock);
 	if (phase == FT_PHASE_PROFILING && L.npl && L.pl[L.npl - 1].seq == seq &&
 	    record(L.pl[L.npl - 1].after, l))
 		L.prof_failed = 1;
 	uint64_t start = 0;
-	unsigned nr = 0;
-	for (unsigned i = 0; i < refs->n; i++)
-		if (!r[i].stale)
-			r[nr++] = r[i];
 	int src = ft_passes_launch(&ft_g.passes, seq, r, nr, &start);
 	if (src != FT_PASS_NONE)
 		ft_obs_pass(src, start); /* feeds this launch to the new pass */

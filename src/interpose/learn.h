@@ -76,8 +76,10 @@ void ft_learn_replay(uint64_t exec);
 /* An allocation got id (before INFERENCE). */
 void ft_learn_alloc(uint64_t id);
 /* The scan's references as the regions pass detection, discovery and the
- * graph bookkeeping take (out has room for refs->n). */
-void ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out);
+ * graph bookkeeping take (out has room for refs->n), without the stale ones
+ * (ft_kernel_mark_stale: they would make regions in the middle of weights
+ * and read weights out of their turn).  Returns how many. */
+unsigned ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out);
 /* ft_save_profile / ft_load_profile (dir NULL: FT_PROFILE_STORAGE_DIR),
  * under the learning lock: 0 or -1. */
 int ft_learn_save(const char *dir);

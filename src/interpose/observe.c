@@ -261,11 +261,7 @@ void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUr
 		FT_STAT_INC(&ft_g.stats, captured_launches);
 		if (s->scanned && s->refs.n) {
 			struct ft_region_ref r[FT_MAX_REFS];
-			unsigned n = 0;
-			ft_learn_regions(&s->refs, r);
-			for (unsigned i = 0; i < s->refs.n; i++)
-				if (!r[i].stale)
-					r[n++] = r[i];
+			unsigned n = ft_learn_regions(&s->refs, r);
 			ft_graphs_capture_read(ft_g.graphs, s->cap, r, n);
 		}
 	}
