@@ -282,6 +282,15 @@ static void verify_release(struct ft_offload *o, uint32_t k)
 	b->nreaders = 0;
 }
 
+/* Where trap t is among touched[0..nt), or -1. */
+static int among(const int *touched, int nt, int t)
+{
+	for (int k = 0; k < nt; k++)
+		if (touched[k] == t)
+			return k;
+	return -1;
+}
+
 /* Loads the next offloaded traps after cur whose blocks are free: their
  * previous occupants come later than they do, cyclically (done), and are
  * not read by the launch about to run (touched[0..nt): the release events
@@ -299,10 +308,7 @@ static void prefetch(struct ft_offload *o, int cur, const int *touched, int nt)
 			continue;
 		if (occ >= 0 && (uint32_t)(occ - cur + (int)n) % n < step)
 			break; /* its block still serves a trap before it */
-		int busy = 0;
-		for (int k = 0; k < nt; k++)
-			busy |= occ == touched[k];
-		if (busy)
+		if (occ >= 0 && among(touched, nt, occ) >= 0)
 			break;
 		load(o, t, o->copy);
 	}
@@ -373,10 +379,7 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 		}
 		if (o->t[t].block >= 0 && foreign(o, addr[i], k))
 			return_tail(o, t, k, addr[i]);
-		int seen = -1;
-		for (int j = 0; j < nt; j++)
-			if (touched[j] == t)
-				seen = j;
+		int seen = among(touched, nt, t);
 		if (seen >= 0)
 			moves[seen] |= where > 0;
 		else if (nt < 8)
@@ -386,13 +389,11 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 	 * block: it is held for the launch too (harmless if the word is not
 	 * read, right if it is) */
 	for (unsigned i = n; i < n + nstale && o->cur >= 0 && nt < 8; i++) {
-		int k = weight_of(o, addr[i]), seen = 0;
+		int k = weight_of(o, addr[i]);
 		if (k < 0 || (int)o->w[k].trap != o->cur || o->t[o->cur].block < 0 ||
 		    o->b[o->t[o->cur].block].occupant != o->cur)
 			continue;
-		for (int j = 0; j < nt; j++)
-			seen |= touched[j] == o->cur;
-		if (!seen)
+		if (among(touched, nt, o->cur) < 0)
 			touched[nt] = o->cur, moves[nt++] = 1;
 	}
 	return one_per_block(o, touched, moves, nt);
@@ -417,10 +418,8 @@ static int add_links(const struct ft_offload *o, int *touched, int nt)
 {
 	for (int k = 0, n0 = nt; k < n0; k++)
 		for (uint32_t j = 0; j < o->t[touched[k]].nlink; j++) {
-			int l = o->t[touched[k]].link[j], seen = 0;
-			for (int m = 0; m < nt; m++)
-				seen |= touched[m] == l;
-			if (!seen && nt < 8)
+			int l = o->t[touched[k]].link[j];
+			if (among(touched, nt, l) < 0 && nt < 8)
 				touched[nt++] = l;
 		}
 	return nt;
@@ -478,10 +477,8 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	nt = add_links(o, touched, nt);
 	if (o->gpu && cur != o->cur && !capturing(o))
 		for (uint32_t k = 0; k < o->nblocks; k++) {
-			int occ = o->b[k].occupant, keep = occ < 0;
-			for (int j = 0; j < nt; j++)
-				keep |= occ == touched[j];
-			if (!keep)
+			int occ = o->b[k].occupant;
+			if (occ >= 0 && among(touched, nt, occ) < 0)
 				verify_release(o, k);
 		}
 	int timing = o->timed && !capturing(o);
