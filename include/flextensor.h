@@ -77,6 +77,15 @@ int ft_load_profile(const char *dir);
 long ft_offload_timing_collect(char *buf, unsigned long len);
 int ft_offload_timing_reset(void);
 
+/* FT_OFFLOAD_TIMING=cuda_graph also times CUDA graphs captured after the
+ * plan: each replay of one is a pass, published by itself when the next
+ * replay of that graph begins (if the previous one is done by then; else
+ * it is dropped and counted in the stat timing_dropped) and by collect.
+ * ft_offload_timing_update publishes every replay not published yet,
+ * waiting for it: call it after a replay when you want that replay counted
+ * now.  Returns how many it published, or -1 when graphs are not timed. */
+int ft_offload_timing_update(void);
+
 /* Writes out what the FT_TRACE file has buffered.  Returns 0, or -1 when no
  * trace is open. */
 int ft_flush_trace(void);

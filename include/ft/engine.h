@@ -48,6 +48,7 @@
 #include <stdint.h>
 
 #include "ft/gpu.h"
+#include "ft/passes.h" /* FT_PASS_EAGER, FT_PASS_GRAPH: kinds of timed passes */
 #include "ft/real.h"
 #include "ft/stats.h"
 #include "ft/timing.h"
@@ -141,6 +142,24 @@ struct ft_kernel;
 
 enum { FT_OFF_ALLOCATION, FT_OFF_RAW, FT_OFF_STRATEGY }; /* = FT_TM_* */
 
+/* FT_OFFLOAD_TIMING events of one trap, in eager passes or in one graph */
+struct ft_off_tev {
+	CUevent cs, ce, ws, we, ts[2], te[2];
+	int slot;                           /* transfer events of the latest load */
+	int served;                         /* slot that served this pass, -1 none */
+	int entered, waited, ended;
+	uint64_t reported;                  /* loads when a transfer was last reported */
+};
+
+/* A captured graph's timing (FT_OFFLOAD_TIMING=cuda_graph): its events are
+ * recorded as external event nodes, so each replay re-records them; done
+ * is recorded last. */
+struct ft_off_gtime {
+	struct ft_off_tev *tev;             /* per trap */
+	CUevent done;
+	int pending;                        /* replayed, not read yet */
+};
+
 struct ft_off_trap {
 	int block;                          /* -1: resident */
 	uint32_t nchunks;
@@ -150,13 +169,6 @@ struct ft_off_trap {
 	unsigned char *host;                /* the store: nchunks x chunk bytes */
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	uint64_t loads;                     /* copies into its block so far */
-	struct ft_off_tev {                 /* FT_OFFLOAD_TIMING events */
-		CUevent cs, ce, ws, we, ts[2], te[2];
-		int slot;                   /* transfer events of the latest load */
-		int served;                 /* slot that served this pass, -1 none */
-		int entered, waited, ended;
-		uint64_t reported;          /* loads when a transfer was last reported */
-	} tev;
 	int link[4];                        /* traps whose weights begin where one of
 					       its weights ends: loaded with it */
 	uint32_t nlink;
@@ -184,16 +196,22 @@ struct ft_offload {
 	struct ft_gpu *gpu;                 /* FT_VERIFY's checksums; NULL = no verify */
 	int timed;                          /* per-trap events around launches and copies */
 	int events;                         /* those events exist */
+	struct ft_off_tev *etev;            /* per trap, eager passes */
+	int graph_timing;                   /* captures get events too */
+	struct ft_off_gtime *gt;            /* per timed capture */
+	uint32_t ngt;
+	int gcur;                           /* gt of the capture in progress, -1 */
 	struct ft_timing_store *timing;     /* FT_OFFLOAD_TIMING=eager; NULL = none */
 	struct ft_timing_store *window;     /* the last FT_TIMING_LOG_EVERY passes */
 	/* ft_off_on_pass's observer of timed passes */
-	int (*pass_done)(void *arg, const float *v, uint32_t ntraps);
+	int (*pass_done)(void *arg, const float *v, uint32_t ntraps, int kind);
 	void *pass_arg;
 	CUstream last_stream;               /* of the latest launch that read a trap */
 	/* a capture in progress that reads offloaded weights: the executor
 	 * works for it with the graph's own block state (every block unknown
 	 * at its start); the eager state waits in saved */
 	uint64_t cap_id;
+	int cap_tag;                        /* what ft_off_capture_launch returns for it */
 	CUevent fork, join;
 	int saved_cur;
 	struct ft_off_saved {
@@ -225,18 +243,29 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 		 struct ft_stats *stats, struct ft_gpu *verify, int mode, int pinned,
 		 const int *block, uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w,
 		 uint32_t nw, char *why, uint32_t len);
-/* FT_OFFLOAD_TIMING=eager, after ft_off_apply: events per trap, passes
- * into st (and a window logged every FT_TIMING_LOG_EVERY passes): 0 or -1. */
+/* FT_OFFLOAD_TIMING, after ft_off_apply: events per trap, passes into st
+ * (and a window logged every FT_TIMING_LOG_EVERY passes); graphs nonzero
+ * (cuda_graph): captures that page weights from now on get their own
+ * events, and each replay is a pass, published when the next replay of it
+ * begins, at ft_off_timing_update, or at a flush.  0 or -1. */
 int ft_off_timing(struct ft_offload *o, struct ft_timing_store *st,
-		  struct ft_timing_store *window);
-/* Ends the pass in progress for the timing (collect flushes it). */
+		  struct ft_timing_store *window, int graphs);
+/* Ends the pass in progress for the timing (collect flushes it) and
+ * publishes every replay not read yet (waiting for it). */
 void ft_off_timing_flush(struct ft_offload *o);
-/* After ft_off_apply: times passes (as ft_off_timing) and gives each timed
- * pass, v[trap * FT_T_COLS + column], to fn(arg, v, ntraps) under the
+/* Publishes the replays not read yet (waiting for them): how many, or -1
+ * when graphs are not timed. */
+int ft_off_timing_update(struct ft_offload *o);
+/* Drops the eager pass in progress and the replays not read yet. */
+void ft_off_timing_reset(struct ft_offload *o);
+/* After ft_off_apply: times passes (as ft_off_timing; graphs: replays too)
+ * and gives each timed pass, v[trap * FT_T_COLS + column] and its kind
+ * (FT_PASS_EAGER or FT_PASS_GRAPH), to fn(arg, v, ntraps, kind) under the
  * executor's lock, until fn returns nonzero; then the timing stops unless
  * FT_OFFLOAD_TIMING keeps it.  0 or -1. */
-int ft_off_on_pass(struct ft_offload *o, int (*fn)(void *arg, const float *v, uint32_t ntraps),
-		   void *arg);
+int ft_off_on_pass(struct ft_offload *o,
+		   int (*fn)(void *arg, const float *v, uint32_t ntraps, int kind), void *arg,
+		   int graphs);
 /* Links (after the blocks are chosen, before any is made): a weight that
  * ends exactly where a weight of another trap begins may be one tensor the
  * scan saw two pointers into (a stale pointer left in a parameter block):
@@ -263,7 +292,8 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
  * offloaded traps: the executor adds its copies and waits to the capture
  * (the copy stream joins it through an event recorded on s; every block is
  * unknown at the capture's start, so each replay loads what it reads and
- * assumes nothing).  Returns 1 when paged so, 0 when it reads none, -1
+ * assumes nothing).  Returns the capture's tag (> 0: 1, or 2 + its timing
+ * slot when its replays are timed) when paged so, 0 when it reads none, -1
  * when it cannot be (another capture already has the executor, or the host
  * store is pageable). */
 int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
@@ -272,10 +302,12 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 /* Before the capture on origin ends: the copy stream joins back, the eager
  * state returns. */
 void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap);
-/* Around a replay, on stream s, of a graph that pages itself: before, the
- * replay waits for the eager readers of every block; after, every block is
- * unknown to the eager executor and its copies wait for the replay. */
-void ft_off_replay(struct ft_offload *o, CUstream s, int after);
+/* Around a replay, on stream s, of a graph that pages itself (tag, as
+ * ft_off_capture_launch returned): before, the replay waits for the eager
+ * readers of every block (and the previous replay of a timed graph is
+ * published if it is done, else dropped); after, every block is unknown to
+ * the eager executor and its copies wait for the replay. */
+void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag);
 /* The first of addr[0..n) that lies in an offloaded trap: 1 with the trap
  * and the weight's address, else 0 (a reader the executor cannot serve). */
 int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int *trap,

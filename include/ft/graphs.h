@@ -20,7 +20,8 @@ struct ft_graphs {
 	struct {
 		uint64_t key;   /* capture id, graph or exec handle */
 		uint8_t kind;   /* 0 free, 1 capture, 2 graph, 3 exec */
-		uint8_t paged;  /* the capture paged offloaded weights itself */
+		uint32_t paged; /* the capture paged offloaded weights itself: its
+				   tag (ft_off_capture_launch), else 0 */
 		uint32_t n, cap;
 		struct ft_region_ref *refs;
 	} e[FT_GRAPH_ENTRIES];
@@ -43,7 +44,8 @@ void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec);
 uint32_t ft_graphs_unpaged_refs(struct ft_graphs *g, struct ft_region_ref **out);
 /* The block engine put its copies and waits into this capture: replays of
  * what it becomes page their weights themselves. */
-void ft_graphs_capture_paged(struct ft_graphs *g, uint64_t capture);
-int ft_graphs_exec_paged(struct ft_graphs *g, uint64_t exec);
+void ft_graphs_capture_paged(struct ft_graphs *g, uint64_t capture, uint32_t tag);
+/* The tag of the capture exec came from, 0 when it does not page. */
+uint32_t ft_graphs_exec_paged(struct ft_graphs *g, uint64_t exec);
 
 #endif

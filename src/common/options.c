@@ -401,9 +401,6 @@ static void cross_check(struct loader *l)
 		fail(l, "FT_OFFLOAD_TIMING needs a block transfer mode; "
 		     "FT_TRANSFER_MODE=strategy has no per-trap timing hooks: "
 		     "use allocation_block_transfer or raw_block_transfer, or FT_OFFLOAD_TIMING=off");
-	if (o->offload_timing == FT_TIMING_CUDA_GRAPH)
-		fail(l, "FT_OFFLOAD_TIMING=cuda_graph: timing inside graph replays is not "
-		     "implemented yet; use FT_OFFLOAD_TIMING=eager (eager passes are timed)");
 	if (o->trace && !o->enabled)
 		fail(l, "FT_TRACE=%s needs FT_ENABLED=1 (with FT_ENABLED=0 the "
 		     "library observes nothing)", o->trace);

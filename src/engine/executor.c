@@ -189,11 +189,11 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		r->cuStreamWaitEvent(cs, b->release[k], 0);
 	}
 	b->nreaders = 0;
-	struct ft_off_tev *e = &x->tev;
-	int timing = o->timed && !o->cap_id;
+	int timing = ft_off_timing_now(o, o->cap_id != 0);
+	struct ft_off_tev *e = timing ? ft_off_tev(o, t) : NULL;
 	if (timing) {
 		e->slot ^= 1;
-		r->cuEventRecord(e->ts[e->slot], cs);
+		ft_off_record(o, e->ts[e->slot], cs);
 	}
 	if (o->mode == FT_OFF_RAW) {
 		r->cuMemcpyHtoDAsync_v2(b->va, x->host, x->nchunks * o->chunk, cs);
@@ -208,7 +208,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	}
 	r->cuEventRecord(b->ready, cs);
 	if (timing)
-		r->cuEventRecord(e->te[e->slot], cs);
+		ft_off_record(o, e->te[e->slot], cs);
 	b->occupant = t;
 	x->loads++;
 	FT_STAT_INC(o->stats, offload_copies);
@@ -432,16 +432,16 @@ static void serve(struct ft_offload *o, CUstream s, const int *touched, int nt,
 {
 	for (int k = 0; k < nt; k++) {
 		int t = touched[k];
-		struct ft_off_tev *e = &o->t[t].tev;
+		struct ft_off_tev *e = timing ? ft_off_tev(o, t) : NULL;
 		int enter = timing && !e->entered;
 		if (enter && o->t[t].block < 0)
-			o->real->cuEventRecord(e->cs, s);
+			ft_off_record(o, e->cs, s);
 		if (o->t[t].block >= 0) {
 			if (enter)
-				o->real->cuEventRecord(e->ws, s);
+				ft_off_record(o, e->ws, s);
 			ensure(o, t, s);
 			if (enter) {
-				o->real->cuEventRecord(e->we, s);
+				ft_off_record(o, e->we, s);
 				e->waited = 1;
 				if (o->t[t].loads != e->reported) {
 					e->served = e->slot;
@@ -450,7 +450,8 @@ static void serve(struct ft_offload *o, CUstream s, const int *touched, int nt,
 			}
 			o->b[o->t[t].block].last_kernel = kernel;
 		}
-		e->entered |= enter;
+		if (e)
+			e->entered |= enter;
 	}
 	o->last_stream = s;
 	for (int k = 0; k < nt; k++)
@@ -481,7 +482,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 			if (occ >= 0 && among(touched, nt, occ) < 0)
 				verify_release(o, k);
 		}
-	int timing = o->timed && !capturing(o);
+	int timing = ft_off_timing_now(o, capturing(o));
 	if (timing)
 		ft_off_timing_before(o, s, touched, nt, cur);
 	serve(o, s, touched, nt, kernel, timing);
@@ -506,6 +507,16 @@ void ft_off_freed(struct ft_offload *o, uint64_t base, uint64_t size)
 				o->t[t].dead[i] = 1; /* no more copies there */
 		}
 	pthread_mutex_unlock(&o->lock);
+}
+
+int ft_off_reads_trap(struct ft_offload *o, const uint64_t *addr, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++) {
+		int k = weight_of(o, addr[i]);
+		if (k >= 0 && o->w[k].trap < o->ntraps)
+			return 1;
+	}
+	return 0;
 }
 
 int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int *trap,

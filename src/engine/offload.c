@@ -168,6 +168,7 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 	o->pageable = !pinned;
 	o->chunk = vmm->chunk;
 	o->cur = -1;
+	o->gcur = -1;
 	if (!nblocks || vmm->state <= 0)
 		FAIL("no VMM-backed allocations (FT_VMM_MIN_BYTES=0, or VMM unusable)");
 	if (mode == FT_OFF_STRATEGY)

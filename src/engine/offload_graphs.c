@@ -15,7 +15,11 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 {
 	int trap;
 	uint64_t w;
-	if (!o->active || !ft_off_offloaded(o, addr, n, &trap, &w))
+	/* a capture pages once it reads offloaded weights; when graphs are
+	 * timed, from its first read of any trap (resident ones are timed) */
+	if (!o->active ||
+	    !(o->graph_timing && !o->pageable ? ft_off_reads_trap(o, addr, n)
+					       : ft_off_offloaded(o, addr, n, &trap, &w)))
 		return 0;
 	if (o->pageable) {
 		/* a graph cannot copy from pageable memory */
@@ -46,10 +50,12 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 			r->cuStreamWaitEvent(o->copy, o->fork, 0);
 		}
 		o->cap_id = cap;
+		o->cap_tag = ft_off_timing_capture(o);
 	}
+	int tag = o->cap_tag;
 	pthread_mutex_unlock(&o->lock);
 	ft_off_launch(o, s, addr, words, n, nstale, kern, kernel);
-	return 1;
+	return tag;
 }
 
 void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
@@ -59,11 +65,13 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 	const struct ft_real *r = o->real;
 	pthread_mutex_lock(&o->lock);
 	if (o->cap_id && o->cap_id == cap) {
+		ft_off_timing_capture_end(o, origin);
 		if (o->mode != FT_OFF_STRATEGY) {
 			/* join: the capture ends with the copy stream's work */
 			r->cuEventRecord(o->join, o->copy);
 			r->cuStreamWaitEvent(origin, o->join, 0);
 		}
+		ft_off_timing_captured(o, origin);
 		for (uint32_t k = 0; k < o->nblocks; k++) {
 			struct ft_off_block *b = &o->b[k];
 			b->occupant = o->saved[k].occupant;
@@ -76,12 +84,13 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 	pthread_mutex_unlock(&o->lock);
 }
 
-void ft_off_replay(struct ft_offload *o, CUstream s, int after)
+void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 {
 	if (!o->active)
 		return;
 	const struct ft_real *r = o->real;
 	pthread_mutex_lock(&o->lock);
+	ft_off_timing_replay(o, tag, after);
 	for (uint32_t k = 0; k < o->nblocks; k++) {
 		struct ft_off_block *b = &o->b[k];
 		if (!after) {

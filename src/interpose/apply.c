@@ -169,11 +169,12 @@ static void check_saved_plan(struct ft_profile *p)
  * enough have come, profile.json gets them (the plan in effect stays; this
  * process plans nothing again).  Under the executor's lock; the profile's
  * other parts do not change in INFERENCE. */
-static int refresh_pass(void *arg, const float *v, uint32_t ntraps)
+static int refresh_pass(void *arg, const float *v, uint32_t ntraps, int kind)
 {
-	(void)arg;
 	if (ntraps != L.refresh.ntraps)
 		return 1;
+	if (kind != *(const int *)arg)
+		return 0;
 	int done = ft_refresh_add(&L.refresh, v, FT_T_COLS, FT_T_COMPUTE);
 	if (done != 1)
 		return done < 0;
@@ -197,13 +198,14 @@ static int refresh_pass(void *arg, const float *v, uint32_t ntraps)
 
 /* FT_PROFILE_STORAGE_DIR with an adopted profile.json: the per-trap compute
  * times of the first max(1, FT_PROFILING_ITERS) passes of the kind
- * FT_VLLM_TIMING_BATCH names become its timings.  The library times eager
- * passes (prefill: in a server, eager passes are prefills; a program
- * without graphs runs every pass eagerly); decode passes replayed from
- * CUDA graphs cannot be timed trap by trap yet, so decode refreshes
- * nothing and says so. */
+ * FT_VLLM_TIMING_BATCH names become its timings.  What the library sees
+ * tells the kinds apart: decode passes are CUDA graph replays (servers
+ * capture their decode steps; the capture must page the weights, i.e. come
+ * after the plan), prefill passes are eager passes (a program without
+ * graphs runs every pass eagerly). */
 static void arm_refresh(const struct ft_profile *p)
 {
+	static int kind;
 	const char *dir = ft_g.opt.profile_storage_dir;
 	int batch = ft_g.opt.vllm_timing_batch;
 	if (!(L.adopted || L.timed_over_budget) || !dir || batch < 0 || batch == FT_BATCH_NONE)
@@ -219,13 +221,8 @@ static void arm_refresh(const struct ft_profile *p)
 		ft_info("the traps were timed while weights were in host memory (the budget "
 			"was full before the plan): %s/%s gets the times of the first eager "
 			"passes now", dir, FT_PROFILE_FILE);
-	} else if (batch == FT_BATCH_DECODE) {
-		ft_info("FT_VLLM_TIMING_BATCH=decode: decode passes (CUDA graph replays) are not "
-			"timed trap by trap yet, so %s/%s keeps its timings; "
-			"FT_VLLM_TIMING_BATCH=prefill refreshes them from eager passes", dir,
-			FT_PROFILE_FILE);
-		return;
 	}
+	kind = batch == FT_BATCH_DECODE && !L.timed_over_budget ? FT_PASS_GRAPH : FT_PASS_EAGER;
 	uint32_t need = ft_g.opt.profiling_iters > 1 ? (uint32_t)ft_g.opt.profiling_iters : 1;
 	if (need > FT_TIMING_PASSES) {
 		ft_info("FT_PROFILING_ITERS=%ld is more passes than the timing store keeps: the "
@@ -234,14 +231,14 @@ static void arm_refresh(const struct ft_profile *p)
 		need = FT_TIMING_PASSES;
 	}
 	if (ft_refresh_init(&L.refresh, p->ntraps, need) ||
-	    ft_off_on_pass(&ft_g.off, refresh_pass, NULL)) {
+	    ft_off_on_pass(&ft_g.off, refresh_pass, &kind, kind == FT_PASS_GRAPH)) {
 		ft_refresh_free(&L.refresh);
 		ft_warn("cannot time passes: %s/%s's timings are not refreshed", dir,
 			FT_PROFILE_FILE);
 		return;
 	}
-	ft_info("%s/%s's timings will be refreshed from the first %u eager passes", dir,
-		FT_PROFILE_FILE, need);
+	ft_info("%s/%s's timings will be refreshed from the first %u %s", dir, FT_PROFILE_FILE,
+		need, kind == FT_PASS_GRAPH ? "CUDA graph replays (decode)" : "eager passes");
 }
 
 void ft_learn_exit(void)
@@ -351,14 +348,15 @@ void ft_learn_offload(void)
 	 * limit on all large allocations, which stood in for it while weights
 	 * could not be told apart, ends */
 	ft_vmm_unlimit(&ft_g.vmm);
-	if (ft_g.opt.offload_timing == FT_TIMING_EAGER) {
+	if (ft_g.opt.offload_timing != FT_TIMING_OFF) {
 		char (*labels)[32] = calloc(p->ntraps, sizeof(*labels));
 		for (uint32_t t = 0; labels && t < p->ntraps; t++)
 			snprintf(labels[t], sizeof(labels[t]), "%s", p->traps[t].label);
 		if (!labels || ft_timing_init(&ft_g.timing, p->ntraps, (const char (*)[32])labels) ||
 		    ft_timing_init(&ft_g.timing_window, p->ntraps, (const char (*)[32])labels) ||
-		    ft_off_timing(&ft_g.off, &ft_g.timing, &ft_g.timing_window))
-			ft_warn("FT_OFFLOAD_TIMING=eager: cannot set up the timing events; no timing");
+		    ft_off_timing(&ft_g.off, &ft_g.timing, &ft_g.timing_window,
+				  ft_g.opt.offload_timing == FT_TIMING_CUDA_GRAPH))
+			ft_warn("FT_OFFLOAD_TIMING: cannot set up the timing events; no timing");
 		free(labels);
 	}
 	arm_refresh(p);

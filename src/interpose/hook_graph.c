@@ -130,15 +130,15 @@ static void check_offloaded(CUgraphExec e)
 #define GRAPH_ON_STREAM(sym, ev, counted)                                      \
 	CUresult sym(CUgraphExec e, CUstream s)                                \
 	{                                                                      \
-		int paged = counted && ft_g.off.active &&                      \
-			    ft_graphs_exec_paged(ft_g.graphs, H(e));           \
+		uint32_t paged = counted && ft_g.off.active ?                  \
+			    ft_graphs_exec_paged(ft_g.graphs, H(e)) : 0;       \
 		if (paged)                                                     \
-			ft_off_replay(&ft_g.off, s, 0);                        \
+			ft_off_replay(&ft_g.off, s, 0, paged);                 \
 		else if (counted && ft_g.off.active)                           \
 			check_offloaded(e);                                    \
 		CUresult rc = FT_CALL(sym, e, s);                              \
 		if (paged)                                                     \
-			ft_off_replay(&ft_g.off, s, 1);                        \
+			ft_off_replay(&ft_g.off, s, 1, paged);                 \
 		if (OBSERVING()) {                                             \
 			if (counted && rc == CUDA_SUCCESS) {                   \
 				FT_STAT_INC(&ft_g.stats, graph_launches);      \

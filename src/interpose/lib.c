@@ -303,9 +303,18 @@ FT_EXPORT int ft_offload_timing_reset(void)
 	ft_lib_ensure();
 	if (!ft_is_observing() || !ft_g.off.timing)
 		return -1;
+	ft_off_timing_reset(&ft_g.off);
 	ft_timing_reset(&ft_g.timing);
 	ft_timing_reset(&ft_g.timing_window);
 	return 0;
+}
+
+FT_EXPORT int ft_offload_timing_update(void)
+{
+	ft_lib_ensure();
+	if (!ft_is_observing() || !ft_g.off.timing)
+		return -1;
+	return ft_off_timing_update(&ft_g.off);
 }
 
 FT_EXPORT int ft_flush_trace(void)

@@ -236,7 +236,7 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 			int paged = ft_off_capture_launch(&ft_g.off, l->stream, s->cap, a, word, n,
 							  s->refs.n - n, kern, name);
 			if (paged > 0)
-				ft_graphs_capture_paged(ft_g.graphs, s->cap);
+				ft_graphs_capture_paged(ft_g.graphs, s->cap, (uint32_t)paged);
 			else if (paged < 0 && ft_off_offloaded(&ft_g.off, a, n, &trap, &w))
 				ft_obs_hidden("a captured launch the executor cannot page (another "
 					      "capture pages weights, or the host store is pageable)",

@@ -84,7 +84,7 @@ void ft_graphs_instantiate(struct ft_graphs *g, uint64_t graph, uint64_t exec)
 	int i = find(g, GRAPH, graph);
 	/* copied out first: taking an entry for the exec may recycle i's */
 	uint32_t n = i >= 0 ? g->e[i].n : 0;
-	uint8_t paged = i >= 0 ? g->e[i].paged : 0;
+	uint32_t paged = i >= 0 ? g->e[i].paged : 0;
 	struct ft_region_ref *tmp = n ? malloc(n * sizeof(*tmp)) : NULL;
 	if (tmp) {
 		memcpy(tmp, g->e[i].refs, n * sizeof(*tmp));
@@ -122,18 +122,18 @@ void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec)
 	pthread_mutex_unlock(&g->lock);
 }
 
-void ft_graphs_capture_paged(struct ft_graphs *g, uint64_t capture)
+void ft_graphs_capture_paged(struct ft_graphs *g, uint64_t capture, uint32_t tag)
 {
 	pthread_mutex_lock(&g->lock);
-	g->e[entry(g, CAPTURE, capture)].paged = 1;
+	g->e[entry(g, CAPTURE, capture)].paged = tag;
 	pthread_mutex_unlock(&g->lock);
 }
 
-int ft_graphs_exec_paged(struct ft_graphs *g, uint64_t exec)
+uint32_t ft_graphs_exec_paged(struct ft_graphs *g, uint64_t exec)
 {
 	pthread_mutex_lock(&g->lock);
 	int i = find(g, EXEC, exec);
-	int paged = i >= 0 && g->e[i].paged;
+	uint32_t paged = i >= 0 ? g->e[i].paged : 0;
 	pthread_mutex_unlock(&g->lock);
 	return paged;
 }

@@ -23,6 +23,7 @@ static const char *const expected[] = {
 	"ft_version", "ft_is_observing", "ft_stat_get", "ft_flush_trace",
 	"ft_mark_pass", "ft_phase", "ft_iters_before_inference", "ft_save_profile",
 	"ft_load_profile", "ft_offload_timing_collect", "ft_offload_timing_reset",
+	"ft_offload_timing_update",
 };
 #define N (sizeof(expected) / sizeof(expected[0]))
 
@@ -32,7 +33,7 @@ static void *const api[] = { (void *)ft_version, (void *)ft_is_observing,
 			     (void *)ft_mark_pass, (void *)ft_phase,
 			     (void *)ft_iters_before_inference, (void *)ft_save_profile,
 			     (void *)ft_load_profile, (void *)ft_offload_timing_collect,
-			     (void *)ft_offload_timing_reset };
+			     (void *)ft_offload_timing_reset, (void *)ft_offload_timing_update };
 
 static int seen[N], failures;
 

@@ -413,6 +413,15 @@ API CUresult cuEventRecord(CUevent e, CUstream s)
 	return CUDA_SUCCESS;
 }
 API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return cuEventRecord(e, s); }
+static CUresult record_node(CUevent e, CUstream s);
+/* An external record in a capture becomes a node recorded at each replay. */
+API CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned flags)
+{
+	if ((flags & CU_EVENT_RECORD_EXTERNAL) && capturing(s))
+		return record_node(e, s);
+	return cuEventRecord(e, s);
+}
+API CUresult cuEventQuery(CUevent e) { (void)e; return CUDA_SUCCESS; }
 API CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
 /* Every call completes before it returns: ordering holds by itself.  In a
  * capture, a stream that waits on an event recorded in it joins it, and the
@@ -449,7 +458,8 @@ static unsigned long launches;
 API unsigned long fake_launch_count(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }
 
 struct recorded {
-	const struct kdesc *k;  /* NULL: a host-to-device copy */
+	const struct kdesc *k;  /* NULL: a host-to-device copy, or ev's record */
+	CUevent ev;             /* an external event node: recorded at replay */
 	unsigned char buf[4096];
 	void *dst;
 	const void *src;
@@ -523,6 +533,15 @@ static void origin_waited(CUstream w, CUstream s, unsigned long at)
 static unsigned long long capture_id(void)
 {
 	return cap.active ? cap.id : 0;
+}
+
+static CUresult record_node(CUevent e, CUstream s)
+{
+	if (cap.n == FAKE_NODES)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	captured_op(s);
+	cap.r[cap.n++] = (struct recorded){ .ev = e };
+	return CUDA_SUCCESS;
 }
 
 /* host-to-device copies on a capturing stream become graph nodes */
@@ -659,6 +678,10 @@ API CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 	(void)s;
 	struct fake_graph *fg = (struct fake_graph *)e;
 	for (unsigned i = 0; i < fg->n; i++) {
+		if (fg->r[i].ev) {
+			cuEventRecord(fg->r[i].ev, NULL);
+			continue;
+		}
 		if (!fg->r[i].k) {
 			memcpy(fg->r[i].dst, fg->r[i].src, fg->r[i].n);
 			continue;

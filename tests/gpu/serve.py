@@ -10,13 +10,16 @@ static inputs, and a loop of mixed requests, as a serving engine runs them.
                               graph capture, the request loop, then REPLAYS
                               timed replays of the batch-1 graph; saves every
                               request's logits, the times and the library's
-                              counters to OUT/TAG.pt; prints the offload
-                              timing table (FT_OFFLOAD_TIMING=eager) at the end
+                              counters to OUT/TAG.pt; with FT_OFFLOAD_TIMING
+                              prints the offload timing table of the loop and
+                              that of the timed replays (whose wait per step
+                              the report compares with the measured stall)
   serve.py fraction OUT SHARE the FT_MAX_GPU_MEM_FRACTION that leaves SHARE of
                               the decoder weights off the GPU
   serve.py report OUT         every run against the plain one: logits bit for
                               bit, graph decode step vs the resident step and
-                              the transfer floor
+                              the transfer floor, the timing table's wait per
+                              step vs the stall (step - resident step)
 
 Run by serve.sh.  SERVE_LAYERS sets the depth (default 16: 7.5 GB of bf16).
 """
@@ -214,6 +217,10 @@ def run(tag, out):
                     free.append(s)
         torch.cuda.synchronize()
         res["loop_s"], res["decode_steps"] = time.perf_counter() - t0, steps
+        table = timing_table(lib)
+        if table:
+            print("offload timing of the serving loop (eager prefills, graph decode steps):")
+            print(table, flush=True)
         # graph decode steps at batch 1 (issue 5, requirement 7)
         graph, ins, _ = graphs.g[1]
         ins[1].fill_(SLOTS)
@@ -226,16 +233,31 @@ def run(tag, out):
             torch.cuda.synchronize()
             ts.append((time.perf_counter() - t1) * 1e3)
         res["replay_ms"] = ts
+        table = timing_table(lib)
+        if table:
+            print(f"offload timing of the {REPLAYS} batch-1 replays:")
+            print(table, flush=True)
+            # Avg/pass | compute | | | | | transfer | | wait |
+            row = [x for x in table.splitlines() if x.startswith("Avg/pass")][0].split("|")
+            res["table_ms"] = {"compute": float(row[1]), "transfer": float(row[6]),
+                               "wait": float(row[8])}
     res["stats"] = {s: stat(lib, s) for s in STATS}
     res["logits"] = {k: torch.stack(v) for k, v in res["logits"].items()}
     torch.save(res, os.path.join(out, tag + ".pt"))
     print(f"{tag}: {steps} graph decode steps, warm-up ended in phase {res['warm_phase']}, "
           f"stats {res['stats']}", flush=True)
-    if pre and hasattr(lib, "ft_offload_timing_collect"):
-        buf = ctypes.create_string_buffer(1 << 16)
-        lib.ft_offload_timing_collect.restype = ctypes.c_long
-        if lib.ft_offload_timing_collect(buf, ctypes.c_ulong(len(buf))) > 0:
-            print(buf.value.decode())
+
+
+def timing_table(lib):
+    """The library's offload timing report since the last one (the C API,
+    as the README's ctypes example), or None when timing is off."""
+    if not hasattr(lib, "ft_offload_timing_collect"):
+        return None
+    buf = ctypes.create_string_buffer(1 << 17)
+    lib.ft_offload_timing_collect.restype = ctypes.c_long
+    if lib.ft_offload_timing_collect(buf, ctypes.c_ulong(len(buf))) <= 0:
+        return None
+    return buf.value.decode()
 
 
 def fraction(out, share):
@@ -253,9 +275,10 @@ def report(out):
     lines = [f"# Serving harness: {LAYERS} layers, {plain['params'] / 1e9:.2f} GB bf16, "
              f"H2D {plain['bw'] / 1e9:.1f} GB/s", "",
              "| run | logits bit-identical | graph decode step ms (batch 1) | resident ms | "
-             "floor ms | ratio | copied GB / step | graph launches | hidden readers |",
-             "|---|---|---|---|---|---|---|---|---|",
-             f"| plain | - | {res_ms:.2f} | {res_ms:.2f} | - | 1.000 | 0 | - | - |"]
+             "floor ms | ratio | graph launches | hidden readers | table wait ms / step | "
+             "stall ms (step - resident) | wait / stall |",
+             "|---|---|---|---|---|---|---|---|---|---|---|",
+             f"| plain | - | {res_ms:.2f} | {res_ms:.2f} | - | 1.000 | - | - | - | - | - |"]
     ok = True
     for path in sorted(glob.glob(os.path.join(out, "*.pt"))):
         r = torch.load(path)
@@ -269,9 +292,13 @@ def report(out):
         floor = st["offloaded_bytes"] / r["bw"] * 1e3
         ratio = ms / max(res_ms, floor)
         ok &= same and st["hidden_readers"] == 0
+        stall = ms - res_ms
+        wait = r.get("table_ms", {}).get("wait")
+        agree = f"{wait / stall:.3f}" if wait is not None and stall > 0 else "-"
         lines.append(f"| {r['tag']} | {'yes' if same else 'NO'} | {ms:.2f} | {res_ms:.2f} | "
-                     f"{floor:.2f} | {ratio:.3f} | - | {st['graph_launches']} | "
-                     f"{st['hidden_readers']} |")
+                     f"{floor:.2f} | {ratio:.3f} | {st['graph_launches']} | "
+                     f"{st['hidden_readers']} | {'-' if wait is None else f'{wait:.2f}'} | "
+                     f"{stall:.2f} | {agree} |")
     text = "\n".join(lines)
     print(text)
     open(os.path.join(out, "serve.md"), "w").write(text + "\n")

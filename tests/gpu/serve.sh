@@ -1,9 +1,11 @@
 #!/bin/sh
 # GPU check of serving with CUDA graphs (see serve.py): the harness without
 # the library, then with it in memory mode at about half of the decoder
-# weights offloaded (FT_OFFLOAD_TIMING=eager: the timing table is printed),
+# weights offloaded, in both block modes with FT_OFFLOAD_TIMING=cuda_graph
+# (the timing tables are printed) and in allocation mode without timing,
 # then the report (every request's logits bit for bit, the batch-1 graph
-# decode step against the resident step and the transfer floor).
+# decode step against the resident step and the transfer floor, the table's
+# wait per step against the measured stall).
 # Exits 77 where there is no GPU.
 # usage: serve.sh <libflextensor.so> <output dir> [share, default 0.5]
 set -u
@@ -17,11 +19,16 @@ rm -rf "$out"
 mkdir -p "$out"
 "$py" "$here/serve.py" run plain "$out" || exit 1
 f=$("$py" "$here/serve.py" fraction "$out" "$share") || exit 1
-for m in allocation_block_transfer raw_block_transfer; do
+for run in allocation_block_transfer:off allocation_block_transfer:cuda_graph \
+	raw_block_transfer:cuda_graph; do
+	m=${run%:*} t=${run#*:}
+	tag=$m-timing_$t
 	env LD_PRELOAD="$lib" FT_ENABLED=1 FT_MAX_GPU_MEM_FRACTION="$f" FT_TRANSFER_MODE=$m \
-		FT_PROFILING_ITERS=3 FT_OFFLOAD_TIMING=eager FT_LOG_LEVEL=info \
-		"$py" "$here/serve.py" run "$m" "$out" 2>"$out/$m.log" ||
-		{ echo "$m failed:"; tail -20 "$out/$m.log"; }
-	grep -E "plan \(|offloading|error|warn|captured before" "$out/$m.log" | head -20 | sed "s/^/  $m: /"
+		FT_PROFILING_ITERS=3 FT_OFFLOAD_TIMING=$t FT_LOG_LEVEL=info \
+		"$py" "$here/serve.py" run "$tag" "$out" >"$out/$tag.out" 2>"$out/$tag.log" ||
+		{ echo "$tag failed:"; tail -20 "$out/$tag.log"; }
+	cat "$out/$tag.out"
+	grep -E "plan \(|offloading|error|warn|captured before" "$out/$tag.log" | head -20 |
+		sed "s/^/  $tag: /"
 done
 "$py" "$here/serve.py" report "$out"

@@ -110,8 +110,10 @@ for m in allocation_block_transfer raw_block_transfer; do
 done
 # profile.json refreshed while serving: a first run writes it (2 profiled
 # passes); a second adopts it and, with FT_VLLM_TIMING_BATCH=prefill,
-# rewrites its timings from 3 timed passes; with decode, read-only, or too
-# few passes before exit, the file stays as it was
+# rewrites its timings from 3 timed passes; with decode (no graph replays
+# in this program), read-only, or too few passes before exit, the file
+# stays as it was; with decode, a program replaying a graph captured after
+# the plan rewrites them from 3 replays
 run prof "" FT_PROFILE_STORAGE_DIR="$tmp/prof"
 cp "$tmp/prof/profile.json" "$tmp/prof-first.json"
 samples() { grep -o '"samples":[[:space:]]*[0-9]*' "$1" | awk '{print $NF}' | sort -nu | tr '\n' ' '; }
@@ -126,8 +128,8 @@ for how in "decode" "read_only" "incomplete"; do
 	grep -q "profiling skipped" "$tmp/prof-$how.log" || { echo "FAIL: prof-$how: profile not adopted"; fail=1; }
 	cmp -s "$tmp/prof/profile.json" "$tmp/prof-first.json" || { echo "FAIL: prof-$how: profile.json changed"; fail=1; }
 done
-grep -q "decode passes (CUDA graph replays) are not timed" "$tmp/prof-decode.log" ||
-	{ echo "FAIL: prof-decode: no message"; fail=1; }
+grep -q "left as it was: 0 of the 3 passes" "$tmp/prof-decode.log" ||
+	{ echo "FAIL: prof-decode: no message at exit"; fail=1; }
 grep -q "left as it was: [0-9]* of the 500 passes" "$tmp/prof-incomplete.log" ||
 	{ echo "FAIL: prof-incomplete: no message at exit"; fail=1; }
 # rank 1 of a job of two writes its own file, beside rank 0's
@@ -141,6 +143,23 @@ grep -q "compute timings refreshed from 3 passes" "$tmp/prof-refresh.log" ||
 [ "$(samples "$tmp/prof/profile.json")" = "3 " ] && [ "$(samples "$tmp/prof-first.json")" != "3 " ] &&
 	[ "$(grep '"fingerprint"' "$tmp/prof/profile.json")" = "$(grep '"fingerprint"' "$tmp/prof-first.json")" ] ||
 	{ echo "FAIL: prof-refresh: samples $(samples "$tmp/prof-first.json")-> $(samples "$tmp/prof/profile.json")"; fail=1; }
+cp "$tmp/prof/profile.json" "$tmp/prof-second.json"
+run prof-graph graph FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=3
+cmp -s "$tmp/plain-graph.bin" "$tmp/prof-graph.bin" || { echo "FAIL: prof-graph: outputs differ"; fail=1; }
+grep -q "refreshed from the first 3 CUDA graph replays" "$tmp/prof-graph.log" &&
+	grep -q "compute timings refreshed from 3 passes" "$tmp/prof-graph.log" &&
+	! cmp -s "$tmp/prof/profile.json" "$tmp/prof-second.json" ||
+	{ echo "FAIL: prof-graph: not refreshed from graph replays"; fail=1; }
+# FT_OFFLOAD_TIMING=cuda_graph: every replay of the graph captured after the
+# plan is a timed pass (published at the next replay, the last by collect)
+for m in allocation_block_transfer raw_block_transfer; do
+	run "gtime-$m" graph FT_TRANSFER_MODE=$m FT_OFFLOAD_TIMING=cuda_graph
+	cmp -s "$tmp/plain-graph.bin" "$tmp/gtime-$m.bin" || { echo "FAIL: gtime-$m: outputs differ"; fail=1; }
+	grep -q "stat timed_replays *12 " "$tmp/gtime-$m.log" &&
+		grep -q "stat timing_dropped *0 " "$tmp/gtime-$m.log" &&
+		grep -q "^Offload Timing (" "$tmp/gtime-$m.log" ||
+		{ echo "FAIL: gtime-$m: $(grep -o 'timed_replays *[0-9]*\|timing_dropped *[0-9]*' "$tmp/gtime-$m.log" | tr '\n' ' ')"; fail=1; }
+done
 run verify "" FT_VERIFY=1
 cmp -s "$tmp/plain.bin" "$tmp/verify.bin" || { echo "FAIL: verify: outputs differ"; fail=1; }
 grep -q "FT_VERIFY: offloaded trap" "$tmp/verify.log" && { echo "FAIL: verify reported a correct program"; fail=1; }
