@@ -169,6 +169,8 @@ struct ft_off_trap {
 	unsigned char *host;                /* the store: nchunks x chunk bytes */
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	uint64_t loads;                     /* copies into its block so far */
+	int shared;                         /* read all over the pass (resident): its
+					       references never place the pass */
 	int link[4];                        /* traps whose weights begin where one of
 					       its weights ends: loaded with it */
 	uint32_t nlink;
@@ -267,7 +269,8 @@ int ft_off_on_pass(struct ft_offload *o,
 		   int (*fn)(void *arg, const float *v, uint32_t ntraps, int kind), void *arg,
 		   int graphs);
 /* Links (after the blocks are chosen, before any is made): a weight that
- * ends exactly where a weight of another trap begins may be one tensor the
+ * ends exactly where a weight of another trap begins, in the same
+ * allocation, may be one tensor the
  * scan saw two pointers into (a stale pointer left in a parameter block):
  * a launch reading the first then reads the second's bytes too, so the
  * second's trap is loaded with it; when both would share a block the second

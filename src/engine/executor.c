@@ -164,6 +164,7 @@ static void return_tail(struct ft_offload *o, int t, int k, uint64_t a)
 	for (uint64_t c = c0; c < c1; c += o->chunk)
 		lost |= ft_vmm_own(o->vmm, c) != 0;
 	rl->cuMemcpyHtoD_v2(c0, x->host + off + (c0 - r.lo), c1 - c0);
+	o->w[k].hi = a; /* references from a on are the tensor's */
 	FT_STAT_INC(o->stats, offload_tails);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(c1 - c0));
 	if (lost)
@@ -326,10 +327,13 @@ static uint32_t ahead(const struct ft_offload *o, int t)
  * -1, nothing (a word that points all over the pass: no read); 1, it is where the
  * pass is (in turn, or a word that reads in turn); 0, a read, but not of the
  * pass's position (an out-of-turn reference from a word not known yet:
- * loaded, the position stays). */
+ * loaded, the position stays; any reference to a trap read all over the
+ * pass, which ATen's cat metadata carries in slots it does not read). */
 static int turn(const struct ft_offload *o, struct ft_kernel *kern, const uint16_t *words,
 		unsigned i, int t)
 {
+	if (o->t[t].shared)
+		return 0;
 	if (!kern || !words || o->cur < 0)
 		return 1;
 	int off = o->t[t].block >= 0, in = ahead(o, t) <= 2;
@@ -377,8 +381,15 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 				FT_STAT_INC(o->stats, offload_roaming_refs);
 			continue;
 		}
-		if (o->t[t].block >= 0 && foreign(o, addr[i], k))
+		if (o->t[t].block >= 0 && foreign(o, addr[i], k)) {
 			return_tail(o, t, k, addr[i]);
+			if (addr[i] >= o->w[k].hi)
+				continue; /* the tensor in the tail, not the weight */
+		}
+		/* inside a resident weight, not at its start: perhaps a tensor
+		 * in its free tail; the pass is not placed by it */
+		if (o->t[t].block < 0 && addr[i] != o->w[k].lo)
+			where = 0;
 		int seen = among(touched, nt, t);
 		if (seen >= 0)
 			moves[seen] |= where > 0;

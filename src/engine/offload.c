@@ -282,8 +282,14 @@ uint32_t ft_off_links(struct ft_offload *o)
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i + 1 < o->nw; i++) {
 		const struct ft_off_weight *a = &o->w[i], *b = &o->w[i + 1];
+		CUdeviceptr base;
+		size_t size;
 		if (a->hi != b->lo || a->trap == b->trap || a->trap >= o->ntraps ||
 		    b->trap >= o->ntraps)
+			continue;
+		/* one tensor lies in one allocation: weights that only abut
+		 * across allocations (VMM places them side by side) are not */
+		if (!ft_vmm_range(o->vmm, a->lo, &base, &size) || b->lo >= base + size)
 			continue;
 		struct ft_off_trap *x = &o->t[a->trap], *y = &o->t[b->trap];
 		if (y->block < 0)

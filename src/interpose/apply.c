@@ -344,6 +344,8 @@ void ft_learn_offload(void)
 		goto out;
 	}
 	ft_g.off.captures = &ft_g.active_captures;
+	for (uint32_t t = 0; L.revisited && t < p->ntraps; t++)
+		ft_g.off.t[t].shared = L.revisited[t] * 2 > L.nsamples;
 	/* the planner keeps the weights within the budget from here on: the
 	 * limit on all large allocations, which stood in for it while weights
 	 * could not be told apart, ends */

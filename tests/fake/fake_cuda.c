@@ -91,8 +91,19 @@ API CUresult cuMemHostUnregister(void *p) { (void)p; return CUDA_SUCCESS; }
 /* VMM with real aliasing: a reservation is an inaccessible mapping, a
  * physical handle a memfd, cuMemMap maps the memfd shared at the address
  * (two addresses mapping one handle see the same bytes), cuMemUnmap makes
- * the range inaccessible again.  Handles are fd + 1. */
-#define FAKE_GRANULARITY (2ULL << 20)
+ * the range inaccessible again.  Handles are fd + 1.  The granularity is
+ * 2 MiB as on the GPU, or FAKE_GRANULARITY_KIB (a replay of a recording
+ * shrunk k times keeps its chunk alignment with 2048 / k). */
+static size_t granularity(void)
+{
+	static size_t g;
+	if (!g) {
+		const char *e = getenv("FAKE_GRANULARITY_KIB");
+		g = e && atoi(e) >= 64 ? (size_t)atoi(e) << 10 : 2ULL << 20;
+	}
+	return g;
+}
+#define FAKE_GRANULARITY granularity()
 API CUresult cuMemAddressReserve(CUdeviceptr *p, size_t n, size_t a, CUdeviceptr addr,
 				 unsigned long long f)
 {

@@ -342,15 +342,17 @@ static void tied_weight_read_at_both_ends(void **state)
 	done(o);
 }
 
-/* Trap 7's weight begins where trap 2's ends (a stale pointer into one
- * tensor, seen as two): a kernel reading trap 2 reads trap 7's bytes too,
- * so trap 7 must be in place as well. */
-static void adjacent_weights_are_linked(void **state)
+/* Trap 7's weight placed right after trap 2's; with one_allocation, both
+ * lie in one VMM allocation (else in two that abut). */
+static void abut(struct ft_offload *o, int one_allocation)
 {
-	(void)state;
-	static const int blocks[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1 };
-	struct ft_offload *o = engine(10, blocks, 4, FT_OFF_ALLOCATION);
+	static struct ft_vmm_alloc a[2];
 	S.base[7] = S.base[2] + CHUNK;
+	a[0] = (struct ft_vmm_alloc){ .base = S.base[2], .size = (one_allocation ? 2 : 1) * CHUNK };
+	a[1] = (struct ft_vmm_alloc){ .base = S.base[7], .size = CHUNK };
+	pthread_mutex_init(&vmm.lock, NULL);
+	vmm.a = a;
+	vmm.n = one_allocation ? 1 : 2;
 	o->t[7].runs[0] = (struct ft_span){ S.base[7], S.base[7] + CHUNK };
 	for (uint32_t i = 0; i < o->nw; i++)
 		if (o->w[i].trap == 7)
@@ -362,6 +364,17 @@ static void adjacent_weights_are_linked(void **state)
 			o->w[j] = o->w[j - 1];
 			o->w[j - 1] = x;
 		}
+}
+
+/* Trap 7's weight begins where trap 2's ends in one allocation (a stale
+ * pointer into one tensor, seen as two): a kernel reading trap 2 reads
+ * trap 7's bytes too, so trap 7 must be in place as well. */
+static void adjacent_weights_are_linked(void **state)
+{
+	(void)state;
+	static const int blocks[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1 };
+	struct ft_offload *o = engine(10, blocks, 4, FT_OFF_ALLOCATION);
+	abut(o, 1);
 	assert_int_equal(ft_off_links(o), 0);
 	assert_int_equal(o->t[2].nlink, 1);
 	assert_int_equal(o->t[2].link[0], 7);
@@ -375,6 +388,22 @@ static void adjacent_weights_are_linked(void **state)
 			add_op(&k);
 		}
 	check();
+	vmm.n = 0;
+	done(o);
+}
+
+/* Weights of two allocations that merely abut (VMM places allocations
+ * side by side) are two tensors: no link, so a read of one never loads
+ * the other. */
+static void abutting_allocations_are_not_linked(void **state)
+{
+	(void)state;
+	static const int blocks[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1 };
+	struct ft_offload *o = engine(10, blocks, 4, FT_OFF_ALLOCATION);
+	abut(o, 0);
+	assert_int_equal(ft_off_links(o), 0);
+	assert_int_equal(o->t[2].nlink, 0);
+	vmm.n = 0;
 	done(o);
 }
 
@@ -424,6 +453,7 @@ int main(void)
 		cmocka_unit_test(stale_reference_into_the_same_block),
 		cmocka_unit_test(tied_weight_read_at_both_ends),
 		cmocka_unit_test(adjacent_weights_are_linked),
+		cmocka_unit_test(abutting_allocations_are_not_linked),
 		cmocka_unit_test(strategy_mode),
 		cmocka_unit_test(random_sequences),
 	};
