@@ -91,6 +91,12 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 	const struct ft_real *r = o->real;
 	pthread_mutex_lock(&o->lock);
 	ft_off_timing_replay(o, tag, after);
+	if (!after && o->mode != FT_OFF_STRATEGY) {
+		/* nor may they race eager copies still in flight on the copy
+		 * stream (prefetches into the same blocks) */
+		r->cuEventRecord(o->fork, o->copy);
+		r->cuStreamWaitEvent(s, o->fork, 0);
+	}
 	for (uint32_t k = 0; k < o->nblocks; k++) {
 		struct ft_off_block *b = &o->b[k];
 		if (!after) {
