@@ -97,6 +97,18 @@ static int foreign(const struct ft_offload *o, uint64_t a, int k)
 	return 0;
 }
 
+/* Whether any byte of weight k's extent left the GPU (lies in a run its
+ * trap still copies). */
+static int weight_offloaded(const struct ft_offload *o, int k)
+{
+	const struct ft_off_weight *w = &o->w[k];
+	const struct ft_off_trap *x = &o->t[w->trap];
+	for (uint32_t i = 0; i < x->nruns; i++)
+		if (!x->dead[i] && x->runs[i].lo < w->hi && x->runs[i].hi > w->lo)
+			return 1;
+	return 0;
+}
+
 /* A launch refers to a, inside weight k's extent past its start, in chunks
  * trap t gives up: a tensor the caching allocator placed in the free tail
  * of the weight's segment after discovery, so the weight ends before a.
@@ -386,6 +398,11 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 			if (addr[i] >= o->w[k].hi)
 				continue; /* the tensor in the tail, not the weight */
 		}
+		/* inside a weight that stayed on the GPU whole (a small one in
+		 * a segment shared with activations, whose extent reaches over
+		 * them): nothing to load, and perhaps not the weight at all */
+		if (o->t[t].block >= 0 && addr[i] != o->w[k].lo && !weight_offloaded(o, k))
+			continue;
 		/* inside a resident weight, not at its start: perhaps a tensor
 		 * in its free tail; the pass is not placed by it */
 		if (o->t[t].block < 0 && addr[i] != o->w[k].lo)
