@@ -277,6 +277,33 @@ static void regular_passes(void **state)
 	done(o);
 }
 
+/* Trap 9 also holds a small weight that stayed on the GPU whole (in no
+ * run), whose extent reaches over activations a layer-1 kernel reads: that
+ * reference is not trap 9's (it shares trap 1's block) and loads nothing. */
+static void activations_in_a_resident_weights_extent(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	uint64_t norm = S.base[9] + 4 * CHUNK;
+	o->w = realloc(o->w, (o->nw + 1) * sizeof(*o->w));
+	o->w[o->nw++] = (struct ft_off_weight){ norm, norm + CHUNK, 9 };
+	for (int pass = 0; pass < 5; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (t == 1) {
+				uint64_t a[2] = { S.base[1], norm + 256 };
+				struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 1 };
+				k.reads[0] = 1;
+				ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 2, 0, NULL, "k");
+				add_op(&k);
+			}
+		}
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_conflicts], 0);
+	assert_int_equal(stats.v[FT_STAT_offload_copies], 51);
+	done(o);
+}
+
 static void several_streams(void **state)
 {
 	(void)state;
@@ -449,6 +476,7 @@ int main(void)
 		cmocka_unit_test(cover_whole_chunks_only),
 		cmocka_unit_test(regular_passes),
 		cmocka_unit_test(several_streams),
+		cmocka_unit_test(activations_in_a_resident_weights_extent),
 		cmocka_unit_test(two_traps_in_one_kernel),
 		cmocka_unit_test(stale_reference_into_the_same_block),
 		cmocka_unit_test(tied_weight_read_at_both_ends),
