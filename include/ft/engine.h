@@ -74,7 +74,8 @@ struct ft_vmm {
 	size_t chunk;
 	CUdeviceptr arena;                  /* the high address range allocations come from */
 	size_t arena_size;                  /* (0: each has a reservation of its own) */
-	int device;
+	int device;                         /* the one served (once started) */
+	int want;                           /* FT_GPU_DEVICE; -1: the first allocated on */
 	int state;                          /* 0 untried, 1 usable, -1 unusable */
 	uint32_t n, cap;
 	struct ft_vmm_alloc *a;             /* sorted by base */
@@ -86,7 +87,7 @@ struct ft_vmm {
  * address instead (kernels read it over the bus, slowly, but correctly);
  * ft_vmm_migrate brings it to the device later. */
 void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes,
-		 double fraction);
+		 double fraction, int device);
 /* Serves a device allocation of size bytes: 0 (*host: how many of its
  * bytes got host memory), or -1 when the caller should ask the driver
  * instead (too small, VMM unusable, out of memory). */

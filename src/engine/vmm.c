@@ -8,13 +8,14 @@
 #include "search.h"
 
 void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes,
-		 double fraction)
+		 double fraction, int device)
 {
 	memset(v, 0, sizeof(*v));
 	pthread_mutex_init(&v->lock, NULL);
 	v->real = real;
 	v->min_bytes = min_bytes;
 	v->fraction = fraction;
+	v->want = device;
 }
 
 static CUmemAllocationProp prop(int device)
@@ -209,17 +210,20 @@ int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size, uint64_t *host
 	pthread_mutex_lock(&v->lock);
 	const struct ft_real *r = v->real;
 	int rc = -1;
-	if (start(v))
-		goto out;
-	/* one device per process: the first one allocated on; allocations on
-	 * another are the driver's own (never offloaded) */
+	/* one device per process: FT_GPU_DEVICE, else the first one allocated
+	 * on; allocations on another are the driver's own (never offloaded) */
 	CUdevice d;
-	if (r->cuCtxGetDevice(&d) || (int)d != v->device) {
+	if (!r->cuCtxGetDevice || r->cuCtxGetDevice(&d))
+		goto out;
+	int want = v->want >= 0 ? v->want : v->state > 0 ? v->device : (int)d;
+	if ((int)d != want) {
 		ft_info_once("allocations on CUDA device %d are left to the driver: the library "
-			     "offloads on device %d only, the first this process allocated on",
-			     (int)d, v->device);
+			     "offloads on device %d only (%s)", (int)d, want,
+			     v->want >= 0 ? "FT_GPU_DEVICE" : "the first this process allocated on");
 		goto out;
 	}
+	if (start(v))
+		goto out;
 	struct ft_vmm_alloc a = { 0 };
 	a.nchunks = (uint32_t)((size + v->chunk - 1) / v->chunk);
 	a.size = (size_t)a.nchunks * v->chunk;

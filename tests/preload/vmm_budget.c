@@ -38,7 +38,7 @@ int main(void)
 	cuDeviceTotalMem_v2(&total, 0);
 	struct ft_vmm v;
 	/* a budget of 8 MiB: four chunks */
-	ft_vmm_init(&v, &real, 2 * MB, (double)(8 * MB) / (double)total);
+	ft_vmm_init(&v, &real, 2 * MB, (double)(8 * MB) / (double)total, -1);
 	CUdeviceptr a, b;
 	uint64_t host;
 	CHECK(!ft_vmm_alloc(&v, &a, 4 * MB, &host) && host == 0, "first allocation");
@@ -85,6 +85,15 @@ int main(void)
 	CHECK(ft_vmm_free(&v, c, &rc) == 1, "free c");
 	CHECK(ft_vmm_free(&v, b, &rc) == 1, "free b");
 	CHECK(v.device_bytes == 0 && v.host_bytes == 0, "all released");
+	/* FT_GPU_DEVICE=1: device 0's allocations are the driver's, device 1's
+	 * are served, though device 0 was current first */
+	struct ft_vmm w;
+	ft_vmm_init(&w, &real, 2 * MB, NAN, 1);
+	CHECK(ft_vmm_alloc(&w, &e, 4 * MB, &host) == -1 && w.state == 0, "FT_GPU_DEVICE=1, on 0");
+	fake_set_device(1);
+	CHECK(!ft_vmm_alloc(&w, &e, 4 * MB, &host) && w.device == 1, "FT_GPU_DEVICE=1, on 1");
+	CHECK(ft_vmm_free(&w, e, &rc) == 1, "free e");
+	fake_set_device(0);
 	printf("vmm_budget: %d failure(s)\n", failures);
 	return failures ? 1 : 0;
 }
