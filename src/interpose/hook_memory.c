@@ -4,16 +4,49 @@
  * registry.  Frees are observed before the call (the range is gone for the
  * caller from this point on, whatever the driver answers).
  */
+#include <dlfcn.h>
+#include <string.h>
+
 #include "hooks.h"
 
 #define OBSERVING() (ft_lib_ensure(), ft_observing())
+
+/* Whether the code at ret (the caller of an allocation) belongs to a
+ * library that shares its buffers with other processes through legacy IPC
+ * handles (NCCL, whose static runtime calls the driver from inside
+ * libnccl): such memory is left to the driver, never VMM-backed.  The
+ * answer for the latest few callers is remembered. */
+static int caller_shares(const void *ret)
+{
+	static _Thread_local struct {
+		const void *ret;
+		int shares;
+	} seen[4];
+	static _Thread_local unsigned next;
+	for (unsigned i = 0; i < 4; i++)
+		if (seen[i].ret == ret)
+			return seen[i].shares;
+	Dl_info info;
+	const char *base = NULL;
+	if (dladdr(ret, &info) && info.dli_fname)
+		base = strrchr(info.dli_fname, '/') ? strrchr(info.dli_fname, '/') + 1
+						     : info.dli_fname;
+	int shares = base && !strncmp(base, "libnccl", 7);
+	seen[next % 4].ret = ret;
+	seen[next++ % 4].shares = shares;
+	if (shares)
+		ft_info_once("allocations made by %s are left to the driver (it shares them "
+			     "between processes): never offloaded", base);
+	return shares;
+}
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
 {
 	/* large allocations through VMM, so that offloading can re-back them */
 	CUresult rc;
 	uint64_t host = 0;
-	if (OBSERVING() && dptr && !ft_vmm_alloc(&ft_g.vmm, dptr, size, &host)) {
+	if (OBSERVING() && dptr && !caller_shares(__builtin_return_address(0)) &&
+	    !ft_vmm_alloc(&ft_g.vmm, dptr, size, &host)) {
 		rc = CUDA_SUCCESS;
 		FT_STAT_INC(&ft_g.stats, vmm_allocs);
 		FT_STAT_ADD(&ft_g.stats, vmm_bytes, size);

@@ -63,6 +63,13 @@ static int current_device; /* fake_set_device */
 API void fake_set_device(int d) { current_device = d; }
 API CUresult cuCtxGetDevice(CUdevice *d) { *d = current_device; return CUDA_SUCCESS; }
 
+/* Legacy IPC: the handle holds the address (one process, no sharing). */
+API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
+{
+	memset(h, 0, sizeof(*h));
+	memcpy(h->reserved, &p, sizeof(p));
+	return CUDA_SUCCESS;
+}
 API CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n)
 {
 	void *p;
