@@ -10,14 +10,18 @@
  * With FT_OFFLOAD_TIMING=eager it prints ft_offload_timing_collect's
  * report on stderr at the end.
  * OFFLOAD_MIB=n makes every tensor n MiB (default 4).
- * usage: offload OUT [modify | graph | early | stale | shared | stray | roam | tail]
+ * usage: offload OUT [modify | graph | mixed | early | stale | shared | stray | roam |
+ *                    tail]
  *   modify: after step 10 the program rewrites a weight with a host copy
  *   and reads another back (a checkpoint); the outputs must still match a
  *   run without the library that does the same.
  *   graph: at step 12 (offloading in effect) one forward is captured on a
  *   stream as a CUDA graph and replayed for every later step: the graph
  *   must page the offloaded weights itself.
- *   early: the same, captured at step 2, before any plan: the weights the
+ *   mixed: the graph captured at step 12 is replayed in odd steps, the
+ *   forward runs eagerly in even ones (eager prefills between graph
+ *   decode steps): neither may leave the blocks wrong for the other.
+ *   early: as graph, captured at step 2, before any plan: the weights the
  *   graph reads must stay resident.
  *   stale: a kernel after layer 4 that reads nothing carries, in every
  *   fourth forward, the address of layer 1's first weight (a stale pointer
@@ -129,7 +133,8 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return 2;
 	int modify = argc > 2 && !strcmp(argv[2], "modify");
-	int graph = argc > 2 && !strcmp(argv[2], "graph");
+	int mixed = argc > 2 && !strcmp(argv[2], "mixed");
+	int graph = mixed || (argc > 2 && !strcmp(argv[2], "graph"));
 	int early = argc > 2 && !strcmp(argv[2], "early");
 	int capture_at = graph ? GRAPH_AT : early ? 2 : -1;
 	stale_every = argc > 2 && !strcmp(argv[2], "stale") ? 4 :
@@ -188,7 +193,7 @@ int main(int argc, char **argv)
 				return 1;
 			}
 		}
-		if (exec)
+		if (exec && (!mixed || s % 2))
 			cuGraphLaunch(exec, stream);
 		else
 			forward(s);

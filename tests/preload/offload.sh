@@ -3,7 +3,8 @@
 # of every forward are byte-identical without the library, with it in each
 # transfer mode, with a pageable store, with FT_OFFLOAD_TIMING=eager (whose
 # tables appear), with a forward captured as a CUDA graph after offloading
-# began and replayed (in each mode), with FT_VERIFY=1, and when the
+# began and replayed (in each mode), replays and eager forwards in turn,
+# with FT_VERIFY=1, and when the
 # program rewrites a weight
 # and saves another mid-run; a stray reference to a weight in a minority of
 # the profiled passes does not keep its trap resident, one in every pass
@@ -60,6 +61,15 @@ for m in allocation_block_transfer raw_block_transfer strategy; do
 		{ echo "FAIL: graph-$m: outputs differ"; fail=1; }
 	grep -q "stat hidden_readers *[1-9]" "$tmp/graph-$m.log" &&
 		{ echo "FAIL: graph-$m: a replay was not paged"; fail=1; }
+done
+# graph replays and eager forwards in turn, checked by FT_VERIFY too
+"$prog" "$tmp/plain-mixed.bin" mixed || { echo "FAIL: plain mixed run"; exit 1; }
+for m in allocation_block_transfer raw_block_transfer; do
+	run "mixed-$m" mixed FT_TRANSFER_MODE=$m FT_VERIFY=1
+	cmp -s "$tmp/plain-mixed.bin" "$tmp/mixed-$m.bin" ||
+		{ echo "FAIL: mixed-$m: outputs differ"; fail=1; }
+	grep -q "stat hidden_readers *[1-9]\|FT_VERIFY: offloaded trap" "$tmp/mixed-$m.log" &&
+		{ echo "FAIL: mixed-$m: a replay was not paged, or verify reported"; fail=1; }
 done
 # a graph captured before any plan: what it reads stays resident
 "$prog" "$tmp/plain-early.bin" early || { echo "FAIL: plain early run"; exit 1; }
