@@ -2,7 +2,28 @@
 #ifndef FT_OFFLOAD_INT_H
 #define FT_OFFLOAD_INT_H
 
+#include <stdatomic.h>
+
 #include "ft/engine.h"
+
+/* Synchronising calls would invalidate a capture in progress (any
+ * thread's, in global mode): the steps that need one wait for none. */
+static inline int ft_off_capturing(const struct ft_offload *o)
+{
+	return o->cap_id || (o->captures && atomic_load(o->captures) > 0);
+}
+
+/* Weights back on the GPU (offload_back.c).  Trap t leaves its block for
+ * good: its chunks get memory of their own, filled from the host store
+ * (the device is idle first).  A reference a inside weight k's extent,
+ * past its start, in chunks that left the GPU: 1 (a tensor placed in the
+ * extent's tail, perhaps).  Whether any byte of weight k left the GPU.
+ * The tail of weight k from a's chunk on comes back to the GPU and the
+ * weight ends at a. */
+void ft_off_demote(struct ft_offload *o, int t, const char *why);
+int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k);
+int ft_off_weight_offloaded(const struct ft_offload *o, int k);
+void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a);
 
 /* Timing (offload_timing.c).  Trap t's events where the executor works
  * now: the timed capture's, else the eager passes'. */

@@ -1,0 +1,158 @@
+/* Weights that come back to the GPU: whole traps, and the tails of weights
+ * where the allocator placed other tensors (include/ft/engine.h; the
+ * executor's, under o->lock). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/engine.h"
+#include "ft/log.h"
+#include "offload_int.h"
+
+void ft_off_demote(struct ft_offload *o, int t, const char *why)
+{
+	struct ft_off_trap *x = &o->t[t];
+	if (x->block < 0)
+		return;
+	if (ft_off_capturing(o)) {
+		ft_warn_once("trap %d should come back to the GPU (%s) during a CUDA graph "
+			     "capture, where the device cannot be waited for: it stays offloaded",
+			     t, why);
+		return;
+	}
+	const struct ft_real *r = o->real;
+	struct ft_off_block *b = &o->b[x->block];
+	r->cuCtxSynchronize();
+	size_t off = 0;
+	int lost = 0;
+	for (uint32_t i = 0; i < x->nruns; i++) {
+		size_t n = x->runs[i].hi - x->runs[i].lo;
+		if (!x->dead[i]) {
+			for (uint64_t c = x->runs[i].lo; c < x->runs[i].hi; c += o->chunk)
+				lost |= ft_vmm_own(o->vmm, c) != 0;
+			r->cuMemcpyHtoD_v2(x->runs[i].lo, x->host + off, n);
+		}
+		off += n;
+	}
+	if (b->occupant == t) {
+		b->occupant = -1;
+		b->nreaders = 0;
+	}
+	x->block = -1;
+	FT_STAT_INC(o->stats, offload_demoted);
+	FT_STAT_ADD(o->stats, offloaded_bytes, -(uint64_t)(x->nchunks * o->chunk));
+	if (lost)
+		ft_error("trap %d must come back to the GPU (%s) but device memory ran out: its "
+			 "weights are unreadable now", t, why);
+	else
+		ft_warn("trap %d is back on the GPU for good (%zu MiB): %s", t,
+			(size_t)(x->nchunks * o->chunk) >> 20, why);
+}
+
+/* A reference inside an offloaded weight's extent but not at a weight
+ * discovery saw: perhaps a tensor the allocator later placed in the
+ * extent's tail, which a block must not hold.  Returns 1 then. */
+int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k)
+{
+	if (o->w[k].lo == a)
+		return 0;
+	/* only chunks that left the GPU matter */
+	const struct ft_off_trap *x = &o->t[o->w[k].trap];
+	for (uint32_t i = 0; i < x->nruns; i++)
+		if (!x->dead[i] && a >= x->runs[i].lo && a < x->runs[i].hi) {
+			FT_STAT_INC(o->stats, offload_foreign_refs);
+			return 1;
+		}
+	return 0;
+}
+
+/* Whether any byte of weight k's extent left the GPU (lies in a run its
+ * trap still copies). */
+int ft_off_weight_offloaded(const struct ft_offload *o, int k)
+{
+	const struct ft_off_weight *w = &o->w[k];
+	const struct ft_off_trap *x = &o->t[w->trap];
+	for (uint32_t i = 0; i < x->nruns; i++)
+		if (!x->dead[i] && x->runs[i].lo < w->hi && x->runs[i].hi > w->lo)
+			return 1;
+	return 0;
+}
+
+/* A launch refers to a, inside weight k's extent past its start, in chunks
+ * trap t gives up: a tensor the caching allocator placed in the free tail
+ * of the weight's segment after discovery, so the weight ends before a.
+ * The chunks from a's to the end of the extent get memory of their own,
+ * filled from the store (the weight's last bytes may share a's chunk), and
+ * leave the trap's copies; the rest of the trap stays offloaded.  Under
+ * o->lock. */
+void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a)
+{
+	struct ft_off_trap *x = &o->t[t];
+	uint64_t mask = ~(uint64_t)(o->chunk - 1);
+	uint32_t i = 0;
+	size_t off = 0;
+	for (; i < x->nruns && !(a >= x->runs[i].lo && a < x->runs[i].hi); i++)
+		off += x->runs[i].hi - x->runs[i].lo;
+	if (i == x->nruns || x->dead[i])
+		return;
+	if (ft_off_capturing(o)) {
+		ft_warn_once("a tensor was placed in the tail of an offloaded weight during a CUDA "
+			     "graph capture, where the device cannot be waited for: it shares "
+			     "the block's memory");
+		return;
+	}
+	struct ft_span r = x->runs[i];
+	uint64_t c0 = a & mask, c1 = (o->w[k].hi + o->chunk - 1) & mask;
+	if (c1 > r.hi)
+		c1 = r.hi;
+	/* [r.lo, c0) stays, [c0, c1) leaves, [c1, r.hi) stays */
+	uint32_t extra = (c0 > r.lo) + (c1 < r.hi), m = x->nruns + extra;
+	struct ft_span *runs = realloc(x->runs, (m + 1) * sizeof(*runs));
+	if (runs)
+		x->runs = runs;
+	unsigned char *dead = runs ? realloc(x->dead, m + 1) : NULL;
+	if (dead)
+		x->dead = dead;
+	uint64_t *sums = x->sums && dead ? realloc(x->sums, (m + 1) * sizeof(*sums)) : NULL;
+	if (sums)
+		x->sums = sums;
+	if (!dead || (x->sums && !sums)) {
+		ft_off_demote(o, t, "a tensor was placed in a weight's free tail (and memory ran out)");
+		return;
+	}
+	memmove(&x->runs[i + 1 + extra], &x->runs[i + 1], (x->nruns - i - 1) * sizeof(*x->runs));
+	memmove(&x->dead[i + 1 + extra], &x->dead[i + 1], x->nruns - i - 1);
+	if (x->sums)
+		memmove(&x->sums[i + 1 + extra], &x->sums[i + 1],
+			(x->nruns - i - 1) * sizeof(*x->sums));
+	uint32_t j = i;
+	struct ft_span part[3] = { { r.lo, c0 }, { c0, c1 }, { c1, r.hi } };
+	size_t at = off;
+	for (int p = 0; p < 3; p++) {
+		if (part[p].hi <= part[p].lo)
+			continue;
+		x->runs[j] = part[p];
+		x->dead[j] = p == 1;
+		if (x->sums)
+			x->sums[j] = p == 1 ? 0 : ft_off_host_checksum(x->host + at, part[p].hi - part[p].lo);
+		at += part[p].hi - part[p].lo;
+		j++;
+	}
+	x->nruns = m;
+	const struct ft_real *rl = o->real;
+	rl->cuCtxSynchronize();
+	int lost = 0;
+	for (uint64_t c = c0; c < c1; c += o->chunk)
+		lost |= ft_vmm_own(o->vmm, c) != 0;
+	rl->cuMemcpyHtoD_v2(c0, x->host + off + (c0 - r.lo), c1 - c0);
+	o->w[k].hi = a; /* references from a on are the tensor's */
+	FT_STAT_INC(o->stats, offload_tails);
+	FT_STAT_ADD(o->stats, offloaded_bytes, -(c1 - c0));
+	if (lost)
+		ft_error("trap %d: a tensor was placed in a weight's free tail, but device memory "
+			 "ran out for it: the weight's last bytes are unreadable now", t);
+	else
+		ft_info("trap %d: %llu KiB at the end of a weight's extent are back on the GPU: "
+			"the allocator placed a tensor there", t,
+			(unsigned long long)((c1 - c0) >> 10));
+}
