@@ -17,7 +17,9 @@
 # were copied back (offload_copies); over a budget smaller than the model,
 # before any plan, allocations get host memory and results stay the same;
 # a model bigger than the budget is offloaded and its profile's timings,
-# slowed by the host memory while profiled, are refreshed after the plan.
+# slowed by the host memory while profiled, are refreshed after the plan;
+# two ranks of one job running at once on one device each offload and
+# write their own profile.rank<r>.json.
 # usage: offload.sh <libflextensor.so> <offload>
 set -u
 lib=$1 prog=$2
@@ -146,6 +148,19 @@ grep -q "left as it was: [0-9]* of the 500 passes" "$tmp/prof-incomplete.log" ||
 run prof-rank "" FT_PROFILE_STORAGE_DIR="$tmp/prof" RANK=1 WORLD_SIZE=2
 [ -f "$tmp/prof/profile.rank1.json" ] && cmp -s "$tmp/prof/profile.json" "$tmp/prof-first.json" ||
 	{ echo "FAIL: prof-rank: no profile.rank1.json, or profile.json changed"; fail=1; }
+# two ranks of one job at once, one storage directory (two processes on
+# one device): each learns, offloads and writes its own profile
+for r in 0 1; do
+	env FT_PROFILING_ITERS=2 RANK=$r WORLD_SIZE=2 FT_PROFILE_STORAGE_DIR="$tmp/two" \
+		LD_PRELOAD="$lib" FT_ENABLED=1 FT_LOG_LEVEL=info FT_TRANSFER_BUDGET_SCALE=1000 \
+		"$prog" "$tmp/two-$r.bin" 2>"$tmp/two-$r.log" &
+done
+wait
+for r in 0 1; do
+	cmp -s "$tmp/plain.bin" "$tmp/two-$r.bin" && [ -f "$tmp/two/profile.rank$r.json" ] &&
+		grep -q "stat offload_copies *[1-9]" "$tmp/two-$r.log" ||
+		{ echo "FAIL: two ranks: rank $r's outputs, profile or copies"; fail=1; }
+done
 run prof-refresh "" FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=3 FT_VLLM_TIMING_BATCH=prefill
 cmp -s "$tmp/plain.bin" "$tmp/prof-refresh.bin" || { echo "FAIL: prof-refresh: outputs differ"; fail=1; }
 grep -q "compute timings refreshed from 3 passes" "$tmp/prof-refresh.log" ||
