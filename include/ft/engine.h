@@ -155,6 +155,9 @@ struct ft_off_tev {
 /* A captured graph's timing (FT_OFFLOAD_TIMING=cuda_graph): its events are
  * recorded as external event nodes, so each replay re-records them; done
  * is recorded last. */
+#define FT_OFF_TIMED_GRAPHS 512 /* captures timed at most (a server captures one per
+				  batch size; vLLM about 70) */
+
 struct ft_off_gtime {
 	struct ft_off_tev *tev;             /* per trap */
 	CUevent done;

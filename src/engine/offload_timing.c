@@ -230,6 +230,13 @@ int ft_off_timing_capture(struct ft_offload *o)
 	o->gcur = -1;
 	if (!o->graph_timing)
 		return 1;
+	if (o->ngt == FT_OFF_TIMED_GRAPHS) {
+		/* a program that captures graphs again and again would make
+		 * events without end */
+		ft_info_once("more than %d CUDA graphs captured: the later ones are paged "
+			     "but not timed", FT_OFF_TIMED_GRAPHS);
+		return 1;
+	}
 	struct ft_off_gtime *gt = realloc(o->gt, (o->ngt + 1) * sizeof(*gt));
 	if (!gt)
 		return 1;
