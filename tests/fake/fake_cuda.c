@@ -59,9 +59,17 @@ static void *bump(size_t n)
 
 API CUresult cuInit(unsigned flags) { (void)flags; return CUDA_SUCCESS; }
 API CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
-static int current_device; /* fake_set_device */
+/* The current device: fake_set_device, first FAKE_DEVICE (a worker that
+ * selected another device before its first allocation), else 0. */
+static int current_device = -1;
 API void fake_set_device(int d) { current_device = d; }
-API CUresult cuCtxGetDevice(CUdevice *d) { *d = current_device; return CUDA_SUCCESS; }
+API CUresult cuCtxGetDevice(CUdevice *d)
+{
+	if (current_device < 0)
+		current_device = getenv("FAKE_DEVICE") ? atoi(getenv("FAKE_DEVICE")) : 0;
+	*d = current_device;
+	return CUDA_SUCCESS;
+}
 
 /* Legacy IPC: the handle holds the address (one process, no sharing). */
 API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)

@@ -19,7 +19,8 @@
 # a model bigger than the budget is offloaded and its profile's timings,
 # slowed by the host memory while profiled, are refreshed after the plan;
 # two ranks of one job running at once on one device each offload and
-# write their own profile.rank<r>.json.
+# write their own profile.rank<r>.json; a worker on device 1 offloads
+# there, and leaves it to the driver when FT_GPU_DEVICE names another.
 # usage: offload.sh <libflextensor.so> <offload>
 set -u
 lib=$1 prog=$2
@@ -148,6 +149,16 @@ grep -q "left as it was: [0-9]* of the 500 passes" "$tmp/prof-incomplete.log" ||
 run prof-rank "" FT_PROFILE_STORAGE_DIR="$tmp/prof" RANK=1 WORLD_SIZE=2
 [ -f "$tmp/prof/profile.rank1.json" ] && cmp -s "$tmp/prof/profile.json" "$tmp/prof-first.json" ||
 	{ echo "FAIL: prof-rank: no profile.rank1.json, or profile.json changed"; fail=1; }
+# a worker on device 1 offloads there; told FT_GPU_DEVICE=0, it leaves
+# device 1's allocations to the driver and offloads nothing
+run device1 "" FAKE_DEVICE=1
+cmp -s "$tmp/plain.bin" "$tmp/device1.bin" || { echo "FAIL: device1: outputs differ"; fail=1; }
+env FT_PROFILING_ITERS=2 FAKE_DEVICE=1 FT_GPU_DEVICE=0 LD_PRELOAD="$lib" FT_ENABLED=1 \
+	FT_LOG_LEVEL=info "$prog" "$tmp/device1-not.bin" 2>"$tmp/device1-not.log"
+cmp -s "$tmp/plain.bin" "$tmp/device1-not.bin" &&
+	grep -q "allocations on CUDA device 1 are left to the driver.*FT_GPU_DEVICE" "$tmp/device1-not.log" &&
+	grep -q "stat vmm_allocs *0 " "$tmp/device1-not.log" ||
+	{ echo "FAIL: FT_GPU_DEVICE=0 on device 1"; fail=1; }
 # two ranks of one job at once, one storage directory (two processes on
 # one device): each learns, offloads and writes its own profile
 for r in 0 1; do
