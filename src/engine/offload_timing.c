@@ -70,15 +70,47 @@ void ft_off_record(struct ft_offload *o, CUevent e, CUstream s)
 		o->real->cuEventRecord(e, s);
 }
 
+/* Ends, on s, the windows still open among e[0..ntraps) (the eager
+ * passes' events, or a graph's: recorded into its capture), except those of
+ * the traps keep[0..nkeep) (the launch about to run reads them).  Whether
+ * any trap was entered. */
+static int end_open(struct ft_offload *o, struct ft_off_tev *e, CUstream s, const int *keep,
+		    int nkeep)
+{
+	int any = 0;
+	for (uint32_t t = 0; t < o->ntraps; t++, e++) {
+		int kept = 0;
+		for (int k = 0; k < nkeep; k++)
+			kept |= keep[k] == (int)t;
+		if (e->entered && !e->ended && !kept) {
+			if (e == &o->etev[t])
+				o->real->cuEventRecord(e->ce, s);
+			else
+				ft_off_record(o, e->ce, s);
+			e->ended = 1;
+		}
+		any |= e->entered;
+	}
+	return any;
+}
+
+/* e[0..n) ready for the next pass. */
+static void clear(struct ft_off_tev *e, uint32_t n)
+{
+	for (uint32_t t = 0; t < n; t++) {
+		e[t].entered = e[t].waited = e[t].ended = 0;
+		e[t].served = -1;
+	}
+}
+
 static float elapsed(const struct ft_real *r, CUevent a, CUevent b)
 {
 	float ms;
 	return r->cuEventElapsedTime_v2(&ms, a, b) == CUDA_SUCCESS ? ms : NAN;
 }
 
-/* One pass's values from events e[0..ntraps) (all complete); with clear,
- * the events are ready for the next pass. */
-static void read_pass(struct ft_offload *o, struct ft_off_tev *e, float *v, int clear)
+/* One pass's values from events e[0..ntraps) (all complete). */
+static void read_pass(struct ft_offload *o, const struct ft_off_tev *e, float *v)
 {
 	const struct ft_real *r = o->real;
 	for (uint32_t t = 0; t < o->ntraps; t++, e++) {
@@ -90,10 +122,6 @@ static void read_pass(struct ft_offload *o, struct ft_off_tev *e, float *v, int 
 				x[FT_T_WAIT] = elapsed(r, e->ws, e->we);
 			if (e->served >= 0)
 				x[FT_T_TRANSFER] = elapsed(r, e->ts[e->served], e->te[e->served]);
-		}
-		if (clear) {
-			e->entered = e->waited = e->ended = 0;
-			e->served = -1;
 		}
 	}
 }
@@ -136,7 +164,8 @@ static void timing_pass(struct ft_offload *o)
 	if (!v)
 		return;
 	o->real->cuCtxSynchronize();
-	read_pass(o, o->etev, v, 1);
+	read_pass(o, o->etev, v);
+	clear(o->etev, o->ntraps);
 	publish(o, v, FT_PASS_EAGER);
 	free(v);
 }
@@ -158,7 +187,7 @@ static int graph_read(struct ft_offload *o, struct ft_off_gtime *g, int wait)
 	float *v = malloc((size_t)o->ntraps * FT_T_COLS * sizeof(*v) + 1);
 	if (!v)
 		return 0;
-	read_pass(o, g->tev, v, 0);
+	read_pass(o, g->tev, v);
 	publish(o, v, FT_PASS_GRAPH);
 	free(v);
 	FT_STAT_INC(o->stats, timed_replays);
@@ -188,10 +217,7 @@ void ft_off_timing_reset(struct ft_offload *o)
 	if (!o->active || !o->events)
 		return;
 	pthread_mutex_lock(&o->lock);
-	for (uint32_t t = 0; t < o->ntraps; t++) {
-		o->etev[t].entered = o->etev[t].waited = o->etev[t].ended = 0;
-		o->etev[t].served = -1;
-	}
+	clear(o->etev, o->ntraps);
 	for (uint32_t i = 0; i < o->ngt; i++)
 		o->gt[i].pending = 0;
 	pthread_mutex_unlock(&o->lock);
@@ -201,16 +227,7 @@ void ft_off_timing_reset(struct ft_offload *o)
  * stream of the latest launch). */
 static void end_eager(struct ft_offload *o)
 {
-	int any = 0;
-	for (uint32_t t = 0; t < o->ntraps; t++) {
-		struct ft_off_tev *e = &o->etev[t];
-		if (e->entered && !e->ended) {
-			o->real->cuEventRecord(e->ce, o->last_stream);
-			e->ended = 1;
-		}
-		any |= e->entered;
-	}
-	if (any)
+	if (end_open(o, o->etev, o->last_stream, NULL, 0))
 		timing_pass(o);
 }
 
@@ -257,14 +274,8 @@ int ft_off_timing_capture(struct ft_offload *o)
 
 void ft_off_timing_capture_end(struct ft_offload *o, CUstream origin)
 {
-	if (o->gcur < 0)
-		return;
-	struct ft_off_tev *e = o->gt[o->gcur].tev;
-	for (uint32_t t = 0; t < o->ntraps; t++)
-		if (e[t].entered && !e[t].ended) {
-			ft_off_record(o, e[t].ce, o->last_stream ? o->last_stream : origin);
-			e[t].ended = 1;
-		}
+	if (o->gcur >= 0)
+		end_open(o, o->gt[o->gcur].tev, o->last_stream ? o->last_stream : origin, NULL, 0);
 }
 
 void ft_off_timing_captured(struct ft_offload *o, CUstream origin)
@@ -296,16 +307,7 @@ void ft_off_timing_before(struct ft_offload *o, CUstream s, const int *touched, 
 {
 	if (cur == o->cur)
 		return;
-	for (uint32_t t = 0; t < o->ntraps; t++) {
-		struct ft_off_tev *e = ft_off_tev(o, (int)t);
-		int now = 0;
-		for (int k = 0; k < nt; k++)
-			now |= touched[k] == (int)t;
-		if (e->entered && !e->ended && !now) {
-			ft_off_record(o, e->ce, o->last_stream ? o->last_stream : s);
-			e->ended = 1;
-		}
-	}
+	end_open(o, ft_off_tev(o, 0), o->last_stream ? o->last_stream : s, touched, nt);
 	if (!o->cap_id && o->cur >= 0 && cur < o->cur)
 		timing_pass(o);
 }

@@ -56,14 +56,23 @@ static void diagnostics(const struct ft_profile *q, const uint64_t *cov, const s
 	}
 }
 
+/* FT_TRANSFER_MODE's values, by FT_TM_* */
+static const char *const transfer_modes[] = { "allocation_block_transfer",
+					      "raw_block_transfer", "strategy" };
+
+/* Whether trap t was read again after later traps began in most profiled
+ * passes (a weight shared across the pass): it stays on the GPU. */
+static int shared_across_pass(uint32_t t)
+{
+	return L.revisited && L.revisited[t] * 2 > L.nsamples;
+}
+
 /* The settings a plan depends on, as recorded with it in profile.json. */
 static void plan_settings(char *buf, size_t n)
 {
-	static const char *const modes[] = { "allocation_block_transfer", "raw_block_transfer",
-					     "strategy" };
 	double f = isnan(ft_g.opt.max_gpu_mem_fraction) ? 0 : ft_g.opt.max_gpu_mem_fraction;
 	snprintf(buf, n, "FT_MAX_GPU_MEM_FRACTION=%g FT_TRANSFER_MODE=%s FT_NUM_BLOCKS=%ld "
-		 "FT_MIN_BLOCKS=%ld FT_TRANSFER_BUDGET_SCALE=%g", f, modes[ft_g.opt.transfer_mode],
+		 "FT_MIN_BLOCKS=%ld FT_TRANSFER_BUDGET_SCALE=%g", f, transfer_modes[ft_g.opt.transfer_mode],
 		 (long)ft_g.opt.num_blocks, (long)ft_g.opt.min_blocks, ft_g.opt.transfer_budget_scale);
 }
 
@@ -301,7 +310,7 @@ void ft_learn_offload(void)
 			cov[t] = 0;
 		}
 		/* in most passes: a stray reference in one is no reason */
-		if (L.revisited && L.revisited[t] * 2 > L.nsamples && cov[t]) {
+		if (shared_across_pass(t) && cov[t]) {
 			ft_info("%s is read again after later traps began (a weight shared across "
 				"the pass): it stays on the GPU", p->traps[t].label);
 			cov[t] = 0;
@@ -344,8 +353,8 @@ void ft_learn_offload(void)
 		goto out;
 	}
 	ft_g.off.captures = &ft_g.active_captures;
-	for (uint32_t t = 0; L.revisited && t < p->ntraps; t++)
-		ft_g.off.t[t].shared = L.revisited[t] * 2 > L.nsamples;
+	for (uint32_t t = 0; t < p->ntraps; t++)
+		ft_g.off.t[t].shared = shared_across_pass(t);
 	/* the planner keeps the weights within the budget from here on: the
 	 * limit on all large allocations, which stood in for it while weights
 	 * could not be told apart, ends */
@@ -364,10 +373,8 @@ void ft_learn_offload(void)
 	arm_refresh(p);
 	FT_STAT_ADD(&ft_g.stats, offloaded_bytes, ft_g.off.offloaded_bytes);
 	FT_STAT_ADD(&ft_g.stats, block_bytes, ft_g.off.block_bytes);
-	static const char *const modes[] = { "allocation_block_transfer", "raw_block_transfer",
-					     "strategy" };
 	ft_info("offloading (%s%s%s): %.1f MiB of weights moved to the host store, %u blocks of "
-		"%.1f MiB in all on the GPU", modes[ft_g.opt.transfer_mode],
+		"%.1f MiB in all on the GPU", transfer_modes[ft_g.opt.transfer_mode],
 		saved ? ", plan from the saved profile" : "", verify ? ", FT_VERIFY" : "",
 		(double)ft_g.off.offloaded_bytes / 1048576.0, ft_g.off.nblocks,
 		(double)ft_g.off.block_bytes / 1048576.0);
