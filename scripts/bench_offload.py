@@ -306,12 +306,25 @@ def run_lib(out, share, mode):
     sys.exit(3 if bad else 0)
 
 
+def budget_fraction(params, decoder, share, total):
+    """The FT_MAX_GPU_MEM_FRACTION whose budget (for the weights alone, a
+    fraction of the device's total) leaves share of the decoder's weights
+    off a GPU of total bytes (also the serving and tensor-parallel checks')."""
+    return (params - float(share) * decoder) / total
+
+
+def write_table(out, name, lines):
+    """A report's Markdown lines, printed and written to out/name."""
+    text = "\n".join(lines)
+    print(text)
+    open(os.path.join(out, name), "w").write(text + "\n")
+
+
 def fraction(out, share):
     import torch
 
     r = torch.load(os.path.join(out, "resident.pt"))
-    budget = r["params"] - float(share) * r["decoder"]
-    print(f"{budget / r['w']['decode']['total']:.6f}")
+    print(f"{budget_fraction(r['params'], r['decoder'], share, r['w']['decode']['total']):.6f}")
 
 
 def report(out):
@@ -367,9 +380,7 @@ def report(out):
               "one warm-up); ready = process start of the model build to the end of the first "
               "decode step in INFERENCE (resident: of the first step); late loads = trap "
               "copies issued only when a launch already needed them (offload_misses)."]
-    text = "\n".join(lines)
-    print(text)
-    open(os.path.join(out, "bench.md"), "w").write(text + "\n")
+    write_table(out, "bench.md", lines)
     try:
         draw(plot, os.path.join(out, "bench.png"))
     except ImportError:

@@ -32,7 +32,7 @@ import time
 # the benchmark's H2D measurement and median (scripts/bench_offload.py)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "scripts"))
-from bench_offload import h2d_bandwidth, median  # noqa: E402
+from bench_offload import budget_fraction, h2d_bandwidth, median, write_table  # noqa: E402
 
 LAYERS = int(os.environ.get("SERVE_LAYERS", "16"))
 D, HEADS, KV, FFN, VOCAB = 4096, 32, 8, 14336, 32000
@@ -264,7 +264,7 @@ def fraction(out, share):
     import torch
 
     r = torch.load(os.path.join(out, "plain.pt"))
-    print(f"{(r['params'] - float(share) * r['decoder']) / r['total']:.6f}")
+    print(f"{budget_fraction(r['params'], r['decoder'], share, r['total']):.6f}")
 
 
 def report(out):
@@ -299,9 +299,7 @@ def report(out):
                      f"{floor:.2f} | {ratio:.3f} | {st['graph_launches']} | "
                      f"{st['hidden_readers']} | {'-' if wait is None else f'{wait:.2f}'} | "
                      f"{stall:.2f} | {agree} |")
-    text = "\n".join(lines)
-    print(text)
-    open(os.path.join(out, "serve.md"), "w").write(text + "\n")
+    write_table(out, "serve.md", lines)
     return 0 if ok else 1
 
 

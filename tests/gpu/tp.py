@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "scripts"))
-from bench_offload import h2d_bandwidth, median  # noqa: E402
+from bench_offload import budget_fraction, h2d_bandwidth, median, write_table  # noqa: E402
 
 LAYERS = int(os.environ.get("TP_LAYERS", "16"))
 D, HEADS, KV, FFN, VOCAB, TOKENS = 4096, 32, 8, 14336, 32000, 512
@@ -123,7 +123,7 @@ def fraction(out, share):
     import torch
 
     r = torch.load(os.path.join(out, "plain.rank0.pt"))
-    print(f"{(r['params'] - float(share) * r['decoder']) / r['total']:.6f}")
+    print(f"{budget_fraction(r['params'], r['decoder'], share, r['total']):.6f}")
 
 
 def report(out):
@@ -147,9 +147,7 @@ def report(out):
                      f"{'yes' if same else 'NO'} | {ms:.1f} | {res_ms:.1f} | {floor:.1f} | "
                      f"{ms / max(res_ms, floor):.3f} | {on_gpu / 2**30:.2f} "
                      f"({st['plan_budget_bytes'] / 2**30:.2f}) |")
-    text = "\n".join(lines)
-    print(text)
-    open(os.path.join(out, "tp.md"), "w").write(text + "\n")
+    write_table(out, "tp.md", lines)
     return 0 if ok else 1
 
 
