@@ -22,6 +22,8 @@
 #include <stdint.h>
 
 #define FT_WEIGHT_MIN_BYTES 104858u /* 0.1 MiB, rounded up */
+/* Tensors start 16-byte aligned; a reference that is not splits no region. */
+#define FT_DISC_ALIGN 16u
 #define FT_DISCOVER_MAX_PASSES 64
 
 struct ft_disc_region {

@@ -96,11 +96,15 @@ static void make_plan(const uint64_t *cov)
 	memcpy(q.traps, p->traps, p->ntraps * sizeof(*q.traps));
 	for (uint32_t t = 0; t < p->ntraps; t++)
 		q.traps[t].bytes = cov[t];
-	uint64_t budget = trap_budget(weights), stays = weights - coverable;
+	/* regions whose content discovery could not check may be weights it
+	 * missed: they stay, and count against the budget like weights */
+	uint64_t budget = trap_budget(weights + L.unchecked_bytes);
+	uint64_t stays = weights + L.unchecked_bytes - coverable;
 	if (budget && budget <= stays) {
 		ft_error("FT_MAX_GPU_MEM_FRACTION=%g leaves %.0f MiB for the weights, but %.0f MiB of "
-			 "them cannot leave the GPU (not in whole 2 MiB chunks of their own); nothing is "
-			 "offloaded: raise the fraction", ft_g.opt.max_gpu_mem_fraction,
+			 "them cannot leave the GPU (not in whole 2 MiB chunks of their own, or content "
+			 "not checked); nothing is offloaded: raise the fraction",
+			 ft_g.opt.max_gpu_mem_fraction,
 			 (double)budget / 1048576.0, (double)stays / 1048576.0);
 		free(q.traps);
 		return;

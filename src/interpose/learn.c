@@ -63,6 +63,9 @@ static void feed_moved(int source)
 		disc_feed(refs + from, ends[i] - from);
 }
 
+/* Regions from this size up that are not weights are named in the log. */
+#define FT_BIG_REGION (64ull << 20)
+
 static int alive(const struct ft_disc_region *r)
 {
 	struct ft_alloc a;
@@ -242,8 +245,21 @@ static int finish_discovery(int trial)
 	struct ft_profile *p = &L.prof;
 	unsigned reasons[FT_DISC_REASONS] = { 0 };
 	ft_disc_extents(&L.disc);
-	for (uint32_t i = 0; i < L.disc.n; i++)
-		reasons[ft_disc_classify(&L.disc, i)]++;
+	L.unchecked_bytes = 0;
+	for (uint32_t i = 0; i < L.disc.n; i++) {
+		enum ft_disc_reason why = ft_disc_classify(&L.disc, i);
+		reasons[why]++;
+		const struct ft_disc_region *r = &L.disc.r[i];
+		if (why == FT_DISC_UNCHECKED && r->extent >= FT_WEIGHT_MIN_BYTES && alive(r))
+			L.unchecked_bytes += r->extent;
+		/* a large region that is not a weight: say why (a weight
+		 * discovery missed stays resident and costs budget) */
+		if (why != FT_DISC_WEIGHT && why != FT_DISC_TOO_NEW && r->extent >= FT_BIG_REGION &&
+		    alive(r))
+			ft_info("discovery: %.1f MiB at allocation %llu + %llu is not a weight: %s",
+				(double)r->extent / 1048576.0, (unsigned long long)r->alloc_id,
+				(unsigned long long)r->offset, ft_disc_reason_name(why));
+	}
 	uint32_t *idx;
 	uint32_t n = ft_disc_weights(&L.disc, &idx);
 	if (trial && idx) {
@@ -293,10 +309,11 @@ static int finish_discovery(int trial)
 	uint32_t period = ft_traps_period(p->weights, p->nweights, &start, &layers);
 	ft_info("discovery: %u weights, %.1f MiB, in %u traps (%u layers of %u weights); "
 		"regions not weights: %u allocated during passes, %u not read every pass, "
-		"%u written by copies, %u changed, %u unchecked, %u small",
+		"%u written by copies, %u changed, %u unchecked (%.1f MiB, stay on the GPU), %u small",
 		p->nweights, (double)total / 1048576.0, p->ntraps, layers, period,
 		reasons[FT_DISC_TOO_NEW], reasons[FT_DISC_NOT_EVERY], reasons[FT_DISC_WRITTEN],
-		reasons[FT_DISC_CHANGED], reasons[FT_DISC_UNCHECKED], reasons[FT_DISC_SMALL]);
+		reasons[FT_DISC_CHANGED], reasons[FT_DISC_UNCHECKED],
+		(double)L.unchecked_bytes / 1048576.0, reasons[FT_DISC_SMALL]);
 	if (!p->nweights)
 		ft_warn("discovery found no weights (nothing read every pass with unchanged "
 			"content); there is nothing to offload or profile");

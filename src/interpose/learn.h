@@ -49,6 +49,10 @@ struct ft_learning {
 		uint32_t trap;
 	} *wmap;                  /* weights sorted by (alloc_id, offset) */
 	uint32_t nwmap;
+	/* regions read in every discovery pass, never written by copies, but
+	 * not checksummed twice at one extent: unknown content, so never
+	 * offloaded, but on the GPU, so counted against the budget */
+	uint64_t unchecked_bytes;
 	/* profiling */
 	struct ft_prof_launch *pl;
 	uint32_t npl, cappl;

@@ -1,8 +1,9 @@
 #!/bin/sh
 # GPU check of serving with CUDA graphs (see serve.py): the harness without
-# the library, then with it in memory mode at about half of the decoder
-# weights offloaded, in both block modes with FT_OFFLOAD_TIMING=cuda_graph
-# (the timing tables are printed) and in allocation mode without timing,
+# the library (twice: it must repeat itself bit for bit), then with it in
+# memory mode at about half of the decoder weights offloaded, in both block
+# modes with FT_OFFLOAD_TIMING=cuda_graph (the timing tables are printed)
+# and in allocation mode without timing,
 # then the report (every request's logits bit for bit, the batch-1 graph
 # decode step against the resident step and the transfer floor, the table's
 # wait per step against the measured stall).
@@ -18,6 +19,8 @@ clean_ft_env
 rm -rf "$out"
 mkdir -p "$out"
 "$py" "$here/serve.py" run plain "$out" || exit 1
+# the control: the harness alone must repeat itself bit for bit
+"$py" "$here/serve.py" run plain-again "$out" || exit 1
 f=$("$py" "$here/serve.py" fraction "$out" "$share") || exit 1
 for run in allocation_block_transfer:off allocation_block_transfer:cuda_graph \
 	raw_block_transfer:cuda_graph; do

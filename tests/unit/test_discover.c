@@ -74,6 +74,27 @@ static void classify_all(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* A word that lands inside a weight at an address no tensor starts at (not
+ * 16-byte aligned) reads that weight; it does not split it in two. */
+static void unaligned_reference_splits_nothing(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	for (int pass = 0; pass < 3; pass++) {
+		ft_disc_read(&d, WEIGHTS, 0, 0, 112 * MB);
+		if (pass > 0)
+			ft_disc_read(&d, WEIGHTS, 44 * MB + 0x27, 0, 112 * MB);
+		ft_disc_read(&d, WEIGHTS, 8 * MB + 4096, 0, 112 * MB); /* a view: aligned */
+		ft_disc_pass_end(&d);
+	}
+	ft_disc_extents(&d);
+	assert_int_equal(d.n, 2);
+	assert_int_equal(d.r[find(&d, WEIGHTS, 0)].extent, 8 * MB + 4096);
+	assert_int_equal(d.r[find(&d, WEIGHTS, 8 * MB + 4096)].extent, 104 * MB - 4096);
+	ft_disc_destroy(&d);
+}
+
 static void one_checksum_is_not_proof(void **state)
 {
 	(void)state;
@@ -165,6 +186,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(classify_all),
+		cmocka_unit_test(unaligned_reference_splits_nothing),
 		cmocka_unit_test(one_checksum_is_not_proof),
 		cmocka_unit_test(extent_change_restarts_sampling),
 		cmocka_unit_test(writes_and_boundaries),
