@@ -49,11 +49,15 @@ def deterministic(torch):
     with the library's says nothing (serve.sh runs it twice to show it):
     cuBLAS with a fixed workspace, PyTorch's deterministic algorithms, and
     no cuDNN SDPA (as the benchmark: it builds kernels per KV length)."""
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    if hasattr(torch.utils, "deterministic"):
-        torch.utils.deterministic.fill_uninitialized_memory = False
-    no_cudnn_attention(torch)
+    skip = os.environ.get("SERVE_SKIP", "").split(",")  # for experiments
+    if "cublas" not in skip:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    if "algos" not in skip:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        if hasattr(torch.utils, "deterministic"):
+            torch.utils.deterministic.fill_uninitialized_memory = False
+    if "cudnn" not in skip:
+        no_cudnn_attention(torch)
 
 
 def model(torch):
