@@ -305,9 +305,11 @@ static int finish_discovery(int trial)
 	qsort(L.wmap, L.nwmap, sizeof(*L.wmap), by_key);
 	free(idx);
 
-	uint32_t start = 0, layers = 0;
-	uint32_t period = ft_traps_period(p->weights, p->nweights, &start, &layers);
-	ft_info("discovery: %u weights, %.1f MiB, in %u traps (%u layers of %u weights); "
+	uint32_t layers = 0, period = 0;
+	for (uint32_t k = 0; k < p->ntraps; k++)
+		if (!strcmp(p->traps[k].role, "layer") && ++layers == 1)
+			period = p->traps[k].nweights;
+	ft_info("discovery: %u weights, %.1f MiB, in %u traps (%u layers, the first of %u weights); "
 		"regions not weights: %u allocated during passes, %u not read every pass, "
 		"%u written by copies, %u changed, %u unchecked (%.1f MiB, stay on the GPU), %u small",
 		p->nweights, (double)total / 1048576.0, p->ntraps, layers, period,

@@ -108,22 +108,75 @@ static void fill(struct ft_trap *t, unsigned index, const char *role, const uint
 		t->bytes += s[first + i];
 }
 
+static int by_size(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Full index of the m-th of nm major weights (at[]; NULL: every weight is
+ * major), n from the last on. */
+static uint32_t full(const uint32_t *at, uint32_t nm, uint32_t m, uint32_t n)
+{
+	if (m >= nm)
+		return n;
+	return at && m ? at[m] : m;
+}
+
+/* The layer period among the major weights (ms, at[]: nm of them; at NULL:
+ * every weight): embedding, layers, head.  A minor weight belongs to the
+ * trap of the major one before it.  Returns the traps made, 0 without a
+ * period. */
+static uint32_t by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const uint32_t *at,
+			  uint32_t nm, struct ft_trap *t)
+{
+	uint32_t start = 0, layers = 0, k = 0;
+	uint32_t p = ft_traps_period(ms, nm, &start, &layers);
+	if (!p)
+		return 0;
+	uint32_t b = full(at, nm, start, n);
+	if (b)
+		fill(&t[k], k, "embedding", s, 0, b), k++;
+	for (uint32_t l = 0; l < layers; l++, k++) {
+		uint32_t x = full(at, nm, start + l * p, n), y = full(at, nm, start + (l + 1) * p, n);
+		fill(&t[k], k, "layer", s, x, y - x);
+	}
+	uint32_t e = full(at, nm, start + layers * p, n);
+	if (e < n)
+		fill(&t[k], k, "head", s, e, n - e), k++;
+	return k;
+}
+
 int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_trap **out)
 {
 	struct ft_trap *t = calloc(n + 2, sizeof(*t));
-	uint32_t start = 0, layers = 0, k = 0;
+	uint32_t k = 0;
 	if (!t)
 		return -1;
-	uint32_t p = n ? ft_traps_period(s, n, &start, &layers) : 0;
-	if (p) {
-		if (start)
-			fill(&t[k], k, "embedding", s, 0, start), k++;
-		for (uint32_t l = 0; l < layers; l++, k++)
-			fill(&t[k], k, "layer", s, start + l * p, p);
-		uint32_t end = start + layers * p;
-		if (end < n)
-			fill(&t[k], k, "head", s, end, n - end), k++;
-	} else {
+	if (n)
+		k = by_period(s, n, s, NULL, n, t);
+	if (!k && n >= 3) {
+		/* Small regions that discovery found in some layers only (norm
+		 * weights packed in a shared small segment, seen on the H200)
+		 * break the period: look for it among the weights of at least a
+		 * sixteenth of the median size. */
+		uint64_t *sorted = malloc(n * sizeof(*sorted)), *ms = malloc(n * sizeof(*ms));
+		uint32_t *at = malloc(n * sizeof(*at)), nm = 0;
+		if (sorted && ms && at) {
+			memcpy(sorted, s, n * sizeof(*s));
+			qsort(sorted, n, sizeof(*sorted), by_size);
+			uint64_t floor = sorted[n / 2] / 16;
+			for (uint32_t i = 0; i < n; i++)
+				if (s[i] >= floor) {
+					at[nm] = i;
+					ms[nm++] = s[i];
+				}
+			if (nm < n)
+				k = by_period(s, n, ms, at, nm, t);
+		}
+		free(sorted), free(ms), free(at);
+	}
+	if (!k) {
 		uint32_t first = 0;
 		uint64_t acc = 0;
 		for (uint32_t i = 0; i < n; i++) {

@@ -155,6 +155,50 @@ static void no_period_falls_back(void **state)
 	free(t);
 }
 
+/* The serving harness's weights as discovery ordered them on the H200: the
+ * pass began at layer 7's o projection (so layer 7's o, gate, up, down,
+ * a 32 MiB buffer read everywhere, the head and the embedding come first
+ * and its q, k, v last), and regions of the small segment holding the norm
+ * weights appear in three layers only.  Those break the period; among the
+ * weights of a sixteenth of the median size or more it holds: seven
+ * layers, each minor region in the trap of the weight before it. */
+static void minor_regions_in_some_layers(void **state)
+{
+	(void)state;
+	const uint64_t M = 1 << 20, minor = 600 * 1024;
+	const uint64_t layer[] = { 32 * M, 8 * M, 12 * M, 32 * M, 112 * M, 112 * M, 112 * M };
+	uint64_t s[80];
+	uint32_t n = 0;
+	const uint64_t lead[] = { 32 * M, 32 * M, 112 * M, 112 * M, 112 * M, 250 * M, 250 * M };
+	for (int j = 0; j < 7; j++)
+		s[n++] = lead[j];
+	for (int l = 0; l < 7; l++)
+		for (int j = 0; j < 7; j++) {
+			s[n++] = layer[j];
+			if ((l == 0 && j == 2) || (l == 3 && j == 4) || (l == 6 && j == 5))
+				s[n++] = minor;
+		}
+	for (int j = 0; j < 3; j++)
+		s[n++] = layer[j];
+	uint32_t start, layers;
+	assert_int_equal(ft_traps_period(s, n, &start, &layers), 0);
+	struct ft_trap *t;
+	int k = ft_traps_group(s, n, 64 * M, &t);
+	check_cover(t, k, s, n);
+	assert_int_equal(k, 9);
+	assert_string_equal(t[0].role, "embedding");
+	assert_int_equal(t[0].nweights, 7);
+	for (int i = 1; i <= 7; i++) {
+		assert_string_equal(t[i].role, "layer");
+		uint32_t want = (i == 1 || i == 4 || i == 7) ? 8 : 7;
+		assert_int_equal(t[i].nweights, want);
+		assert_int_equal(t[i].bytes, 420 * M + (want == 8 ? minor : 0));
+	}
+	assert_string_equal(t[8].role, "head");
+	assert_int_equal(t[8].nweights, 3);
+	free(t);
+}
+
 static void copy_curve(void **state)
 {
 	(void)state;
@@ -184,6 +228,7 @@ int main(void)
 		cmocka_unit_test(padded_sizes),
 		cmocka_unit_test(one_layer_padded_differently),
 		cmocka_unit_test(no_period_falls_back),
+		cmocka_unit_test(minor_regions_in_some_layers),
 		cmocka_unit_test(copy_curve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
