@@ -26,4 +26,11 @@ uint32_t ft_traps_period(const uint64_t *sizes, uint32_t n, uint32_t *start, uin
 int ft_traps_group(const uint64_t *sizes, uint32_t n, uint64_t target_bytes,
 		   struct ft_trap **out);
 
+/* Cuts the "layer" traps among n into consecutive pieces of at most
+ * max_bytes (a weight larger than that is a piece of its own), relabelling
+ * all in order: for a budget that cannot hold the blocks of whole layers.
+ * Returns the new number of traps (*traps replaced), or -1 when out of
+ * memory (*traps unchanged). */
+int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, uint64_t max_bytes);
+
 #endif

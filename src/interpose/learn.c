@@ -236,6 +236,37 @@ static void drop_discovery(void)
 	p->nweights = p->ntraps = L.nwmap = 0;
 }
 
+/* Memory mode: when the budget, less the traps that are not layers, cannot
+ * hold FT_MIN_BLOCKS blocks of the largest layer, whole layers could never
+ * be offloaded; they are cut into traps small enough that the blocks take
+ * at most half of what is left (the layer's weights are still loaded in
+ * the order they are read). */
+static void split_for_budget(struct ft_profile *p)
+{
+	double f = ft_g.opt.max_gpu_mem_fraction;
+	if (isnan(f) || !p->device.total_bytes || !p->ntraps)
+		return;
+	uint64_t budget = (uint64_t)(f * (double)p->device.total_bytes), other = 0, big = 0;
+	for (uint32_t k = 0; k < p->ntraps; k++) {
+		if (strcmp(p->traps[k].role, "layer"))
+			other += p->traps[k].bytes;
+		else if (p->traps[k].bytes > big)
+			big = p->traps[k].bytes;
+	}
+	uint64_t b = ft_g.opt.min_blocks < 2 ? 2 : (uint64_t)ft_g.opt.min_blocks;
+	if (!big || budget <= other || big * b <= budget - other)
+		return;
+	uint64_t piece = (budget - other) / (2 * b);
+	int k = ft_traps_split(&p->traps, p->ntraps, p->weights, piece);
+	if (k <= 0)
+		return;
+	ft_info("the budget leaves %.0f MiB beside the traps that are not layers: too little for %llu "
+		"blocks of a %.0f MiB layer; layers are cut into traps of at most %.0f MiB (%d traps)",
+		(double)(budget - other) / 1048576.0, (unsigned long long)b, (double)big / 1048576.0,
+		(double)piece / 1048576.0, k);
+	p->ntraps = (uint32_t)k;
+}
+
 /* Returns 1 when a saved profile was adopted (INFERENCE comes now).  trial:
  * FT_SKIP_DISCOVERY after one pass, contents taken on the saved profile's
  * word; when it does not match, nothing is kept and discovery goes on
@@ -291,6 +322,7 @@ static int finish_discovery(int trial)
 	p->fingerprint = ft_profile_fingerprint(p->weights, p->nweights);
 	int t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
 	p->ntraps = t > 0 ? (uint32_t)t : 0;
+	split_for_budget(p);
 	int adopted = L.have_saved && p->nweights && adopt_saved(trial);
 	if (trial && !adopted) {
 		drop_discovery();
@@ -309,7 +341,7 @@ static int finish_discovery(int trial)
 	for (uint32_t k = 0; k < p->ntraps; k++)
 		if (!strcmp(p->traps[k].role, "layer") && ++layers == 1)
 			period = p->traps[k].nweights;
-	ft_info("discovery: %u weights, %.1f MiB, in %u traps (%u layers, the first of %u weights); "
+	ft_info("discovery: %u weights, %.1f MiB, in %u traps (%u layer traps, the first of %u weights); "
 		"regions not weights: %u allocated during passes, %u not read every pass, "
 		"%u written by copies, %u changed, %u unchecked (%.1f MiB, stay on the GPU), %u small",
 		p->nweights, (double)total / 1048576.0, p->ntraps, layers, period,

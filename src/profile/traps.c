@@ -192,3 +192,45 @@ int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_tra
 	*out = t;
 	return (int)k;
 }
+
+int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, uint64_t max_bytes)
+{
+	uint32_t pieces = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ft_trap *x = &(*traps)[i];
+		uint64_t acc = 0;
+		pieces++;
+		for (uint32_t j = 0; j < x->nweights && !strcmp(x->role, "layer"); j++) {
+			uint64_t b = sizes[x->first_weight + j];
+			if (acc && acc + b > max_bytes)
+				pieces++, acc = 0;
+			acc += b;
+		}
+	}
+	if (pieces == n)
+		return (int)n;
+	struct ft_trap *t = calloc(pieces + 1, sizeof(*t));
+	if (!t)
+		return -1;
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ft_trap *x = &(*traps)[i];
+		if (strcmp(x->role, "layer")) {
+			fill(&t[k], k, x->role, sizes, x->first_weight, x->nweights), k++;
+			continue;
+		}
+		uint32_t first = x->first_weight, end = x->first_weight + x->nweights;
+		uint64_t acc = 0;
+		for (uint32_t w = first; w < end; w++) {
+			if (acc && acc + sizes[w] > max_bytes) {
+				fill(&t[k], k, "layer", sizes, first, w - first), k++;
+				first = w, acc = 0;
+			}
+			acc += sizes[w];
+		}
+		fill(&t[k], k, "layer", sizes, first, end - first), k++;
+	}
+	free(*traps);
+	*traps = t;
+	return (int)k;
+}

@@ -199,6 +199,40 @@ static void minor_regions_in_some_layers(void **state)
 	free(t);
 }
 
+/* A budget too small for blocks of whole layers: each layer cut into
+ * consecutive traps of at most the given bytes (a larger weight alone),
+ * embedding and head untouched, labels renumbered; a limit every layer
+ * fits changes nothing. */
+static void layers_cut_for_a_small_budget(void **state)
+{
+	(void)state;
+	const uint64_t M = 1 << 20;
+	const uint64_t layer[] = { 32 * M, 8 * M, 12 * M, 32 * M, 112 * M, 112 * M, 112 * M };
+	uint64_t s[32];
+	uint32_t n = 0;
+	s[n++] = 250 * M;
+	for (int l = 0; l < 3; l++)
+		for (int j = 0; j < 7; j++)
+			s[n++] = layer[j];
+	s[n++] = 250 * M;
+	struct ft_trap *t;
+	int k = ft_traps_group(s, n, 64 * M, &t);
+	assert_int_equal(k, 5);
+	assert_int_equal(ft_traps_split(&t, (uint32_t)k, s, 420 * M), 5);
+	k = ft_traps_split(&t, (uint32_t)k, s, 151 * M);
+	assert_int_equal(k, 1 + 3 * 4 + 1);
+	check_cover(t, k, s, n);
+	assert_string_equal(t[0].role, "embedding");
+	assert_string_equal(t[k - 1].role, "head");
+	for (int i = 1; i < k - 1; i++) {
+		assert_string_equal(t[i].role, "layer");
+		assert_true(t[i].bytes <= 151 * M);
+	}
+	assert_int_equal(t[1].bytes, 84 * M); /* q, k, v, o together */
+	assert_int_equal(t[2].bytes, 112 * M);
+	free(t);
+}
+
 static void copy_curve(void **state)
 {
 	(void)state;
@@ -229,6 +263,7 @@ int main(void)
 		cmocka_unit_test(one_layer_padded_differently),
 		cmocka_unit_test(no_period_falls_back),
 		cmocka_unit_test(minor_regions_in_some_layers),
+		cmocka_unit_test(layers_cut_for_a_small_budget),
 		cmocka_unit_test(copy_curve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
