@@ -20,7 +20,7 @@
  * is free plus the weights already on it.  KV caches, activations and
  * workspaces are not in it (a server sizes its KV cache from what the
  * model leaves).  0: latency mode. */
-static uint64_t trap_budget(uint64_t weights)
+uint64_t ft_learn_budget(uint64_t weights)
 {
 	double f = ft_g.opt.max_gpu_mem_fraction;
 	if (isnan(f) || !L.prof.device.total_bytes)
@@ -98,7 +98,7 @@ static void make_plan(const uint64_t *cov)
 		q.traps[t].bytes = cov[t];
 	/* regions whose content discovery could not check may be weights it
 	 * missed: they stay, and count against the budget like weights */
-	uint64_t budget = trap_budget(weights + L.unchecked_bytes);
+	uint64_t budget = ft_learn_budget(weights + L.unchecked_bytes);
 	uint64_t stays = weights + L.unchecked_bytes - coverable;
 	if (budget && budget <= stays) {
 		ft_error("FT_MAX_GPU_MEM_FRACTION=%g leaves %.0f MiB for the weights, but %.0f MiB of "

@@ -236,23 +236,25 @@ static void drop_discovery(void)
 	p->nweights = p->ntraps = L.nwmap = 0;
 }
 
-/* Memory mode: when the budget, less the traps that are not layers, cannot
- * hold FT_MIN_BLOCKS blocks of the largest layer, whole layers could never
- * be offloaded; they are cut into traps small enough that the blocks take
- * at most half of what is left (the layer's weights are still loaded in
- * the order they are read). */
+/* Memory mode: when the budget (ft_learn_budget, as the plan counts it),
+ * less the traps that are not layers and the unchecked regions, cannot hold
+ * FT_MIN_BLOCKS blocks of the largest layer, whole layers could never be
+ * offloaded; they are cut into traps small enough that the blocks take at
+ * most half of what is left (the layer's weights are still loaded in the
+ * order they are read). */
 static void split_for_budget(struct ft_profile *p)
 {
-	double f = ft_g.opt.max_gpu_mem_fraction;
-	if (isnan(f) || !p->device.total_bytes || !p->ntraps)
-		return;
-	uint64_t budget = (uint64_t)(f * (double)p->device.total_bytes), other = 0, big = 0;
+	uint64_t weights = L.unchecked_bytes, other = L.unchecked_bytes, big = 0;
 	for (uint32_t k = 0; k < p->ntraps; k++) {
+		weights += p->traps[k].bytes;
 		if (strcmp(p->traps[k].role, "layer"))
 			other += p->traps[k].bytes;
 		else if (p->traps[k].bytes > big)
 			big = p->traps[k].bytes;
 	}
+	uint64_t budget = p->ntraps ? ft_learn_budget(weights) : 0;
+	if (!budget)
+		return;
 	uint64_t b = ft_g.opt.min_blocks < 2 ? 2 : (uint64_t)ft_g.opt.min_blocks;
 	if (!big || budget <= other || big * b <= budget - other)
 		return;

@@ -90,6 +90,10 @@ int ft_learn_save(const char *dir);
 /* At exit: says when a refresh of the profile's timings did not complete. */
 void ft_learn_exit(void);
 int ft_learn_load(const char *dir);
+/* Memory mode's GPU budget for the weights (resident + blocks) when they
+ * total weights bytes: FT_MAX_GPU_MEM_FRACTION of the device, capped by
+ * what is free plus the weights; 0 in latency mode (apply.c). */
+uint64_t ft_learn_budget(uint64_t weights);
 /* INFERENCE begins: the plan (made now, or the saved profile's) is applied
  * (apply.c).  Under the learning lock. */
 void ft_learn_offload(void);

@@ -43,14 +43,14 @@ int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_b
 		 uint64_t alloc_size)
 {
 	uint32_t i = lower(d, a, o);
+	int known = i < d->n && d->r[i].alloc_id == a && d->r[i].offset == o;
 	/* No tensor a kernel reads starts at an address that is not 16-byte
 	 * aligned: such a word (an index, a size, a computed address seen on
 	 * the H200 44 MiB into a layer's weight) reads the region holding it
 	 * instead of splitting a weight in two. */
-	if (o % FT_DISC_ALIGN && (i == d->n || d->r[i].offset != o || d->r[i].alloc_id != a) &&
-	    i > 0 && d->r[i - 1].alloc_id == a)
+	if (!known && o % FT_DISC_ALIGN && i > 0 && d->r[i - 1].alloc_id == a)
 		i--;
-	else if (i == d->n || d->r[i].alloc_id != a || d->r[i].offset != o) {
+	else if (!known) {
 		if (d->n == d->cap) {
 			struct ft_disc_region *r = realloc(d->r, d->cap * 2 * sizeof(*r));
 			if (!r)

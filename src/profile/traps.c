@@ -195,21 +195,11 @@ int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_tra
 
 int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, uint64_t max_bytes)
 {
-	uint32_t pieces = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		const struct ft_trap *x = &(*traps)[i];
-		uint64_t acc = 0;
-		pieces++;
-		for (uint32_t j = 0; j < x->nweights && !strcmp(x->role, "layer"); j++) {
-			uint64_t b = sizes[x->first_weight + j];
-			if (acc && acc + b > max_bytes)
-				pieces++, acc = 0;
-			acc += b;
-		}
-	}
-	if (pieces == n)
-		return (int)n;
-	struct ft_trap *t = calloc(pieces + 1, sizeof(*t));
+	/* every piece of a cut trap holds a weight: at most one per weight */
+	uint32_t most = 0;
+	for (uint32_t i = 0; i < n; i++)
+		most += (*traps)[i].nweights ? (*traps)[i].nweights : 1;
+	struct ft_trap *t = calloc(most + 1, sizeof(*t));
 	if (!t)
 		return -1;
 	uint32_t k = 0;
@@ -229,6 +219,10 @@ int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, ui
 			acc += sizes[w];
 		}
 		fill(&t[k], k, "layer", sizes, first, end - first), k++;
+	}
+	if (k == n) {
+		free(t); /* nothing was cut */
+		return (int)n;
 	}
 	free(*traps);
 	*traps = t;
