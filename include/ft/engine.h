@@ -188,6 +188,10 @@ struct ft_off_block {
 	CUdeviceptr va;                     /* the chunks mapped contiguously (raw mode) */
 	int occupant;                       /* trap whose bytes it holds or will; -1 */
 	CUevent ready;                      /* recorded after the occupant's copies */
+	/* ready's stand-in while a capture pages: an event last recorded in
+	 * a capture cannot be waited on once it is over, so a capture gets
+	 * its own and the eager one keeps the eager copies' record */
+	CUevent ready_cap;
 	uint32_t nreaders;
 	CUstream readers[FT_OFF_READERS];   /* streams that waited for this occupant */
 	CUevent release[FT_OFF_READERS];
@@ -219,6 +223,7 @@ struct ft_offload {
 	uint64_t cap_id;
 	int cap_tag;                        /* what ft_off_capture_launch returns for it */
 	CUevent fork, join;
+	int cap_first;                      /* the capture's first position, -1 */
 	int saved_cur;
 	struct ft_off_saved {
 		int occupant;

@@ -149,11 +149,16 @@ static int among(const int *touched, int nt, int t)
 /* Loads the next offloaded traps after cur whose blocks are free: their
  * previous occupants come later than they do, cyclically (done), and are
  * not read by the launch about to run (touched[0..nt): the release events
- * cover only the work enqueued before it). */
+ * cover only the work enqueued before it).  A capture stops where it
+ * began: the traps from there on are the next replay's, which loads them
+ * itself (it assumes nothing about the blocks), so copying them here would
+ * only make every replay wait for copies nobody reads. */
 static void prefetch(struct ft_offload *o, int cur, const int *touched, int nt)
 {
-	uint32_t n = o->ntraps, ahead = 0;
-	for (uint32_t step = 1; step < n && ahead + 1 < o->nblocks; step++) {
+	uint32_t n = o->ntraps, ahead = 0, end = n;
+	if (o->cap_id && o->cap_first >= 0 && o->cap_first != cur)
+		end = (uint32_t)(o->cap_first - cur + (int)n) % n;
+	for (uint32_t step = 1; step < end && ahead + 1 < o->nblocks; step++) {
 		int t = (int)((cur + step) % n);
 		if (o->t[t].block < 0)
 			continue;
@@ -345,6 +350,8 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 		return;
 	}
 	int cur = position(o, touched, moves, nt);
+	if (o->cap_id && o->cap_first < 0)
+		o->cap_first = cur;
 	nt = add_links(o, touched, nt);
 	if (o->gpu && cur != o->cur && !ft_off_capturing(o))
 		for (uint32_t k = 0; k < o->nblocks; k++) {

@@ -218,7 +218,8 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 				     (unsigned)(b->nchunks * o->chunk >> 20));
 		if (mode == FT_OFF_RAW && ft_vmm_map_block(vmm, b->h, b->nchunks, &b->va))
 			FAIL("cannot map block %u contiguously", k);
-		if (r->cuEventCreate(&b->ready, CU_EVENT_DISABLE_TIMING))
+		if (r->cuEventCreate(&b->ready, CU_EVENT_DISABLE_TIMING) ||
+		    r->cuEventCreate(&b->ready_cap, CU_EVENT_DISABLE_TIMING))
 			FAIL("cannot create events");
 		for (uint32_t i = 0; i < FT_OFF_READERS; i++)
 			if (r->cuEventCreate(&b->release[i], CU_EVENT_DISABLE_TIMING))

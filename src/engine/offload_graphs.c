@@ -9,6 +9,15 @@
 #include "ft/log.h"
 #include "offload_int.h"
 
+/* Captures record their loads in the blocks' capture events (ready_cap),
+ * eager work in the eager ones: swapped as a capture begins and ends. */
+static void swap_ready(struct ft_off_block *b)
+{
+	CUevent e = b->ready;
+	b->ready = b->ready_cap;
+	b->ready_cap = e;
+}
+
 int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
 			  const uint16_t *words, unsigned n, unsigned nstale,
 			  struct ft_kernel *kern, const char *kernel)
@@ -41,9 +50,11 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 			memcpy(o->saved[k].readers, b->readers, sizeof(b->readers));
 			b->occupant = -1;
 			b->nreaders = 0;
+			swap_ready(b);
 		}
 		o->saved_cur = o->cur;
 		o->cur = -1;
+		o->cap_first = -1;
 		if (o->mode != FT_OFF_STRATEGY) {
 			/* fork: the copy stream joins the capture */
 			r->cuEventRecord(o->fork, s);
@@ -77,6 +88,7 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 			b->occupant = o->saved[k].occupant;
 			b->nreaders = o->saved[k].nreaders;
 			memcpy(b->readers, o->saved[k].readers, sizeof(b->readers));
+			swap_ready(b);
 		}
 		o->cur = o->saved_cur;
 		o->cap_id = 0;

@@ -457,6 +457,13 @@ API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
 {
 	(void)f;
 	struct fake_event *ev = (struct fake_event *)e;
+	if (ev->cap && ev->cap != capture_id()) {
+		/* as the driver: an event last recorded in a capture that is
+		 * over cannot be waited on (no ordering results) */
+		fprintf(stderr, "fake driver: cuStreamWaitEvent: CUDA_ERROR_CAPTURED_EVENT (the "
+				"event was last recorded in capture %llu)\n", ev->cap);
+		return CUDA_ERROR_CAPTURED_EVENT;
+	}
 	if (ev->cap && ev->cap == capture_id()) {
 		if (!capturing(s))
 			joined(s, 1);

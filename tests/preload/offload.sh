@@ -35,6 +35,8 @@ run() { # run <name> <modify or ""> VAR=value...
 		FT_TRANSFER_BUDGET_SCALE=1000 "$prog" "$tmp/$n.bin" $mod 2>"$tmp/$n.log" ||
 		{ echo "FAIL: $n exited $?"; tail -5 "$tmp/$n.log"; fail=1; return; }
 	grep -q "entering INFERENCE" "$tmp/$n.log" || { echo "FAIL: $n: no INFERENCE"; fail=1; }
+	! grep -m1 "CUDA_ERROR_CAPTURED_EVENT" "$tmp/$n.log" ||
+		{ echo "FAIL: $n: waited on an event recorded in a capture that is over"; fail=1; }
 	off=$(sed -n 's/.*stat offloaded_bytes *\([0-9]*\).*/\1/p' "$tmp/$n.log")
 	copies=$(sed -n 's/.*stat offload_copies *\([0-9]*\).*/\1/p' "$tmp/$n.log")
 	[ "${off:-0}" -gt 0 ] && [ "${copies:-0}" -gt 0 ] ||
