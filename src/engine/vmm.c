@@ -438,9 +438,11 @@ uint64_t ft_vmm_migrate(struct ft_vmm *v)
 			if (r->cuMemCreate(&h, v->chunk, &p, 0))
 				goto done;
 			/* the device chunk at a scratch address, filled, then
-			 * put in the host chunk's place */
+			 * put in the host chunk's place (a copy between device
+			 * pointers returns before it is done: it must be over
+			 * before the scratch mapping and the host chunk go) */
 			if (map_chunk(v, tmp, h) || r->cuMemcpyDtoD_v2(tmp, c, v->chunk) ||
-			    r->cuMemUnmap(tmp, v->chunk)) {
+			    r->cuCtxSynchronize() || r->cuMemUnmap(tmp, v->chunk)) {
 				r->cuMemUnmap(tmp, v->chunk);
 				r->cuMemRelease(h);
 				goto done;
