@@ -22,6 +22,8 @@ static inputs, and a loop of mixed requests, as a serving engine runs them.
                               step vs the stall (step - resident step)
 
 Run by serve.sh.  SERVE_LAYERS sets the depth (default 16: 7.5 GB of bf16).
+SERVE_PROBE=1 (diagnosis) keeps a sum of every layer's output in each
+prefill; the report then names the first layer whose sum differs.
 """
 import ctypes
 import glob
@@ -36,6 +38,7 @@ from bench_offload import (budget_fraction, h2d_bandwidth, median, no_cudnn_atte
                           write_table)
 
 LAYERS = int(os.environ.get("SERVE_LAYERS", "16"))
+PROBE = os.environ.get("SERVE_PROBE") == "1"  # per-layer sums of each prefill (diagnosis)
 D, HEADS, KV, FFN, VOCAB = 4096, 32, 8, 14336, 32000
 SLOTS, MAX_LEN = 8, 256
 BATCHES = (1, 2, 4, 8)
@@ -101,6 +104,8 @@ def model(torch):
                 self.vc[i, slot, :n] = v[0].transpose(0, 1)
                 a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
                 x = self.mlp(b, x + b.o(a.transpose(1, 2).reshape(1, n, D)))
+                if PROBE:
+                    self.probe.append(x.float().sum())
             return self.head(self.norm(x[:, -1]))
 
         def decode(self, tok, slot, pos):
@@ -219,8 +224,11 @@ def run(tag, out):
                 rid, (n, new) = pending.pop(0)
                 slot = free.pop(0)
                 ids = torch.randint(0, VOCAB, (1, n), device="cuda", generator=g)
+                m.probe = []
                 lg = m.prefill(ids, slot)
                 res["logits"][rid] = [lg[0].cpu()]
+                if PROBE:
+                    res.setdefault("probe", {})[rid] = torch.stack(m.probe).cpu()
                 active[slot] = [rid, lg.argmax(-1), n, new - 1]
             if not active:
                 continue
@@ -288,18 +296,19 @@ def fraction(out, share):
 
 
 def differing(torch, got, want):
-    """(request, first differing row, max |difference| there) of every
-    request whose logits are not bit for bit want's."""
+    """(request, first differing row, max |difference| there, differing
+    rows, rows) of every request whose logits are not bit for bit want's."""
     bad = []
     for k in sorted(want):
         a, b = got.get(k), want[k]
         if a is None or a.shape != b.shape:
-            bad.append((k, -1, float("inf")))
+            bad.append((k, -1, float("inf"), 0, len(b)))
             continue
         rows = (a.view(torch.int16) != b.view(torch.int16)).any(-1).nonzero()
         if len(rows):
             i = int(rows[0])
-            bad.append((k, i, float((a[i].float() - b[i].float()).abs().max())))
+            bad.append((k, i, float((a[i].float() - b[i].float()).abs().max()), len(rows),
+                        len(b)))
     return bad
 
 
@@ -310,11 +319,12 @@ def report(out):
     res_ms = median(plain["replay_ms"][5:])
     lines = [f"# Serving harness: {LAYERS} layers, {plain['params'] / 1e9:.2f} GB bf16, "
              f"H2D {plain['bw'] / 1e9:.1f} GB/s", "",
-             "| run | logits bit-identical | graph decode step ms (batch 1) | resident ms | "
+             "| run | logits bit-identical | decoder offloaded | graph decode step ms (batch 1) | "
+             "resident ms | "
              "floor ms | ratio | graph launches | hidden readers | table wait ms / step | "
              "stall ms (step - resident) | wait / stall |",
-             "|---|---|---|---|---|---|---|---|---|---|---|",
-             f"| plain | - | {res_ms:.2f} | {res_ms:.2f} | - | 1.000 | - | - | - | - | - |"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|",
+             f"| plain | - | 0 | {res_ms:.2f} | {res_ms:.2f} | - | 1.000 | - | - | - | - | - |"]
     ok = True
     for path in sorted(glob.glob(os.path.join(out, "*.pt"))):
         r = torch.load(path)
@@ -324,8 +334,15 @@ def report(out):
         same = not bad
         if bad:
             print(f"{r['tag']}: logits differ in {len(bad)} of {len(plain['logits'])} requests; "
-                  "first rows (request, row: 0 = prefill, k = decode step k, max |diff|): " +
-                  ", ".join(f"({k}, {row}, {d:.3g})" for k, row, d in bad[:8]), flush=True)
+                  "(request, first row: 0 = prefill, k = decode step k, max |diff| there, "
+                  "rows differing of rows): " +
+                  ", ".join(f"({k}, {row}, {d:.3g}, {n}/{m})" for k, row, d, n, m in bad[:8]),
+                  flush=True)
+        for k, _, _, _, _ in bad:
+            if "probe" in r and "probe" in plain:
+                d = (r["probe"][k] != plain["probe"][k]).nonzero()
+                print(f"{r['tag']}: request {k}'s prefill first differs after layer "
+                      f"{int(d[0]) if len(d) else '-'}", flush=True)
         st = r["stats"]
         ms = median(r["replay_ms"][5:])
         floor = st["offloaded_bytes"] / r["bw"] * 1e3
@@ -334,7 +351,9 @@ def report(out):
         stall = ms - res_ms
         wait = r.get("table_ms", {}).get("wait")
         agree = f"{wait / stall:.3f}" if wait is not None and stall > 0 else "-"
-        lines.append(f"| {r['tag']} | {'yes' if same else 'NO'} | {ms:.2f} | {res_ms:.2f} | "
+        share = st["offloaded_bytes"] / plain["decoder"]
+        lines.append(f"| {r['tag']} | {'yes' if same else 'NO'} | {share:.0%} | {ms:.2f} | "
+                     f"{res_ms:.2f} | "
                      f"{floor:.2f} | {ratio:.3f} | {st['graph_launches']} | "
                      f"{st['hidden_readers']} | {'-' if wait is None else f'{wait:.2f}'} | "
                      f"{stall:.2f} | {agree} |")

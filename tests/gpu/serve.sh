@@ -9,6 +9,7 @@
 # wait per step against the measured stall).
 # Exits 77 where there is no GPU.
 # usage: serve.sh <libflextensor.so> <output dir> [share, default 0.5]
+# (SERVE_LAYERS: the depth; SERVE_TRACE=1 keeps each library run's FT_TRACE)
 set -u
 lib=$1 out=$2 share=${3:-0.5}
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
@@ -26,7 +27,10 @@ for run in allocation_block_transfer:off allocation_block_transfer:cuda_graph \
 	raw_block_transfer:cuda_graph; do
 	m=${run%:*} t=${run#*:}
 	tag=$m-timing_$t
-	env LD_PRELOAD="$lib" FT_ENABLED=1 FT_MAX_GPU_MEM_FRACTION="$f" FT_TRANSFER_MODE=$m \
+	# SERVE_TRACE=1 keeps each run's FT_TRACE beside its log, for diagnosis
+	set --
+	[ "${SERVE_TRACE:-0}" = 1 ] && set -- FT_TRACE="$out/$tag.trace.jsonl"
+	env "$@" LD_PRELOAD="$lib" FT_ENABLED=1 FT_MAX_GPU_MEM_FRACTION="$f" FT_TRANSFER_MODE=$m \
 		FT_PROFILING_ITERS=3 FT_OFFLOAD_TIMING=$t FT_LOG_LEVEL=info \
 		"$py" "$here/serve.py" run "$tag" "$out" >"$out/$tag.out" 2>"$out/$tag.log" ||
 		{ echo "$tag failed:"; tail -20 "$out/$tag.log"; }
