@@ -211,6 +211,8 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 		 * trap whose copy hides */
 		for (uint32_t k = 0; k < n && !(in->budget && ok); k++) {
 			uint32_t i = order[k];
+			if (!pr->traps[i].bytes)
+				continue; /* nothing of it can leave */
 			if (!in->budget && ratio[i] > 1.0)
 				break;
 			cand.t[i].offloaded = 1;
@@ -219,7 +221,7 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 		if (in->budget && !ok) {
 			/* the last odd-cycle case: one more trap may make it even */
 			for (uint32_t k = 0; k < n && !ok; k++)
-				if (!cand.t[order[k]].offloaded) {
+				if (!cand.t[order[k]].offloaded && pr->traps[order[k]].bytes) {
 					cand.t[order[k]].offloaded = 1;
 					ok = !assign(&cand, pr, b) && cand.peak_bytes <= in->budget;
 				}
@@ -243,7 +245,7 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 		/* the least any block count needs with every trap offloaded */
 		for (uint32_t b = bmin; b <= bmax; b++) {
 			for (uint32_t i = 0; i < n; i++)
-				cand.t[i].offloaded = 1;
+				cand.t[i].offloaded = pr->traps[i].bytes > 0;
 			if (!assign(&cand, pr, b) && cand.peak_bytes < least_peak)
 				least_peak = cand.peak_bytes;
 		}

@@ -163,6 +163,30 @@ static void latency_mode(void **state)
 	ft_profile_free(&p);
 }
 
+/* A trap whose bytes must all stay (apply.c gives the planner 0 bytes for
+ * a trap read all over the pass) is never offloaded: it would take a block
+ * slot for nothing and put the first and last real transfers of the pass
+ * in one block, as seen on the H200 (the serving harness's plan gave its
+ * shared trap 0 block 0). */
+static void nothing_left_to_copy(void **state)
+{
+	(void)state;
+	struct ft_profile p;
+	for (int latency = 0; latency < 2; latency++) {
+		make(&p, 32, 4096, 14336, 1024, latency ? 3.3e7 : 3.3e9);
+		p.traps[0].bytes = 0;
+		struct ft_plan_input in = { &p, latency ? 0 : total(&p) / 2, 4, 2, 1.0, 0 };
+		struct ft_plan pl;
+		char why[512];
+		assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
+		assert_int_equal(pl.t[0].offloaded, 0);
+		assert_true(pl.offloaded_bytes > 0);
+		check(&pl, &p, in.budget);
+		ft_plan_free(&pl);
+		ft_profile_free(&p);
+	}
+}
+
 static void refusals(void **state)
 {
 	(void)state;
@@ -191,6 +215,7 @@ int main(void)
 		cmocka_unit_test(budgets),
 		cmocka_unit_test(offloaded_layers_spread),
 		cmocka_unit_test(latency_mode),
+		cmocka_unit_test(nothing_left_to_copy),
 		cmocka_unit_test(refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
