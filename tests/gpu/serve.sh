@@ -9,7 +9,8 @@
 # wait per step against the measured stall).
 # Exits 77 where there is no GPU.
 # usage: serve.sh <libflextensor.so> <output dir> [share, default 0.5]
-# (SERVE_LAYERS: the depth; SERVE_TRACE=1 keeps each library run's FT_TRACE)
+# (SERVE_LAYERS: the depth; SERVE_TRACE=1 keeps each library run's FT_TRACE;
+# SERVE_RUNS, below: which library runs)
 set -u
 lib=$1 out=$2 share=${3:-0.5}
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
@@ -23,10 +24,14 @@ mkdir -p "$out"
 # the control: the harness alone must repeat itself bit for bit
 "$py" "$here/serve.py" run plain-again "$out" || exit 1
 f=$("$py" "$here/serve.py" fraction "$out" "$share") || exit 1
-for run in allocation_block_transfer:off allocation_block_transfer:cuda_graph \
-	raw_block_transfer:cuda_graph; do
-	m=${run%:*} t=${run#*:}
+# SERVE_RUNS: the library runs, MODE:TIMING each (repeats allowed: the
+# known raw_block_transfer mismatch shows about one run in two at SHARE 0.25)
+runs=${SERVE_RUNS:-"allocation_block_transfer:off allocation_block_transfer:cuda_graph raw_block_transfer:cuda_graph"}
+i=0
+for run in $runs; do
+	m=${run%:*} t=${run#*:} i=$((i + 1))
 	tag=$m-timing_$t
+	[ -e "$out/$tag.pt" ] && tag=$tag-$i
 	# SERVE_TRACE=1 keeps each run's FT_TRACE beside its log, for diagnosis
 	set --
 	[ "${SERVE_TRACE:-0}" = 1 ] && set -- FT_TRACE="$out/$tag.trace.jsonl"
