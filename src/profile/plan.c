@@ -28,13 +28,16 @@ static double copy_ms(const struct ft_plan_input *in, uint32_t t)
 }
 
 /* Blocks round-robin over the offloaded traps; the last one must differ
- * from the first too (the pass wraps).  0, or -1 when b blocks cannot. */
+ * from the first too (the pass wraps).  A trap with no bytes that can leave
+ * is never offloaded.  0, or -1 when b blocks cannot. */
 static int assign(struct ft_plan *p, const struct ft_profile *pr, uint32_t b)
 {
 	uint32_t m = 0, last = 0;
 	memset(p->block_bytes, 0, sizeof(p->block_bytes));
 	for (uint32_t i = 0; i < p->ntraps; i++) {
 		p->t[i].block = -1;
+		if (!pr->traps[i].bytes)
+			p->t[i].offloaded = 0;
 		if (!p->t[i].offloaded)
 			continue;
 		p->t[i].block = (int)(m++ % b);
@@ -211,8 +214,6 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 		 * trap whose copy hides */
 		for (uint32_t k = 0; k < n && !(in->budget && ok); k++) {
 			uint32_t i = order[k];
-			if (!pr->traps[i].bytes)
-				continue; /* nothing of it can leave */
 			if (!in->budget && ratio[i] > 1.0)
 				break;
 			cand.t[i].offloaded = 1;
@@ -221,7 +222,7 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 		if (in->budget && !ok) {
 			/* the last odd-cycle case: one more trap may make it even */
 			for (uint32_t k = 0; k < n && !ok; k++)
-				if (!cand.t[order[k]].offloaded && pr->traps[order[k]].bytes) {
+				if (!cand.t[order[k]].offloaded) {
 					cand.t[order[k]].offloaded = 1;
 					ok = !assign(&cand, pr, b) && cand.peak_bytes <= in->budget;
 				}
@@ -245,7 +246,7 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 		/* the least any block count needs with every trap offloaded */
 		for (uint32_t b = bmin; b <= bmax; b++) {
 			for (uint32_t i = 0; i < n; i++)
-				cand.t[i].offloaded = pr->traps[i].bytes > 0;
+				cand.t[i].offloaded = 1;
 			if (!assign(&cand, pr, b) && cand.peak_bytes < least_peak)
 				least_peak = cand.peak_bytes;
 		}
