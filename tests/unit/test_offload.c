@@ -208,6 +208,10 @@ static struct ft_offload *engine(int ntraps, const int *block, int nblocks, int 
 		for (int i = 0; i < FT_OFF_READERS; i++)
 			real.cuEventCreate(&b->release[i], 0);
 	}
+	/* capture state, as ft_off_apply makes it */
+	o->saved = calloc((size_t)nblocks, sizeof(*o->saved));
+	real.cuEventCreate(&o->fork, 0);
+	real.cuEventCreate(&o->join, 0);
 	o->active = 1;
 	O = o;
 	return o;
@@ -222,6 +226,7 @@ static void done(struct ft_offload *o)
 	}
 	free(o->t);
 	free(o->b);
+	free(o->saved);
 	free(o->w);
 	free(o);
 }
@@ -464,9 +469,6 @@ static void capture_loads_each_trap_once(void **state)
 	(void)state;
 	static const int blocks[] = { -1, 0, 1, 2, 3, 0, 1, 2, 3, 1 };
 	struct ft_offload *o = engine(10, blocks, 4, FT_OFF_ALLOCATION);
-	o->saved = calloc(4, sizeof(*o->saved));
-	real.cuEventCreate(&o->fork, 0);
-	real.cuEventCreate(&o->join, 0);
 	for (int t = 0; t < 10; t++) /* an eager pass first */
 		kernel(o, 1, &t, 1);
 	for (int start = 0; start < 2; start++) {
@@ -491,7 +493,6 @@ static void capture_loads_each_trap_once(void **state)
 			kernel(o, 2 + start, &t, 1);
 	}
 	check();
-	free(o->saved);
 	done(o);
 }
 
