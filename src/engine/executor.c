@@ -275,10 +275,16 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 }
 
 /* The pass's position after the launch: the furthest trap a placing
- * reference read (where it was when none did). */
+ * reference read; where it was when none did, unknown (-1) included.  A
+ * reference that does not place the pass cannot place it when its position
+ * is unknown either (after a replay, at an eager pass's start): one into a
+ * resident weight's free tail, such as a server's argmax over logits
+ * placed there, would put the pass in the wrong trap, and the reads of the
+ * traps it really is in would then look out of turn (their words soon
+ * taken for roaming ones, and not loaded). */
 static int position(const struct ft_offload *o, const int *touched, const int *moves, int nt)
 {
-	int cur = o->cur >= 0 ? o->cur : touched[0];
+	int cur = o->cur;
 	for (int k = 0, first = 1; k < nt; k++)
 		if (moves[k] && (first || touched[k] > cur)) {
 			cur = touched[k];

@@ -44,7 +44,9 @@ SLOTS, MAX_LEN = 8, 256
 BATCHES = (1, 2, 4, 8)
 WARM, REPLAYS = 12, 30
 STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_misses",
-         "graph_launches", "hidden_readers", "offload_conflicts", "plan_budget_bytes")
+         "graph_launches", "hidden_readers", "offload_conflicts", "plan_budget_bytes",
+         "offload_copies", "offload_foreign_refs", "offload_tails", "offload_demoted",
+         "offload_roaming_refs", "verify_failures")
 
 
 def deterministic(torch):

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "ft/engine.h"
+#include "ft/kernels.h"
 
 #define MB (1ull << 20)
 #define CHUNK (2 * MB)
@@ -559,6 +560,38 @@ static void eager_passes_between_replays(void **state)
 	}
 }
 
+/* After a replay the pass's position is unknown.  A launch then refers
+ * into a resident trap's extent past its weight's start (the serving
+ * harness's argmax over logits the allocator placed in a weight segment's
+ * free tail): that is no weight read, so it must not place the pass.  Had
+ * it, the prefill's new kernels would read traps 1, 2, 3... "out of turn",
+ * their words would soon be taken for roaming ones, and their reads would
+ * go unloaded (the H200 showed it: a layer read what the replay had left
+ * in its block). */
+static void a_tail_reference_does_not_place_the_pass(void **state)
+{
+	(void)state;
+	static const int block[] = { -1, 0, 1, 2, -1, -1, -1, 3, 0, 1 };
+	struct ft_offload *o = engine(10, block, 4, FT_OFF_ALLOCATION);
+	struct ft_kernel *gemm = calloc(1, sizeof(*gemm)); /* a kernel new to the pass */
+	const uint16_t word = 0;
+	replay(o, 1);
+	uint64_t tail = S.base[6] + 4096;
+	ft_off_launch(o, (CUstream)(uintptr_t)1, &tail, &word, 1, 0, NULL, "argmax");
+	assert_int_equal(o->cur, -1);
+	for (int t = 1; t < 10; t++)
+		for (int k = 0; k < 3; k++) {
+			struct op op = { .kind = OP_KERNEL, .stream = 1, .nreads = 1, .reads = { t } };
+			ft_off_launch(o, (CUstream)(uintptr_t)1, &S.base[t], &word, 1, 0, gemm, "gemm");
+			add_op(&op);
+		}
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_roaming_refs], 0);
+	free((void *)atomic_load(&gemm->turns));
+	free(gemm);
+	done(o);
+}
+
 static void strategy_mode(void **state)
 {
 	(void)state;
@@ -609,6 +642,7 @@ int main(void)
 		cmocka_unit_test(abutting_allocations_are_not_linked),
 		cmocka_unit_test(capture_loads_each_trap_once),
 		cmocka_unit_test(eager_passes_between_replays),
+		cmocka_unit_test(a_tail_reference_does_not_place_the_pass),
 		cmocka_unit_test(strategy_mode),
 		cmocka_unit_test(random_sequences),
 	};
