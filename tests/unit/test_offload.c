@@ -232,17 +232,24 @@ static void done(struct ft_offload *o)
 	free(o);
 }
 
-/* A kernel on stream s reading traps r[0..n). */
-static void kernel(struct ft_offload *o, int s, const int *r, int n)
+/* Kernel kern (NULL: one the executor keeps no statistics for) on stream
+ * s reading traps r[0..n), each through its parameter word 0. */
+static void kernel_of(struct ft_offload *o, int s, const int *r, int n, struct ft_kernel *kern)
 {
 	uint64_t a[4];
+	static const uint16_t words[4];
 	struct op k = { .kind = OP_KERNEL, .stream = s, .nreads = n };
 	for (int i = 0; i < n; i++) {
 		a[i] = S.base[r[i]];
 		k.reads[i] = r[i];
 	}
-	ft_off_launch(o, (CUstream)(uintptr_t)s, a, NULL, (unsigned)n, 0, NULL, "k");
+	ft_off_launch(o, (CUstream)(uintptr_t)s, a, kern ? words : NULL, (unsigned)n, 0, kern, "k");
 	add_op(&k);
+}
+
+static void kernel(struct ft_offload *o, int s, const int *r, int n)
+{
+	kernel_of(o, s, r, n, NULL);
 }
 
 static int hb(const struct op *a, const struct op *b)
@@ -574,17 +581,13 @@ static void a_tail_reference_does_not_place_the_pass(void **state)
 	static const int block[] = { -1, 0, 1, 2, -1, -1, -1, 3, 0, 1 };
 	struct ft_offload *o = engine(10, block, 4, FT_OFF_ALLOCATION);
 	struct ft_kernel *gemm = calloc(1, sizeof(*gemm)); /* a kernel new to the pass */
-	const uint16_t word = 0;
 	replay(o, 1);
 	uint64_t tail = S.base[6] + 4096;
-	ft_off_launch(o, (CUstream)(uintptr_t)1, &tail, &word, 1, 0, NULL, "argmax");
+	ft_off_launch(o, (CUstream)(uintptr_t)1, &tail, NULL, 1, 0, NULL, "argmax");
 	assert_int_equal(o->cur, -1);
 	for (int t = 1; t < 10; t++)
-		for (int k = 0; k < 3; k++) {
-			struct op op = { .kind = OP_KERNEL, .stream = 1, .nreads = 1, .reads = { t } };
-			ft_off_launch(o, (CUstream)(uintptr_t)1, &S.base[t], &word, 1, 0, gemm, "gemm");
-			add_op(&op);
-		}
+		for (int k = 0; k < 3; k++)
+			kernel_of(o, 1, &t, 1, gemm);
 	check();
 	assert_int_equal(stats.v[FT_STAT_offload_roaming_refs], 0);
 	free((void *)atomic_load(&gemm->turns));
