@@ -24,8 +24,8 @@ mkdir -p "$out"
 # the control: the harness alone must repeat itself bit for bit
 "$py" "$here/serve.py" run plain-again "$out" || exit 1
 f=$("$py" "$here/serve.py" fraction "$out" "$share") || exit 1
-# SERVE_RUNS: the library runs, MODE:TIMING each (repeats allowed: the
-# known raw_block_transfer mismatch shows about one run in two at SHARE 0.25)
+# SERVE_RUNS: the library runs, MODE:TIMING each (repeats allowed, for
+# a mismatch that shows in some runs only)
 runs=${SERVE_RUNS:-"allocation_block_transfer:off allocation_block_transfer:cuda_graph raw_block_transfer:cuda_graph"}
 i=0
 for run in $runs; do
