@@ -175,9 +175,9 @@ struct ft_off_trap {
 	uint64_t loads;                     /* copies into its block so far */
 	int shared;                         /* read all over the pass (resident): its
 					       references never place the pass */
-	int link[4];                        /* traps whose weights begin where one of
-					       its weights ends: loaded with it */
-	uint32_t nlink;
+	int pending;                        /* comes back to the GPU for good when the
+					       capture in progress ends (a launch of it
+					       read this trap with another of its block) */
 };
 
 #define FT_OFF_READERS 8
@@ -242,6 +242,9 @@ struct ft_offload {
 	struct ft_off_weight {
 		uint64_t lo, hi;
 		uint32_t trap;
+		uint32_t link;              /* 1 + the trap of the weight that begins
+					       where this one ends, in its allocation
+					       (ft_off_links); 0: none */
 	} *w;                               /* every weight, sorted by lo */
 	int cur;                            /* trap of the latest launch that read one */
 	uint64_t offloaded_bytes, block_bytes;
@@ -281,9 +284,11 @@ int ft_off_on_pass(struct ft_offload *o,
  * ends exactly where a weight of another trap begins, in the same
  * allocation, may be one tensor the
  * scan saw two pointers into (a stale pointer left in a parameter block):
- * a launch reading the first then reads the second's bytes too, so the
- * second's trap is loaded with it; when both would share a block the second
- * stays resident.  Returns how many traps were kept resident so. */
+ * a launch reading that weight then reads the second's bytes too, so the
+ * second's trap is loaded with it (a read of the trap's other weights
+ * loads nothing more); when both would share a block the second stays
+ * resident (the planner gives linked traps blocks of their own: they are
+ * read together).  Returns how many traps were kept resident so. */
 uint32_t ft_off_links(struct ft_offload *o);
 /* Bytes of trap t's weights that can be offloaded (whole chunks in VMM-backed
  * allocations), for the planner. */
@@ -295,8 +300,14 @@ uint64_t ft_off_coverable(struct ft_vmm *vmm, const struct ft_off_weight *w, uin
  * words (ft_kernel_mark_stale).  A stale address loads nothing and moves
  * the pass nowhere: it only keeps a trap the launch reads anyway, or the
  * one the pass is in, from being reloaded under it.  A word that points
- * mostly out of the pass's turn (ft_kernel_turn) is stale too; of two
- * traps that share a block, the one nearer the pass's position is read. */
+ * mostly out of the pass's turn (ft_kernel_turn) is stale too.  A launch
+ * that reads two traps sharing a block (read together, which the plan did
+ * not know) cannot read both from it: the smaller comes back to the GPU
+ * for good first (inside a capture, where the device cannot be waited
+ * for, when the capture ends, before any replay; the capture does not
+ * load it).  FT_VERIFY: every block whose trap the launch does not read is
+ * released (checked and poisoned) before it runs, so a read the executor
+ * does not see reads NaN. */
 void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 		   const uint16_t *words, unsigned n, unsigned nstale, struct ft_kernel *kern,
 		   const char *kernel);
@@ -314,12 +325,22 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 /* Before the capture on origin ends: the copy stream joins back, the eager
  * state returns. */
 void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap);
+/* After a capture ended (no capture in progress any more): the traps it
+ * found read with another of their block come back to the GPU, before any
+ * replay of it. */
+void ft_off_capture_over(struct ft_offload *o);
 /* Around a replay, on stream s, of a graph that pages itself (tag, as
  * ft_off_capture_launch returned): before, the replay waits for the eager
  * readers of every block (and the previous replay of a timed graph is
  * published if it is done, else dropped); after, every block is unknown to
  * the eager executor and its copies wait for the replay. */
 void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag);
+/* Whether FT_VERIFY checks the blocks (then every launch is shown to
+ * ft_off_launch, with references or not). */
+static inline int ft_off_verifying(const struct ft_offload *o)
+{
+	return o->active && o->gpu;
+}
 /* The first of addr[0..n) that lies in an offloaded trap: 1 with the trap
  * and the weight's address, else 0 (a reader the executor cannot serve). */
 int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int *trap,

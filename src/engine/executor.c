@@ -200,41 +200,85 @@ static int turn(const struct ft_offload *o, struct ft_kernel *kern, const uint16
 	return in || c > 0 ? 1 : c < 0 ? -1 : 0;
 }
 
-/* Two traps that share a block cannot both be in it: of those touched,
- * the one nearer the pass's position is kept, the other taken for a stale
- * pointer no statistics caught yet (its kernel is new). */
-static int one_per_block(struct ft_offload *o, int *touched, int *moves, int nt)
+/* Of traps a and b, read by one launch and sharing a block, the one that
+ * comes back to the GPU: the smaller (its memory is what that costs), else
+ * the one further from the pass's position. */
+static int victim(const struct ft_offload *o, int a, int b)
+{
+	if (o->t[a].nchunks != o->t[b].nchunks)
+		return o->t[a].nchunks < o->t[b].nchunks ? a : b;
+	return ahead(o, a) > ahead(o, b) ? a : b;
+}
+
+/* A launch reads two traps that share a block (read together, which the
+ * plan did not know: a kernel new since profiling, or a word never seen
+ * holding a pointer): one block cannot hold both, so one comes back to the
+ * GPU for good before the launch runs, whatever that costs in memory,
+ * rather than the launch reading the other's bytes.  Inside a capture the
+ * device cannot be waited for: the trap is left out of the capture's loads
+ * and comes back when the capture is over, before any replay (then its own
+ * memory holds it wherever the graph reads it).  Returns the traps left. */
+static int one_per_block(struct ft_offload *o, int *touched, int *moves, int nt,
+			 const char *kernel)
 {
 	for (int a = 0; a < nt; a++)
 		for (int b = a + 1; b < nt; b++) {
 			int ta = touched[a], tb = touched[b];
 			if (o->t[ta].block < 0 || o->t[ta].block != o->t[tb].block)
 				continue;
-			int drop = ahead(o, tb) < ahead(o, ta) ? a : b;
+			int v = victim(o, ta, tb), keep = v == ta ? tb : ta;
+			char why[256];
+			snprintf(why, sizeof(why), "kernel %s reads it with trap %d, which shares "
+				 "its block%s", kernel ? kernel : "?", keep,
+				 o->cap_id ? " (in a CUDA graph capture: when the capture ends)" : "");
 			FT_STAT_INC(o->stats, offload_conflicts);
-			ft_warn_once("a launch refers to offloaded traps %d and %d, which share a "
-				     "block: trap %d, nearer the pass's position, is loaded; the "
-				     "other reference is taken for a stale pointer", ta, tb,
-				     touched[drop == a ? b : a]);
-			touched[drop] = touched[--nt];
-			moves[drop] = moves[nt];
+			if (o->cap_id) {
+				if (!o->t[v].pending)
+					ft_warn("trap %d comes back to the GPU for good (%zu MiB): %s",
+						v, (size_t)(o->t[v].nchunks * o->chunk) >> 20, why);
+				o->t[v].pending = 1;
+			} else {
+				ft_off_demote(o, v, why);
+			}
+			if (o->t[v].block >= 0) {
+				/* pending, or it could not come back now (another
+				 * thread captures): the launch waits for the other */
+				int drop = v == ta ? a : b;
+				touched[drop] = touched[--nt];
+				moves[drop] = moves[nt];
+			}
 			a = -1; /* again, from the start */
 			break;
 		}
 	return nt;
 }
 
+/* Adds trap t to touched[0..nt) (moves: whether it places the pass). */
+static int touch(int *touched, int *moves, int nt, int t, int move)
+{
+	int seen = among(touched, nt, t);
+	if (seen >= 0)
+		moves[seen] |= move;
+	else if (nt < 8)
+		touched[nt] = t, moves[nt++] = move;
+	return nt;
+}
+
 /* The traps a launch reads, at most 8, into touched[0..): moves[k] says
  * whether a reference to touched[k] places the pass.  Under o->lock. */
 static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *words,
-		  unsigned n, unsigned nstale, struct ft_kernel *kern, int *touched, int *moves)
+		  unsigned n, unsigned nstale, struct ft_kernel *kern, const char *kernel,
+		  int *touched, int *moves)
 {
 	int nt = 0;
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k < 0)
 			continue;
-		int t = (int)o->w[k].trap, where = turn(o, kern, words, i, t);
+		int t = (int)o->w[k].trap;
+		if (o->cap_id && o->t[t].pending)
+			continue; /* its own memory holds it once the capture ends */
+		int where = turn(o, kern, words, i, t);
 		if (where < 0) {
 			if (o->t[t].block >= 0)
 				FT_STAT_INC(o->stats, offload_roaming_refs);
@@ -254,11 +298,12 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 		 * in its free tail; the pass is not placed by it */
 		if (o->t[t].block < 0 && addr[i] != o->w[k].lo)
 			where = 0;
-		int seen = among(touched, nt, t);
-		if (seen >= 0)
-			moves[seen] |= where > 0;
-		else if (nt < 8)
-			touched[nt] = t, moves[nt++] = where > 0;
+		nt = touch(touched, moves, nt, t, where > 0);
+		/* a weight that runs on into another trap's (engine.h,
+		 * ft_off_links): that one is read too */
+		int l = (int)o->w[k].link - 1;
+		if (l >= 0 && !(o->cap_id && o->t[l].pending))
+			nt = touch(touched, moves, nt, l, 0);
 	}
 	/* a stale address in the trap the pass is in, while that is in its
 	 * block: it is held for the launch too (harmless if the word is not
@@ -271,7 +316,7 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 		if (among(touched, nt, o->cur) < 0)
 			touched[nt] = o->cur, moves[nt++] = 1;
 	}
-	return one_per_block(o, touched, moves, nt);
+	return one_per_block(o, touched, moves, nt, kernel);
 }
 
 /* The pass's position after the launch: the furthest trap a placing
@@ -291,19 +336,6 @@ static int position(const struct ft_offload *o, const int *touched, const int *m
 			first = 0;
 		}
 	return cur;
-}
-
-/* Traps linked to those read join them (engine.h, ft_off_links); the
- * position in the pass stays that of the traps read. */
-static int add_links(const struct ft_offload *o, int *touched, int nt)
-{
-	for (int k = 0, n0 = nt; k < n0; k++)
-		for (uint32_t j = 0; j < o->t[touched[k]].nlink; j++) {
-			int l = o->t[touched[k]].link[j];
-			if (among(touched, nt, l) < 0 && nt < 8)
-				touched[nt++] = l;
-		}
-	return nt;
 }
 
 /* Every offloaded trap read is in its block before the launch on s runs,
@@ -335,22 +367,31 @@ static void serve(struct ft_offload *o, CUstream s, const int *touched, int nt,
 			e->entered |= enter;
 	}
 	o->last_stream = s;
-	for (int k = 0; k < nt; k++)
-		if (o->t[touched[k]].block >= 0 &&
-		    o->b[o->t[touched[k]].block].occupant != touched[k])
-			ft_warn_once("one kernel reads two offloaded traps that share a block: "
-				      "its results are wrong; report this with FT_TRACE");
+}
+
+/* FT_VERIFY: every block whose occupant the launch does not read gives it
+ * up now (checked, poisoned): a read the executor does not see reads NaN. */
+static void verify_others(struct ft_offload *o, const int *touched, int nt)
+{
+	if (!o->gpu || ft_off_capturing(o))
+		return;
+	for (uint32_t k = 0; k < o->nblocks; k++) {
+		int occ = o->b[k].occupant;
+		if (occ >= 0 && among(touched, nt, occ) < 0)
+			verify_release(o, k);
+	}
 }
 
 void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 		   const uint16_t *words, unsigned n, unsigned nstale, struct ft_kernel *kern,
 		   const char *kernel)
 {
-	if (!o->active || !(n + nstale))
+	if (!o->active || !(n + nstale || o->gpu))
 		return;
 	int touched[8], moves[8];
 	pthread_mutex_lock(&o->lock);
-	int nt = gather(o, addr, words, n, nstale, kern, touched, moves);
+	int nt = gather(o, addr, words, n, nstale, kern, kernel, touched, moves);
+	verify_others(o, touched, nt);
 	if (!nt) {
 		pthread_mutex_unlock(&o->lock);
 		return;
@@ -358,13 +399,6 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	int cur = position(o, touched, moves, nt);
 	if (o->cap_id && o->cap_first < 0)
 		o->cap_first = cur;
-	nt = add_links(o, touched, nt);
-	if (o->gpu && cur != o->cur && !ft_off_capturing(o))
-		for (uint32_t k = 0; k < o->nblocks; k++) {
-			int occ = o->b[k].occupant;
-			if (occ >= 0 && among(touched, nt, occ) < 0)
-				verify_release(o, k);
-		}
 	int timing = ft_off_timing_now(o, ft_off_capturing(o));
 	if (timing)
 		ft_off_timing_before(o, s, touched, nt, cur);

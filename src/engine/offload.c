@@ -293,18 +293,11 @@ uint32_t ft_off_links(struct ft_offload *o)
 		if (!ft_vmm_range(o->vmm, a->lo, &base, &size) || b->lo >= base + size)
 			continue;
 		struct ft_off_trap *x = &o->t[a->trap], *y = &o->t[b->trap];
-		if (y->block < 0)
-			continue;
-		if (x->block == y->block) {
+		o->w[i].link = b->trap + 1;
+		if (y->block >= 0 && x->block == y->block) {
 			y->block = -1; /* one block cannot hold both */
 			kept++;
-			continue;
 		}
-		int known = 0;
-		for (uint32_t k = 0; k < x->nlink; k++)
-			known |= x->link[k] == (int)b->trap;
-		if (!known && x->nlink < 4)
-			x->link[x->nlink++] = (int)b->trap;
 	}
 	return kept;
 }

@@ -96,6 +96,20 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 	pthread_mutex_unlock(&o->lock);
 }
 
+void ft_off_capture_over(struct ft_offload *o)
+{
+	if (!o->active)
+		return;
+	pthread_mutex_lock(&o->lock);
+	for (uint32_t t = 0; t < o->ntraps && !ft_off_capturing(o); t++)
+		if (o->t[t].pending) {
+			o->t[t].pending = 0;
+			ft_off_demote(o, (int)t, "a captured launch read it with another trap of "
+				      "its block");
+		}
+	pthread_mutex_unlock(&o->lock);
+}
+
 void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 {
 	if (!o->active)

@@ -291,8 +291,9 @@ void ft_learn_offload(void)
 	if (!w || !cov || !block)
 		goto out;
 	for (uint32_t i = 0; i < L.nwmap; i++)
-		w[i] = (struct ft_off_weight){ L.wmap[i].va, L.wmap[i].va + L.wmap[i].extent,
-					       L.wmap[i].trap };
+		w[i] = (struct ft_off_weight){ .lo = L.wmap[i].va,
+					       .hi = L.wmap[i].va + L.wmap[i].extent,
+					       .trap = L.wmap[i].trap };
 	/* graphs captured before offloading began read their weights where
 	 * they are now: those traps stay resident */
 	in_graph = calloc(p->ntraps, 1);

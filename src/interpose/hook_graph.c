@@ -59,6 +59,8 @@ BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz, 1)
 		while (n > 0 && !atomic_compare_exchange_weak(&ft_g.active_captures, \
 							      &n, n - 1))      \
 			;                                                      \
+		if (ft_g.off.active)                                           \
+			ft_off_capture_over(&ft_g.off);                        \
 		ft_obs_event("capture_end", #sym, rc, "capture", id, "graph",  \
 			     rc == CUDA_SUCCESS && g ? H(*g) : 0);             \
 		if (rc == CUDA_SUCCESS && g && id)                             \

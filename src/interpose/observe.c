@@ -216,8 +216,9 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 	if (!s->scanned) {
 		ft_warn_once("kernel %s cannot be scanned while weights are offloaded: if it reads "
 			     "one, it reads whatever the block holds", name);
-	} else if (s->refs.n) {
-		/* the references the kernel reads, then the stale ones */
+	} else if (s->refs.n || ft_off_verifying(&ft_g.off)) {
+		/* the references the kernel reads, then the stale ones (any
+		 * launch with FT_VERIFY: it releases the blocks it does not read) */
 		uint64_t a[FT_MAX_REFS];
 		uint16_t word[FT_MAX_REFS];
 		unsigned n = 0, m = s->refs.n;
