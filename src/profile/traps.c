@@ -36,25 +36,63 @@ static int like_layer(const uint64_t *x, const uint64_t *ref, uint32_t p)
 	return strict * 2 + 1 >= p;
 }
 
+/* The longest run of i with s[i] like s[i + p] (the same size; tolerant:
+ * padded_same), which covers [*at, *at + length + p): its length, and in
+ * *strict how many of its comparisons were the same size. */
+static uint32_t longest_run(const uint64_t *s, uint32_t n, uint32_t p, int tolerant,
+			    uint32_t *at, uint32_t *strict)
+{
+	uint32_t best_len = 0, a = 0, len = 0, same = 0;
+	*at = *strict = 0;
+	for (uint32_t i = 0; i + p < n; i++) {
+		int eq = same_size(s[i], s[i + p]);
+		if (eq || (tolerant && padded_same(s[i], s[i + p]))) {
+			if (!len)
+				a = i, same = 0;
+			same += eq;
+			if (++len > best_len) {
+				best_len = len;
+				*at = a;
+				*strict = same;
+			}
+		} else {
+			len = 0;
+		}
+	}
+	return best_len;
+}
+
+/* Whether a run of len comparisons at period p covers enough weights to be
+ * the layer pattern: three periods and half the weights. */
+static int enough(uint32_t len, uint32_t p, uint32_t n)
+{
+	uint32_t covered = len + p;
+	return len && covered / p >= 3 && covered * 2 >= n;
+}
+
 uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_t *layers)
 {
 	for (uint32_t p = 1; p <= n / 3; p++) {
 		/* Longest run of i with s[i] == s[i + p]: it covers [a, b + p). */
-		uint32_t best_a = 0, best_len = 0, a = 0, len = 0;
-		for (uint32_t i = 0; i + p < n; i++) {
-			if (same_size(s[i], s[i + p])) {
-				if (!len)
-					a = i;
-				if (++len > best_len) {
-					best_len = len;
-					best_a = a;
-				}
-			} else {
-				len = 0;
+		uint32_t best_a = 0, strict = 0;
+		uint32_t best_len = longest_run(s, n, p, 0, &best_a, &strict);
+		if (enough(best_len, p, n)) {
+			/* A divisor of p may be the layer: tensors of 1-10 MB
+			 * share the caching allocator's 20 MiB segments, and
+			 * the last in each runs to the segment's end, so a
+			 * layer's k_proj or v_proj measures 6 MiB instead of
+			 * 3.5 every few layers (Qwen2-7B on the H200: a period
+			 * of five layers).  The smallest divisor whose sizes
+			 * repeat allowing for such padding, the same size in
+			 * at least three comparisons of four, is taken. */
+			for (uint32_t q = 1; q < p; q++) {
+				uint32_t at, same, len;
+				if (p % q || !enough(len = longest_run(s, n, q, 1, &at, &same), q, n) ||
+				    same * 4 < len * 3)
+					continue;
+				p = q, best_a = at, best_len = len;
+				break;
 			}
-		}
-		uint32_t covered = best_len + p;
-		if (best_len && covered / p >= 3 && covered * 2 >= n) {
 			/* Layers before the run that differ from it in one
 			 * weight's padding (a tensor the allocator placed in a
 			 * segment's tail) are layers too; and the run may have

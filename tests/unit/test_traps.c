@@ -97,6 +97,49 @@ static void padded_sizes(void **state)
 	free(t);
 }
 
+/* Qwen2-7B as the H200 saw it (transformers 5.17, random bf16 weights):
+ * the embedding, three small regions (biases and norms in one 2 MiB
+ * segment, extents to the next tensor read), then 28 layers of q, k, v, o,
+ * gate, up, down.  k_proj and v_proj (3.5 MiB) share 20 MiB segments five
+ * at a time, and the fifth runs to the segment's end (6 MiB): the sizes
+ * repeat exactly only every five layers.  That period made "layers" of
+ * five (2250 MiB), which the budget then cut across real layers, and a head
+ * trap of three layers and lm_head.  The layer is the period of seven. */
+static void qwen2_kv_segments(void **state)
+{
+	(void)state;
+	uint64_t s[8 + 28 * 7 + 1];
+	uint32_t n = 0, kv = 0;
+	s[n++] = 1090519040;
+	s[n++] = 286720;
+	s[n++] = 131072;
+	s[n++] = 262144;
+	for (int l = 0; l < 28; l++) {
+		s[n++] = 27262976;
+		for (int j = 0; j < 2; j++)
+			s[n++] = kv++ % 5 == 4 ? 6291456 : 3670016;
+		s[n++] = 27262976;
+		for (int j = 0; j < 3; j++)
+			s[n++] = 136314880;
+	}
+	s[n++] = 1090519040;
+	uint32_t start, layers;
+	assert_int_equal(ft_traps_period(s, n, &start, &layers), 7);
+	struct ft_trap *t;
+	int k = ft_traps_group(s, n, 256 << 20, &t);
+	check_cover(t, k, s, n);
+	int nl = 0;
+	for (int i = 0; i < k; i++)
+		if (!strcmp(t[i].role, "layer")) {
+			nl++;
+			assert_int_equal(t[i].nweights, 7);
+			assert_true(t[i].bytes < (470ull << 20));
+		}
+	assert_true(nl >= 27);
+	assert_true(t[k - 1].bytes < (1100ull << 20));
+	free(t);
+}
+
 /* The Llama-3-8B shape as the H200 benchmark saw it: lm_head and the
  * embedding first (the pass begins at the head), k and v sharing a 20 MiB
  * segment (v runs to its end: 12 MiB), except in layer 10, where the
@@ -261,6 +304,7 @@ int main(void)
 		cmocka_unit_test(llama_shapes),
 		cmocka_unit_test(padded_sizes),
 		cmocka_unit_test(one_layer_padded_differently),
+		cmocka_unit_test(qwen2_kv_segments),
 		cmocka_unit_test(no_period_falls_back),
 		cmocka_unit_test(minor_regions_in_some_layers),
 		cmocka_unit_test(layers_cut_for_a_small_budget),
