@@ -52,8 +52,19 @@ enum ft_disc_reason {
 	FT_DISC_REASONS
 };
 
+/* Two regions one launch read together, by key (allocation, offset). */
+struct ft_disc_pair {
+	uint64_t a_id, a_off, b_id, b_off;
+};
+
 struct ft_discover {
 	uint64_t cutoff_id;        /* allocations with id < cutoff existed first */
+	/* regions of allocations older than the cutoff (where weights are)
+	 * that one launch read together: a set, open addressing, cap a power
+	 * of two; full: some pairs were not kept */
+	struct ft_disc_pair *pairs;
+	uint32_t npairs, cappairs;
+	int pairs_full;
 	uint32_t pass;             /* current pass index (0-based) */
 	uint32_t passes_done;      /* passes completed while observing */
 	uint32_t order_next;       /* next first-touch position in this pass */
@@ -68,6 +79,19 @@ void ft_disc_destroy(struct ft_discover *d);
 /* A launch in the current pass read this region. */
 int ft_disc_read(struct ft_discover *d, uint64_t alloc_id, uint64_t offset,
 		 uint64_t alloc_base, uint64_t alloc_size);
+/* One launch read the regions at (ids[i], offs[i]), i < n (each already
+ * given to ft_disc_read): they are read together.  Only regions of
+ * allocations older than the cutoff count (weights are there). */
+void ft_disc_together(struct ft_discover *d, const uint64_t *ids, const uint64_t *offs,
+		      unsigned n);
+/* The weights idx[0..n) (first-touch order, ft_disc_weights) that are read
+ * together: pairs (i, j), i < j, positions in idx, sorted, each once; a
+ * launch read both, or weight i's extent ends where weight j's begins in
+ * one allocation (one tensor may have been seen through two pointers: a
+ * read of i reads j's bytes).  Returns how many (*out malloc'd, NULL when
+ * none or out of memory). */
+uint32_t ft_disc_weight_pairs(const struct ft_discover *d, const uint32_t *idx, uint32_t n,
+			      uint32_t (**out)[2]);
 /* A copy or memset wrote [offset, offset + bytes) of the allocation. */
 void ft_disc_write(struct ft_discover *d, uint64_t alloc_id, uint64_t offset, uint64_t bytes);
 /* Computes every region's extent (next referred offset or allocation end). */

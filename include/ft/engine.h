@@ -69,6 +69,7 @@ struct ft_vmm {
 	size_t min_bytes;                   /* FT_VMM_MIN_BYTES; 0 = off */
 	double fraction;                    /* FT_MAX_GPU_MEM_FRACTION, NAN = none */
 	uint64_t budget;                    /* device bytes VMM may hold; 0 = no limit */
+	int exempt;                         /* new allocations are not limited (no weights) */
 	uint64_t device_bytes;              /* device-backed chunks held now */
 	uint64_t host_bytes;                /* host-backed chunks held now */
 	size_t chunk;
@@ -105,6 +106,16 @@ uint64_t ft_vmm_migrate(struct ft_vmm *v);
 /* A plan is applied: the budget governs the weights only (the planner's
  * job), so new allocations and ft_vmm_migrate are no longer limited. */
 void ft_vmm_unlimit(struct ft_vmm *v);
+/* No allocation made from now on is a weight (discovery has begun): none
+ * is limited; ft_vmm_migrate still keeps to the budget. */
+void ft_vmm_exempt_new(struct ft_vmm *v);
+/* Moves the host-backed chunks of the allocations pick(arg, base) chooses
+ * to the device, whatever the budget (they are not weights): the bytes
+ * moved.  pick runs under no lock of the VMM's. */
+uint64_t ft_vmm_migrate_if(struct ft_vmm *v, int (*pick)(void *arg, CUdeviceptr base),
+			   void *arg);
+/* Bytes of [lo, hi) that are host memory now. */
+uint64_t ft_vmm_host_in(struct ft_vmm *v, CUdeviceptr lo, CUdeviceptr hi);
 /* Bytes of host memory VMM-backed allocations hold now (offloaded chunks,
  * re-backed by blocks, no longer count). */
 uint64_t ft_vmm_host_bytes(struct ft_vmm *v);
@@ -294,6 +305,11 @@ uint32_t ft_off_links(struct ft_offload *o);
  * allocations), for the planner. */
 uint64_t ft_off_coverable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,
 			  uint32_t trap);
+/* movable[i] (nw entries): whether any byte of weight w[i] would leave the
+ * GPU were its trap offloaded (it lies in a chunk its trap's weights cover
+ * whole): a read of the others needs nothing loaded. */
+void ft_off_movable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,
+		    uint8_t *movable);
 /* Before a launch of kernel (its name; kern, its entry, or NULL) on
  * stream s reading the addresses addr[0..n), found at parameter words
  * words[0..n) (or NULL), with addr[n..n + nstale) from stale parameter

@@ -54,8 +54,27 @@ struct ft_profile {
 	struct ft_trap *traps;
 	uint32_t ncurve;
 	struct ft_curve_point *curve;
+	/* pairs of traps (a < b, sorted) that one launch reads together, seen
+	 * in discovery and profiling, or whose weights abut in one allocation:
+	 * the plan never gives them one block (ft_coread_*) */
+	uint32_t ncoread;
+	uint32_t (*coread)[2];
+	/* weights (indices into weights, increasing) read again after later
+	 * traps began in most profiled passes (a rotary table, biases packed
+	 * in one segment): they stay on the GPU, out of their traps */
+	uint32_t nshared;
+	uint32_t *shared;
 	char *plan_json;         /* opaque until the planner exists; NULL = none */
 };
+
+/* Whether traps a and b are read together. */
+int ft_coread_has(const struct ft_profile *p, uint32_t a, uint32_t b);
+/* Adds the pair (a, b) (nothing when a == b): 1 added, 0 known, -1 out of
+ * memory. */
+int ft_coread_add(struct ft_profile *p, uint32_t a, uint32_t b);
+/* Adds the traps of n pairs of weights read together (indices into
+ * p->weights, ft_disc_weight_pairs): 0 or -1. */
+int ft_coread_from_weights(struct ft_profile *p, const uint32_t (*pairs)[2], uint32_t n);
 
 enum ft_profile_refusal {
 	FT_PROFILE_OK = 0,

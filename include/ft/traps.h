@@ -29,8 +29,28 @@ int ft_traps_group(const uint64_t *sizes, uint32_t n, uint64_t target_bytes,
 /* Cuts the "layer" traps among n into consecutive pieces of at most
  * max_bytes (a weight larger than that is a piece of its own), relabelling
  * all in order: for a budget that cannot hold the blocks of whole layers.
- * Returns the new number of traps (*traps replaced), or -1 when out of
- * memory (*traps unchanged). */
-int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, uint64_t max_bytes);
+ * nocut (NULL: none) marks the weights w no cut may fall before (nocut[w]:
+ * w is read together with a weight before it), so that what one launch
+ * reads is never split into traps that may share a block; a piece then
+ * grows past max_bytes.  Returns the new number of traps (*traps
+ * replaced), or -1 when out of memory (*traps unchanged). */
+int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, uint64_t max_bytes,
+		   const uint8_t *nocut);
+/* The marks for ft_traps_split from npairs pairs (i, j), i < j, of the n
+ * weights that are read together (ft_disc_weight_pairs): no cut between i
+ * and j when both lie in one of traps[0..ntraps).  malloc'd (n entries),
+ * NULL when out of memory. */
+uint8_t *ft_traps_nocut(const struct ft_trap *traps, uint32_t ntraps, uint32_t n,
+			const uint32_t (*pairs)[2], uint32_t npairs);
+
+/* Profiling timed n traps while host[t] bytes of trap t's weights were in
+ * host memory (over the budget before a plan): those times include reads
+ * over the bus, not compute.  Each such trap's compute becomes an estimate
+ * without them: its bytes at the median time per byte of the traps of its
+ * role timed with all their weights on the GPU, else its time less
+ * host[t] at bus_bytes_per_ms (at least a tenth of it); never more than
+ * measured.  Returns how many traps were estimated. */
+uint32_t ft_traps_exclude_bus(struct ft_trap *traps, uint32_t n, const uint64_t *host,
+			      double bus_bytes_per_ms);
 
 #endif

@@ -264,6 +264,16 @@ static int touch(int *touched, int *moves, int nt, int t, int move)
 	return nt;
 }
 
+/* Weight k runs on into another trap's weight (engine.h, ft_off_links):
+ * a read of it reads that trap too. */
+static int follow_link(const struct ft_offload *o, int k, int *touched, int *moves, int nt)
+{
+	int l = (int)o->w[k].link - 1;
+	if (l >= 0 && !(o->cap_id && o->t[l].pending))
+		nt = touch(touched, moves, nt, l, 0);
+	return nt;
+}
+
 /* The traps a launch reads, at most 8, into touched[0..): moves[k] says
  * whether a reference to touched[k] places the pass.  Under o->lock. */
 static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *words,
@@ -289,21 +299,21 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 			if (addr[i] >= o->w[k].hi)
 				continue; /* the tensor in the tail, not the weight */
 		}
-		/* inside a weight that stayed on the GPU whole (a small one in
-		 * a segment shared with activations, whose extent reaches over
-		 * them): nothing to load, and perhaps not the weight at all */
-		if (o->t[t].block >= 0 && addr[i] != o->w[k].lo && !ft_off_weight_offloaded(o, k))
+		/* a weight that stayed on the GPU whole (a small one in a
+		 * segment shared with activations or other layers' biases,
+		 * read all over the pass; or inside its extent, over such
+		 * tensors): nothing to load, and it says nothing of where the
+		 * pass is */
+		if (o->t[t].block >= 0 && !ft_off_weight_offloaded(o, k)) {
+			nt = follow_link(o, k, touched, moves, nt);
 			continue;
+		}
 		/* inside a resident weight, not at its start: perhaps a tensor
 		 * in its free tail; the pass is not placed by it */
 		if (o->t[t].block < 0 && addr[i] != o->w[k].lo)
 			where = 0;
 		nt = touch(touched, moves, nt, t, where > 0);
-		/* a weight that runs on into another trap's (engine.h,
-		 * ft_off_links): that one is read too */
-		int l = (int)o->w[k].link - 1;
-		if (l >= 0 && !(o->cap_id && o->t[l].pending))
-			nt = touch(touched, moves, nt, l, 0);
+		nt = follow_link(o, k, touched, moves, nt);
 	}
 	/* a stale address in the trap the pass is in, while that is in its
 	 * block: it is held for the launch too (harmless if the word is not

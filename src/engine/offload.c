@@ -98,6 +98,27 @@ uint64_t ft_off_coverable(struct ft_vmm *vmm, const struct ft_off_weight *w, uin
 	return bytes;
 }
 
+void ft_off_movable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,
+		    uint8_t *movable)
+{
+	uint32_t ntraps = 0;
+	memset(movable, 0, nw);
+	for (uint32_t i = 0; i < nw; i++)
+		if (w[i].trap != UINT32_MAX && w[i].trap + 1 > ntraps)
+			ntraps = w[i].trap + 1;
+	for (uint32_t t = 0; t < ntraps; t++) {
+		struct ft_span *r;
+		uint32_t n = trap_runs(vmm, w, nw, t, &r);
+		for (uint32_t i = 0; n && i < nw; i++)
+			for (uint32_t k = 0; w[i].trap == t && k < n; k++)
+				if (r[k].lo < w[i].hi && r[k].hi > w[i].lo) {
+					movable[i] = 1;
+					break;
+				}
+		free(r);
+	}
+}
+
 static void release_all(struct ft_offload *o)
 {
 	const struct ft_real *r = o->real;

@@ -244,7 +244,7 @@ int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size, uint64_t *host
 		CUdeviceptr c = a.base + i * v->chunk;
 		/* over the budget before a plan exists: host memory at this
 		 * address (ft_vmm_migrate brings it over later) */
-		int over = v->budget && v->device_bytes + v->chunk > v->budget;
+		int over = !v->exempt && v->budget && v->device_bytes + v->chunk > v->budget;
 		if (over && !host_chunk(v, &a.own[i])) {
 			a.host[i] = 1;
 			v->host_bytes += v->chunk;
@@ -412,48 +412,60 @@ void ft_vmm_unlimit(struct ft_vmm *v)
 	pthread_mutex_unlock(&v->lock);
 }
 
-uint64_t ft_vmm_migrate(struct ft_vmm *v)
+/* Moves host-backed chunk k of a to the device, through the scratch
+ * address tmp: 0, or -1 (nothing changed).  Under v->lock. */
+static int move_chunk(struct ft_vmm *v, struct ft_vmm_alloc *a, uint32_t k, CUdeviceptr tmp)
+{
+	const struct ft_real *r = v->real;
+	CUmemAllocationProp p = prop(v->device);
+	CUdeviceptr c = a->base + k * v->chunk;
+	CUmemGenericAllocationHandle h;
+	if (r->cuMemCreate(&h, v->chunk, &p, 0))
+		return -1;
+	/* the device chunk at a scratch address, filled, then put in the
+	 * host chunk's place (a copy between device pointers returns before
+	 * it is done: it must be over before the scratch mapping and the host
+	 * chunk go) */
+	if (map_chunk(v, tmp, h) || r->cuMemcpyDtoD_v2(tmp, c, v->chunk) ||
+	    r->cuCtxSynchronize() || r->cuMemUnmap(tmp, v->chunk)) {
+		r->cuMemUnmap(tmp, v->chunk);
+		r->cuMemRelease(h);
+		return -1;
+	}
+	if (remap(v, c, h, a->own[k])) {
+		r->cuMemRelease(h);
+		return -1;
+	}
+	release_own(v, a, k);
+	a->own[k] = h;
+	v->device_bytes += v->chunk;
+	return 0;
+}
+
+/* Moves the host-backed chunks of the allocations whose bases are
+ * base[0..n) (NULL: all), within the budget unless any; the bytes moved.
+ * Under no lock. */
+static uint64_t migrate(struct ft_vmm *v, const CUdeviceptr *base, uint32_t n, int any)
 {
 	const struct ft_real *r = v->real;
 	uint64_t moved = 0;
 	pthread_mutex_lock(&v->lock);
-	if (!v->host_bytes || v->state <= 0) {
-		pthread_mutex_unlock(&v->lock);
-		return 0;
-	}
-	CUmemAllocationProp p = prop(v->device);
 	CUdeviceptr tmp = 0;
-	if (r->cuMemAddressReserve(&tmp, v->chunk, v->chunk, 0, 0))
+	if (!v->host_bytes || v->state <= 0 || r->cuMemAddressReserve(&tmp, v->chunk, v->chunk, 0, 0))
 		goto out;
 	r->cuCtxSynchronize();
-	for (uint32_t i = 0; i < v->n; i++) {
-		struct ft_vmm_alloc *a = &v->a[i];
+	for (uint32_t i = 0; i < (base ? n : v->n); i++) {
+		uint32_t j = base ? find(v, base[i]) : i + 1;
+		if (!j || v->a[j - 1].base != (base ? base[i] : v->a[j - 1].base))
+			continue; /* freed meanwhile */
+		struct ft_vmm_alloc *a = &v->a[j - 1];
 		for (uint32_t k = 0; k < a->nchunks; k++) {
 			if (!a->host[k] || !a->own[k])
 				continue;
-			if (v->budget && v->device_bytes + v->chunk > v->budget)
+			if (!any && v->budget && v->device_bytes + v->chunk > v->budget)
 				goto done;
-			CUdeviceptr c = a->base + k * v->chunk;
-			CUmemGenericAllocationHandle h;
-			if (r->cuMemCreate(&h, v->chunk, &p, 0))
+			if (move_chunk(v, a, k, tmp))
 				goto done;
-			/* the device chunk at a scratch address, filled, then
-			 * put in the host chunk's place (a copy between device
-			 * pointers returns before it is done: it must be over
-			 * before the scratch mapping and the host chunk go) */
-			if (map_chunk(v, tmp, h) || r->cuMemcpyDtoD_v2(tmp, c, v->chunk) ||
-			    r->cuCtxSynchronize() || r->cuMemUnmap(tmp, v->chunk)) {
-				r->cuMemUnmap(tmp, v->chunk);
-				r->cuMemRelease(h);
-				goto done;
-			}
-			if (remap(v, c, h, a->own[k])) {
-				r->cuMemRelease(h);
-				goto done;
-			}
-			release_own(v, a, k);
-			a->own[k] = h;
-			v->device_bytes += v->chunk;
 			moved += v->chunk;
 		}
 	}
@@ -462,4 +474,56 @@ done:
 out:
 	pthread_mutex_unlock(&v->lock);
 	return moved;
+}
+
+uint64_t ft_vmm_migrate(struct ft_vmm *v)
+{
+	return migrate(v, NULL, 0, 0);
+}
+
+uint64_t ft_vmm_migrate_if(struct ft_vmm *v, int (*pick)(void *arg, CUdeviceptr base),
+			   void *arg)
+{
+	/* the candidates first, then the caller's verdicts without the lock
+	 * (pick may take locks of its own) */
+	pthread_mutex_lock(&v->lock);
+	uint32_t n = 0;
+	CUdeviceptr *base = malloc((v->n + 1) * sizeof(*base));
+	for (uint32_t i = 0; base && i < v->n; i++)
+		for (uint32_t k = 0; k < v->a[i].nchunks; k++)
+			if (v->a[i].host[k] && v->a[i].own[k]) {
+				base[n++] = v->a[i].base;
+				break;
+			}
+	pthread_mutex_unlock(&v->lock);
+	uint32_t m = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (pick(arg, base[i]))
+			base[m++] = base[i];
+	uint64_t moved = m ? migrate(v, base, m, 1) : 0;
+	free(base);
+	return moved;
+}
+
+void ft_vmm_exempt_new(struct ft_vmm *v)
+{
+	pthread_mutex_lock(&v->lock);
+	v->exempt = 1;
+	pthread_mutex_unlock(&v->lock);
+}
+
+uint64_t ft_vmm_host_in(struct ft_vmm *v, CUdeviceptr lo, CUdeviceptr hi)
+{
+	uint64_t n = 0;
+	pthread_mutex_lock(&v->lock);
+	for (uint32_t i = find(v, lo) ? find(v, lo) - 1 : 0; i < v->n && v->a[i].base < hi; i++) {
+		const struct ft_vmm_alloc *a = &v->a[i];
+		for (uint32_t k = 0; k < a->nchunks; k++) {
+			CUdeviceptr c = a->base + k * v->chunk;
+			if (c + v->chunk > lo && c < hi && a->host[k] && a->own[k])
+				n += (c + v->chunk < hi ? c + v->chunk : hi) - (c > lo ? c : lo);
+		}
+	}
+	pthread_mutex_unlock(&v->lock);
+	return n;
 }

@@ -60,11 +60,19 @@ static void diagnostics(const struct ft_profile *q, const uint64_t *cov, const s
 static const char *const transfer_modes[] = { "allocation_block_transfer",
 					      "raw_block_transfer", "strategy" };
 
-/* Whether trap t was read again after later traps began in most profiled
- * passes (a weight shared across the pass): it stays on the GPU. */
-static int shared_across_pass(uint32_t t)
+/* Whether the weight of first-touch index k is read all over the pass
+ * (profile.shared_weights): it stays on the GPU, out of its trap. */
+static int shared_weight(const struct ft_profile *p, uint32_t k)
 {
-	return L.revisited && L.revisited[t] * 2 > L.nsamples;
+	uint32_t lo = 0, hi = p->nshared;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (p->shared[mid] < k)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < p->nshared && p->shared[lo] == k;
 }
 
 /* The settings a plan depends on, as recorded with it in profile.json. */
@@ -178,10 +186,14 @@ static void check_saved_plan(struct ft_profile *p)
 	cJSON_Delete(o);
 }
 
-/* A timed pass while the adopted profile's timings are refreshed: once
- * enough have come, profile.json gets them (the plan in effect stays; this
- * process plans nothing again).  Under the executor's lock; the profile's
- * other parts do not change in INFERENCE. */
+/* Whether the refreshed timings go to profile.json too. */
+static int refresh_file;
+
+/* A timed pass while the profile's timings are refreshed: once enough have
+ * come, the profile in memory gets them (ft_save_profile writes them) and,
+ * with FT_PROFILE_STORAGE_DIR, profile.json (the plan in effect stays;
+ * this process plans nothing again).  Under the executor's lock; nothing
+ * else changes the profile's timings in INFERENCE. */
 static int refresh_pass(void *arg, const float *v, uint32_t ntraps, int kind)
 {
 	if (ntraps != L.refresh.ntraps)
@@ -191,51 +203,49 @@ static int refresh_pass(void *arg, const float *v, uint32_t ntraps, int kind)
 	int done = ft_refresh_add(&L.refresh, v, FT_T_COLS, FT_T_COMPUTE);
 	if (done != 1)
 		return done < 0;
+	if (ft_refresh_apply(&L.refresh, L.prof.traps))
+		return 1;
+	double sum = 0;
+	for (uint32_t t = 0; t < L.prof.ntraps; t++)
+		sum += L.prof.traps[t].compute.median;
+	ft_info("profile: compute timings refreshed from %u passes timed after the plan: %.3f ms "
+		"of trap compute per pass", L.refresh.need, sum);
+	if (!refresh_file)
+		return 1;
 	const char *dir = ft_g.opt.profile_storage_dir;
-	struct ft_profile q = L.prof;
-	q.traps = malloc(q.ntraps * sizeof(*q.traps));
-	int rc = -1;
-	if (q.traps) {
-		memcpy(q.traps, L.prof.traps, q.ntraps * sizeof(*q.traps));
-		rc = ft_refresh_apply(&L.refresh, q.traps) ? -1 : ft_profile_save(&q, dir);
-		free(q.traps);
-	}
+	int rc = ft_profile_save(&L.prof, dir);
 	if (rc)
-		ft_warn("cannot refresh %s/%s's timings (%s)", dir, FT_PROFILE_FILE,
-			rc < -1 ? strerror(-rc) : "out of memory");
+		ft_warn("cannot refresh %s/%s's timings (%s)", dir, FT_PROFILE_FILE, strerror(-rc));
 	else
-		ft_info("%s/%s: compute timings refreshed from %u passes timed while serving",
-			dir, FT_PROFILE_FILE, L.refresh.need);
+		ft_info("%s/%s: compute timings refreshed", dir, FT_PROFILE_FILE);
 	return 1;
 }
 
-/* FT_PROFILE_STORAGE_DIR with an adopted profile.json: the per-trap compute
- * times of the first max(1, FT_PROFILING_ITERS) passes of the kind
- * FT_VLLM_TIMING_BATCH names become its timings.  What the library sees
- * tells the kinds apart: decode passes are CUDA graph replays (servers
- * capture their decode steps; the capture must page the weights, i.e. come
- * after the plan), prefill passes are eager passes (a program without
- * graphs runs every pass eagerly). */
+/* The per-trap compute times of the first max(1, FT_PROFILING_ITERS)
+ * passes of a kind replace the profile's: with FT_PROFILE_STORAGE_DIR and
+ * an adopted profile.json, of the kind FT_VLLM_TIMING_BATCH names (decode
+ * passes are CUDA graph replays: servers capture their decode steps, after
+ * the plan so that they page; prefill passes are eager passes: a program
+ * without graphs runs every pass eagerly), into profile.json; when the
+ * traps were timed with weights in host memory (their times estimated),
+ * of the first eager passes, always in memory and into profile.json unless
+ * FT_VLLM_TIMING_BATCH is empty or the file is read-only. */
 static void arm_refresh(const struct ft_profile *p)
 {
 	static int kind;
 	const char *dir = ft_g.opt.profile_storage_dir;
 	int batch = ft_g.opt.vllm_timing_batch;
-	if (!(L.adopted || L.timed_over_budget) || !dir || batch < 0 || batch == FT_BATCH_NONE)
-		return;
-	if (ft_g.opt.profile_read_only) {
+	int estimated = L.timed_over_budget && !L.adopted;
+	int file = dir && batch >= 0 && batch != FT_BATCH_NONE && (L.adopted || estimated);
+	if (file && ft_g.opt.profile_read_only) {
 		ft_info("FT_PROFILE_READ_ONLY=1: %s/%s's timings are not refreshed", dir,
 			FT_PROFILE_FILE);
+		file = 0;
+	}
+	if (!file && !estimated)
 		return;
-	}
-	if (L.timed_over_budget && !L.adopted) {
-		/* profiled here, but slowed by weights in host memory: the
-		 * first eager passes after the plan time them as they are */
-		ft_info("the traps were timed while weights were in host memory (the budget "
-			"was full before the plan): %s/%s gets the times of the first eager "
-			"passes now", dir, FT_PROFILE_FILE);
-	}
-	kind = batch == FT_BATCH_DECODE && !L.timed_over_budget ? FT_PASS_GRAPH : FT_PASS_EAGER;
+	refresh_file = file;
+	kind = batch == FT_BATCH_DECODE && !estimated ? FT_PASS_GRAPH : FT_PASS_EAGER;
 	uint32_t need = ft_g.opt.profiling_iters > 1 ? (uint32_t)ft_g.opt.profiling_iters : 1;
 	if (need > FT_TIMING_PASSES) {
 		ft_info("FT_PROFILING_ITERS=%ld is more passes than the timing store keeps: the "
@@ -246,20 +256,36 @@ static void arm_refresh(const struct ft_profile *p)
 	if (ft_refresh_init(&L.refresh, p->ntraps, need) ||
 	    ft_off_on_pass(&ft_g.off, refresh_pass, &kind, kind == FT_PASS_GRAPH)) {
 		ft_refresh_free(&L.refresh);
-		ft_warn("cannot time passes: %s/%s's timings are not refreshed", dir,
-			FT_PROFILE_FILE);
+		ft_warn("cannot time passes: the profile's timings are not refreshed");
 		return;
 	}
-	ft_info("%s/%s's timings will be refreshed from the first %u %s", dir, FT_PROFILE_FILE,
-		need, kind == FT_PASS_GRAPH ? "CUDA graph replays (decode)" : "eager passes");
+	ft_info("the profile's timings%s will be refreshed from the first %u %s", file ? " (and "
+		"profile.json's)" : "", need,
+		kind == FT_PASS_GRAPH ? "CUDA graph replays (decode)" : "eager passes");
 }
 
 void ft_learn_exit(void)
 {
 	if (L.refresh.need && L.refresh.got < L.refresh.need)
-		ft_info("%s/%s left as it was: %u of the %u passes its timings were to be "
-			"refreshed from were timed", ft_g.opt.profile_storage_dir, FT_PROFILE_FILE,
+		ft_info("the profile's timings%s were not refreshed: %u of the %u passes they were "
+			"to be refreshed from were timed", refresh_file ? " (and profile.json's)" : "",
 			L.refresh.got, L.refresh.need);
+}
+
+/* Whether a saved plan gives two traps that one launch reads together one
+ * block (made before they were known to be; said once): then it is made
+ * again. */
+static int shares_a_block(const struct ft_profile *p, const int *block)
+{
+	for (uint32_t k = 0; k < p->ncoread; k++) {
+		uint32_t a = p->coread[k][0], b = p->coread[k][1];
+		if (block[a] >= 0 && block[a] == block[b]) {
+			ft_info("the saved plan gives %s and %s, which one launch reads, one block: "
+				"planning again", p->traps[a].label, p->traps[b].label);
+			return 1;
+		}
+	}
+	return 0;
 }
 
 /* Blocks per trap from a plan in profile.json ("blocks", "traps"[].block). */
@@ -288,12 +314,31 @@ void ft_learn_offload(void)
 	struct ft_off_weight *w = malloc(L.nwmap * sizeof(*w));
 	uint64_t *cov = calloc(p->ntraps, sizeof(*cov));
 	int *block = malloc(p->ntraps * sizeof(*block));
+	uint32_t *kept = calloc(p->ntraps + 1, sizeof(*kept)), *all = calloc(p->ntraps + 1, sizeof(*all));
+	uint64_t *kept_bytes = calloc(p->ntraps + 1, sizeof(*kept_bytes));
 	if (!w || !cov || !block)
 		goto out;
-	for (uint32_t i = 0; i < L.nwmap; i++)
+	for (uint32_t i = 0; i < L.nwmap; i++) {
 		w[i] = (struct ft_off_weight){ .lo = L.wmap[i].va,
 					       .hi = L.wmap[i].va + L.wmap[i].extent,
 					       .trap = L.wmap[i].trap };
+		uint32_t t = L.wmap[i].trap;
+		if (t >= p->ntraps || !kept || !all || !kept_bytes)
+			continue;
+		all[t]++;
+		/* read all over the pass: offloading it with its trap would
+		 * reload the trap within every pass */
+		if (shared_weight(p, L.wmap[i].order)) {
+			w[i].trap = UINT32_MAX;
+			kept[t]++;
+			kept_bytes[t] += L.wmap[i].extent;
+		}
+	}
+	for (uint32_t t = 0; kept && kept_bytes && t < p->ntraps; t++)
+		if (kept[t])
+			ft_info("%s: %u of its weights (%.1f MiB) are read again after later traps "
+				"began (shared across the pass): they stay on the GPU", p->traps[t].label,
+				kept[t], (double)kept_bytes[t] / 1048576.0);
 	/* graphs captured before offloading began read their weights where
 	 * they are now: those traps stay resident */
 	in_graph = calloc(p->ntraps, 1);
@@ -314,12 +359,6 @@ void ft_learn_offload(void)
 				p->traps[t].label);
 			cov[t] = 0;
 		}
-		/* in most passes: a stray reference in one is no reason */
-		if (shared_across_pass(t) && cov[t]) {
-			ft_info("%s is read again after later traps began (a weight shared across "
-				"the pass): it stays on the GPU", p->traps[t].label);
-			cov[t] = 0;
-		}
 	}
 	if (p->plan_json)
 		check_saved_plan(p);
@@ -331,6 +370,14 @@ void ft_learn_offload(void)
 		if (saved)
 			ft_warn("the saved profile's plan cannot be read: nothing is offloaded");
 		goto out;
+	}
+	if (saved && shares_a_block(p, block)) {
+		free(p->plan_json);
+		p->plan_json = NULL;
+		saved = 0;
+		make_plan(cov);
+		if (!p->plan_json || plan_blocks(p->plan_json, p->ntraps, block, &nblocks))
+			goto out;
 	}
 	uint32_t off = 0;
 	for (uint32_t t = 0; t < p->ntraps; t++) {
@@ -358,8 +405,8 @@ void ft_learn_offload(void)
 		goto out;
 	}
 	ft_g.off.captures = &ft_g.active_captures;
-	for (uint32_t t = 0; t < p->ntraps; t++)
-		ft_g.off.t[t].shared = shared_across_pass(t);
+	for (uint32_t t = 0; kept && all && t < p->ntraps; t++)
+		ft_g.off.t[t].shared = all[t] && kept[t] == all[t];
 	/* the planner keeps the weights within the budget from here on: the
 	 * limit on all large allocations, which stood in for it while weights
 	 * could not be told apart, ends */
@@ -384,6 +431,9 @@ void ft_learn_offload(void)
 		(double)ft_g.off.offloaded_bytes / 1048576.0, ft_g.off.nblocks,
 		(double)ft_g.off.block_bytes / 1048576.0);
 out:
+	free(kept);
+	free(all);
+	free(kept_bytes);
 	free(w);
 	free(cov);
 	free(block);

@@ -45,10 +45,20 @@ static const char *const pass_sources[] = { "none", "eager", "graph", "mark" };
 
 /* ---------------------------------------------------------------- DISCOVERY */
 
-static void disc_feed(const struct ft_region_ref *r, unsigned n)
+/* Regions read (one launch's when launch is set: read together too; a
+ * replay's are its capture's, of many launches). */
+static void disc_feed(const struct ft_region_ref *r, unsigned n, int launch)
 {
-	for (unsigned i = 0; i < n; i++)
+	uint64_t ids[FT_MAX_REFS], offs[FT_MAX_REFS];
+	for (unsigned i = 0; i < n; i++) {
 		ft_disc_read(&L.disc, r[i].alloc_id, r[i].offset, r[i].alloc_base, r[i].alloc_size);
+		if (i < FT_MAX_REFS) {
+			ids[i] = r[i].alloc_id;
+			offs[i] = r[i].offset;
+		}
+	}
+	if (launch && n > 1)
+		ft_disc_together(&L.disc, ids, offs, n < FT_MAX_REFS ? n : FT_MAX_REFS);
 }
 
 /* The launches that began the new pass before it was confirmed. */
@@ -60,7 +70,7 @@ static void feed_moved(int source)
 	const uint32_t *ends;
 	unsigned n = ft_passes_moved(&ft_g.passes, &refs, &ends);
 	for (unsigned i = 0, from = 0; i < n; from = ends[i], i++)
-		disc_feed(refs + from, ends[i] - from);
+		disc_feed(refs + from, ends[i] - from, 1);
 }
 
 /* Regions from this size up that are not weights are named in the log. */
@@ -159,14 +169,24 @@ static int adopt_saved(int trial)
 	free(p->traps);
 	free(p->curve);
 	free(p->plan_json);
+	free(p->coread);
 	p->traps = L.saved.traps;
 	p->ntraps = L.saved.ntraps;
 	p->curve = L.saved.curve;
 	p->ncurve = L.saved.ncurve;
 	p->plan_json = L.saved.plan_json;
+	p->coread = L.saved.coread;
+	p->ncoread = L.saved.ncoread;
+	free(p->shared);
+	p->shared = L.saved.shared;
+	p->nshared = L.saved.nshared;
+	L.saved.shared = NULL;
+	L.saved.nshared = 0;
 	L.saved.traps = NULL;
 	L.saved.curve = NULL;
 	L.saved.plan_json = NULL;
+	L.saved.coread = NULL;
+	L.saved.ncoread = 0;
 	L.adopted = 1;
 	ft_info("%s/%s describes this model on this device: %u traps and their timings "
 		"taken, profiling skipped", ft_g.opt.profile_storage_dir, FT_PROFILE_FILE, p->ntraps);
@@ -229,11 +249,16 @@ static void drop_discovery(void)
 	struct ft_profile *p = &L.prof;
 	free(p->weights);
 	free(p->traps);
+	free(p->coread);
+	free(p->shared);
 	free(L.wmap);
 	p->weights = NULL;
 	p->traps = NULL;
+	p->coread = NULL;
+	p->shared = NULL;
+	p->nshared = 0;
 	L.wmap = NULL;
-	p->nweights = p->ntraps = L.nwmap = 0;
+	p->nweights = p->ntraps = p->ncoread = L.nwmap = 0;
 }
 
 /* Memory mode: when the budget (ft_learn_budget, as the plan counts it),
@@ -241,8 +266,9 @@ static void drop_discovery(void)
  * FT_MIN_BLOCKS blocks of the largest layer, whole layers could never be
  * offloaded; they are cut into traps small enough that the blocks take at
  * most half of what is left (the layer's weights are still loaded in the
- * order they are read). */
-static void split_for_budget(struct ft_profile *p)
+ * order they are read), never between weights one launch reads together
+ * (pairs[0..npairs), ft_disc_weight_pairs). */
+static void split_for_budget(struct ft_profile *p, const uint32_t (*pairs)[2], uint32_t npairs)
 {
 	uint64_t weights = L.unchecked_bytes, other = L.unchecked_bytes, big = 0;
 	for (uint32_t k = 0; k < p->ntraps; k++) {
@@ -259,7 +285,9 @@ static void split_for_budget(struct ft_profile *p)
 	if (!big || budget <= other || big * b <= budget - other)
 		return;
 	uint64_t piece = (budget - other) / (2 * b);
-	int k = ft_traps_split(&p->traps, p->ntraps, p->weights, piece);
+	uint8_t *nocut = ft_traps_nocut(p->traps, p->ntraps, p->nweights, pairs, npairs);
+	int k = nocut ? ft_traps_split(&p->traps, p->ntraps, p->weights, piece, nocut) : -1;
+	free(nocut);
 	if (k <= 0)
 		return;
 	ft_info("the budget leaves %.0f MiB beside the traps that are not layers: too little for %llu "
@@ -267,6 +295,42 @@ static void split_for_budget(struct ft_profile *p)
 		(double)(budget - other) / 1048576.0, (unsigned long long)b, (double)big / 1048576.0,
 		(double)piece / 1048576.0, k);
 	p->ntraps = (uint32_t)k;
+}
+
+/* The traps of the weights (L.wmap, first-touch order) as L.prof.traps
+ * says, and whether any byte of each would leave the GPU with its trap
+ * (ft_off_movable) into L.wmap[].movable. */
+static void movable_weights(void)
+{
+	struct ft_profile *p = &L.prof;
+	struct ft_off_weight *w = malloc((p->nweights + 1) * sizeof(*w));
+	uint8_t *m = malloc(p->nweights + 1);
+	for (uint32_t t = 0; t < p->ntraps; t++)
+		for (uint32_t j = 0; j < p->traps[t].nweights; j++)
+			L.wmap[p->traps[t].first_weight + j].trap = t;
+	if (w && m) {
+		for (uint32_t k = 0; k < p->nweights; k++)
+			w[k] = (struct ft_off_weight){ .lo = L.wmap[k].va,
+						       .hi = L.wmap[k].va + L.wmap[k].extent,
+						       .trap = L.wmap[k].trap };
+		ft_off_movable(&ft_g.vmm, w, p->nweights, m);
+	}
+	for (uint32_t k = 0; k < p->nweights; k++)
+		L.wmap[k].movable = !w || !m || m[k]; /* out of memory: as if all were */
+	free(w);
+	free(m);
+}
+
+/* Of pairs of weights read together, those whose weights both have bytes
+ * that can leave the GPU with the traps as they are now. */
+static uint32_t keep_movable(uint32_t (*pairs)[2], uint32_t n)
+{
+	movable_weights();
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (L.wmap[pairs[i][0]].movable && L.wmap[pairs[i][1]].movable)
+			memcpy(pairs[k++], pairs[i], sizeof(*pairs));
+	return k;
 }
 
 /* Returns 1 when a saved profile was adopted (INFERENCE comes now).  trial:
@@ -317,23 +381,34 @@ static int finish_discovery(int trial)
 		const struct ft_disc_region *r = &L.disc.r[idx[k]];
 		p->weights[k] = r->extent;
 		L.wmap[k] = (struct ft_wmap){ r->alloc_id, r->offset, r->alloc_base + r->offset,
-					      r->extent, 0 };
+					      r->extent, 0, k, 1 };
 		total += r->extent;
 	}
 	p->nweights = p->weights && L.wmap ? n : 0;
 	p->fingerprint = ft_profile_fingerprint(p->weights, p->nweights);
+	uint32_t (*pairs)[2] = NULL;
+	uint32_t npairs = p->nweights ? ft_disc_weight_pairs(&L.disc, idx, n, &pairs) : 0;
+	if (L.disc.pairs_full)
+		ft_info("discovery: too many regions read together to keep them all; launches "
+			"that read two traps of one block then bring one back to the GPU");
 	int t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
 	p->ntraps = t > 0 ? (uint32_t)t : 0;
-	split_for_budget(p);
+	/* only weights with bytes that can leave the GPU are read together
+	 * in a way that matters: a small one in a shared segment stays */
+	npairs = keep_movable(pairs, npairs);
+	split_for_budget(p, (const uint32_t (*)[2])pairs, npairs);
 	int adopted = L.have_saved && p->nweights && adopt_saved(trial);
 	if (trial && !adopted) {
+		free(pairs);
 		drop_discovery();
 		free(idx);
 		return -1;
 	}
-	for (uint32_t k = 0; k < p->ntraps; k++)
-		for (uint32_t j = 0; j < p->traps[k].nweights; j++)
-			L.wmap[p->traps[k].first_weight + j].trap = k;
+	npairs = keep_movable(pairs, npairs); /* with the final traps */
+	/* traps read together (with a saved profile's, when adopted) */
+	if (ft_coread_from_weights(p, (const uint32_t (*)[2])pairs, npairs))
+		ft_warn_once("out of memory for the traps read together");
+	free(pairs);
 	L.nwmap = p->nweights;
 	trace_discovery(reasons, total);
 	qsort(L.wmap, L.nwmap, sizeof(*L.wmap), by_key);
@@ -374,7 +449,7 @@ static int finish_discovery(int trial)
 	L.skip_sample = 1;
 	L.samples_cap = (uint32_t)ft_g.phases.profiling;
 	L.samples = calloc((size_t)p->ntraps * L.samples_cap + 1, sizeof(*L.samples));
-	L.revisited = calloc(p->ntraps + 1, sizeof(*L.revisited));
+	L.revisited = calloc(L.nwmap + 1, sizeof(*L.revisited));
 	if (!L.samples)
 		L.prof_failed = 1;
 	return 0;
@@ -382,11 +457,12 @@ static int finish_discovery(int trial)
 
 /* ---------------------------------------------------------------- PROFILING */
 
-static int weight_trap(uint64_t id, uint64_t off)
+/* The weight at (id, off) (index into L.wmap), -1 when none. */
+static int weight_at(uint64_t id, uint64_t off)
 {
 	struct ft_wmap key = { .alloc_id = id, .offset = off };
 	const struct ft_wmap *w = bsearch(&key, L.wmap, L.nwmap, sizeof(*L.wmap), by_key);
-	return w ? (int)w->trap : -1;
+	return w ? (int)(w - L.wmap) : -1;
 }
 
 /* Events come from a free stack; created on demand, recycled after each
@@ -428,16 +504,34 @@ void ft_learn_before(const struct ft_launch *l, const struct ft_refs *refs, uint
 		return;
 	pthread_mutex_lock(&ft_g.learn_lock);
 	if (!L.prof_failed && ft_g.phases.phase == FT_PHASE_PROFILING) {
-		int trap = -1, low = -1;
+		int trap = -1, seen[8], nseen = 0;
+		struct ft_prof_launch pl = { .seq = seq };
 		for (unsigned i = 0; i < refs->n; i++) {
 			if (refs->v[i].stale)
 				continue;
-			int t = weight_trap(refs->v[i].alloc_id, refs->v[i].offset);
+			int k = weight_at(refs->v[i].alloc_id, refs->v[i].offset);
+			int t = k < 0 ? -1 : (int)L.wmap[k].trap;
 			if (t > trap)
 				trap = t;
-			if (t >= 0 && (low < 0 || t < low))
-				low = t;
+			/* what stays on the GPU anyway (a bias in a segment all
+			 * layers share) can be read anywhere in the pass, and
+			 * with anything */
+			if (k < 0 || !L.wmap[k].movable)
+				continue;
+			if (pl.nw < 4)
+				pl.w[pl.nw++] = (uint32_t)k;
+			/* the traps one launch reads together: never one block */
+			int j = 0;
+			while (j < nseen && seen[j] != t)
+				j++;
+			if (j == nseen && nseen < 8)
+				seen[nseen++] = t;
 		}
+		for (int a = 0; a < nseen; a++)
+			for (int b = a + 1; b < nseen; b++)
+				if (ft_coread_add(&L.prof, (uint32_t)seen[a], (uint32_t)seen[b]) > 0)
+					ft_debug("profiling: traps %d and %d are read by one launch "
+						 "(%llu)", seen[a], seen[b], (unsigned long long)seq);
 		if (L.npl == L.cappl) {
 			uint32_t cap = L.cappl ? L.cappl * 2 : 1024;
 			struct ft_prof_launch *pl = realloc(L.pl, cap * sizeof(*pl));
@@ -448,7 +542,10 @@ void ft_learn_before(const struct ft_launch *l, const struct ft_refs *refs, uint
 		}
 		CUevent b = take_event(), a = b ? take_event() : NULL;
 		if (L.npl < L.cappl && a && !record(b, l)) {
-			L.pl[L.npl++] = (struct ft_prof_launch){ seq, trap, low, b, a };
+			pl.trap = trap;
+			pl.before = b;
+			pl.after = a;
+			L.pl[L.npl++] = pl;
 		} else {
 			L.prof_failed = 1;
 			ft_warn("cannot record profiling events; trap timings will be missing");
@@ -477,12 +574,13 @@ static void analyse(uint64_t end)
 	    ft_g.real.cuEventSynchronize(L.pl[k - 1].after) == CUDA_SUCCESS) {
 		int cur = -1;
 		uint32_t *first = calloc(ntraps, sizeof(*first)), *last = calloc(ntraps, sizeof(*last));
-		char *seen = calloc(ntraps, 1), *again = calloc(ntraps, 1);
+		char *seen = calloc(ntraps, 1), *again = calloc(L.nwmap + 1, 1);
 		for (uint32_t i = 0; first && last && seen && again && i < k; i++) {
 			/* a weight read again after a later trap began: offloading
-			 * its trap would reload it within every pass */
-			if (L.pl[i].low >= 0 && L.pl[i].low < cur)
-				again[L.pl[i].low] = 1;
+			 * it with its trap would reload the trap within every pass */
+			for (uint32_t j = 0; j < L.pl[i].nw; j++)
+				if ((int)L.wmap[L.pl[i].w[j]].trap < cur)
+					again[L.pl[i].w[j]] = 1;
 			if (L.pl[i].trap > cur) {
 				cur = L.pl[i].trap;
 				first[cur] = i;
@@ -497,9 +595,9 @@ static void analyse(uint64_t end)
 								      L.pl[last[t]].after) != CUDA_SUCCESS)
 				ms = NAN;
 			L.samples[(size_t)t * L.samples_cap + L.nsamples] = ms;
-			if (again && again[t] && L.revisited)
-				L.revisited[t]++;
 		}
+		for (uint32_t j = 0; again && L.revisited && j < L.nwmap; j++)
+			L.revisited[j] += again[j];
 		L.nsamples++;
 		free(first);
 		free(last);
@@ -518,6 +616,71 @@ static int cmp_float(const void *a, const void *b)
 {
 	float x = *(const float *)a, y = *(const float *)b;
 	return x < y ? -1 : x > y;
+}
+
+/* The weights read again after later traps began in most profiled passes
+ * (a table every layer reads, biases packed in one segment) into the
+ * profile: they stay on the GPU, out of their traps (apply.c). */
+static void shared_weights(void)
+{
+	struct ft_profile *p = &L.prof;
+	free(p->shared);
+	p->shared = NULL;
+	p->nshared = 0;
+	uint32_t n = 0;
+	for (uint32_t j = 0; L.revisited && j < L.nwmap; j++)
+		n += L.revisited[j] * 2 > L.nsamples;
+	p->shared = n ? malloc(n * sizeof(*p->shared)) : NULL;
+	for (uint32_t j = 0; p->shared && j < L.nwmap; j++)
+		if (L.revisited[j] * 2 > L.nsamples)
+			p->shared[p->nshared++] = L.wmap[j].order;
+	for (uint32_t i = 1; i < p->nshared; i++) /* by first-touch index */
+		for (uint32_t j = i; j > 0 && p->shared[j - 1] > p->shared[j]; j--) {
+			uint32_t x = p->shared[j];
+			p->shared[j] = p->shared[j - 1];
+			p->shared[j - 1] = x;
+		}
+}
+
+/* Weights in host memory while timed (over the budget before a plan): the
+ * times of their traps include reads over the bus, which the plan must not
+ * take for compute; they are estimated without them (ft_traps_exclude_bus)
+ * and replaced by the first eager passes after the plan (apply.c). */
+static void exclude_bus(void)
+{
+	struct ft_profile *p = &L.prof;
+	L.timed_over_budget = ft_vmm_host_bytes(&ft_g.vmm) > 0;
+	if (!L.timed_over_budget || !p->ntraps)
+		return;
+	uint64_t *host = calloc(p->ntraps, sizeof(*host));
+	double *was = calloc(p->ntraps, sizeof(*was));
+	if (!host || !was) {
+		free(host);
+		free(was);
+		return;
+	}
+	for (uint32_t i = 0; i < L.nwmap; i++)
+		if (L.wmap[i].trap < p->ntraps)
+			host[L.wmap[i].trap] += ft_vmm_host_in(&ft_g.vmm, L.wmap[i].va,
+							       L.wmap[i].va + L.wmap[i].extent);
+	for (uint32_t t = 0; t < p->ntraps; t++)
+		was[t] = p->traps[t].compute.median;
+	/* the bus: the copy curve's largest copy */
+	double bus = p->ncurve ? (double)p->curve[p->ncurve - 1].bytes /
+				 (p->curve[p->ncurve - 1].ms > 0 ? p->curve[p->ncurve - 1].ms : 1)
+			       : 0;
+	uint32_t n = ft_traps_exclude_bus(p->traps, p->ntraps, host, bus);
+	for (uint32_t t = 0; t < p->ntraps; t++)
+		if (host[t] && was[t] != p->traps[t].compute.median)
+			ft_info("profile %s: %.3f ms measured with %.1f MiB of its weights in host "
+				"memory; planned with %.3f ms", p->traps[t].label, was[t],
+				(double)host[t] / 1048576.0, p->traps[t].compute.median);
+	if (n)
+		ft_info("profiling: %u traps were timed with weights in host memory (the budget "
+			"was full before the plan): their compute is estimated without the bus "
+			"reads, and the first eager passes after the plan replace the estimates", n);
+	free(host);
+	free(was);
 }
 
 static void finish_profiling(void)
@@ -543,9 +706,8 @@ static void finish_profiling(void)
 	}
 	free(v);
 	ft_info("profiling: %u passes timed, %.3f ms of trap compute per pass", L.nsamples, sum);
-	/* weights in host memory while timed (over the budget before a plan):
-	 * the times include their reads over the bus */
-	L.timed_over_budget = ft_vmm_host_bytes(&ft_g.vmm) > 0;
+	shared_weights();
+	exclude_bus();
 	ft_learn_offload();
 	if (ft_g.opt.profile_storage_dir)
 		ft_learn_save(NULL);
@@ -608,6 +770,33 @@ static void cutoff_since(uint64_t first)
 	}
 }
 
+static int since_cutoff(void *arg, CUdeviceptr base)
+{
+	(void)arg;
+	struct ft_alloc a;
+	return !ft_registry_lookup(&ft_g.reg, base, &a) && a.id >= L.disc.cutoff_id;
+}
+
+/* What was allocated since the first forward began is no weight
+ * (activations, workspaces, caches), nor is anything allocated from now on:
+ * over a budget that the weights filled before any plan, it got host
+ * memory, and every kernel would read and write it over the bus through
+ * discovery and profiling (a Qwen2-7B layer timed at 20 times its compute
+ * on the H200).  It moves to the GPU; the budget is the weights'. */
+static void activations_to_gpu(void)
+{
+	ft_vmm_exempt_new(&ft_g.vmm);
+	if (!ft_vmm_host_bytes(&ft_g.vmm))
+		return;
+	uint64_t moved = ft_vmm_migrate_if(&ft_g.vmm, since_cutoff, NULL);
+	if (moved) {
+		FT_STAT_ADD(&ft_g.stats, vmm_migrated_bytes, moved);
+		ft_info("discovery: %.1f MiB allocated during the passes so far (not weights) moved "
+			"from host memory to the GPU; %.1f MiB stay in host memory until the plan",
+			(double)moved / 1048576.0, (double)ft_vmm_host_bytes(&ft_g.vmm) / 1048576.0);
+	}
+}
+
 /* Discovery starts once two consecutive passes had about the same number of
  * launches: then both were forwards (what comes before, weight
  * initialisation or loading, repeats differently), the first of them began
@@ -620,6 +809,7 @@ static void start_discovery(int source, uint64_t at)
 		    !ft_disc_init(&L.disc, ft_registry_next_id(&ft_g.reg))) {
 			cutoff_since(L.bounds[0]);
 			L.started = 1;
+			activations_to_gpu();
 			feed_moved(source);
 			return;
 		}
@@ -727,7 +917,7 @@ void ft_learn_after(const struct ft_launch *l, const struct ft_refs *refs, uint6
 	if (src != FT_PASS_NONE)
 		ft_obs_pass(src, start); /* feeds this launch to the new pass */
 	else if (L.started && ft_g.phases.phase == FT_PHASE_DISCOVERY)
-		disc_feed(r, nr);
+		disc_feed(r, nr, 1);
 	pthread_mutex_unlock(&ft_g.learn_lock);
 }
 
@@ -741,7 +931,7 @@ void ft_learn_replay(uint64_t exec)
 		ft_obs_pass(src, 0);
 		/* the replay is the new pass: it reads what its capture read */
 		if (L.started && ft_g.phases.phase == FT_PHASE_DISCOVERY)
-			disc_feed(r, n);
+			disc_feed(r, n, 0);
 	}
 	pthread_mutex_unlock(&ft_g.learn_lock);
 	free(r);

@@ -21,7 +21,8 @@ struct ft_refs;
 struct ft_prof_launch {
 	uint64_t seq;
 	int32_t trap;             /* highest trap whose weights it reads, -1 none */
-	int32_t low;              /* lowest, -1 none */
+	uint32_t w[4];            /* weights (L.wmap) it reads whose bytes can leave */
+	uint32_t nw;
 	CUevent before, after;
 };
 
@@ -47,6 +48,8 @@ struct ft_learning {
 		uint64_t alloc_id, offset;
 		uint64_t va, extent;  /* address and extent when discovered */
 		uint32_t trap;
+		uint32_t order;       /* first-touch index (L.prof.weights) */
+		uint8_t movable;      /* bytes of it would leave the GPU with its trap */
 	} *wmap;                  /* weights sorted by (alloc_id, offset) */
 	uint32_t nwmap;
 	/* regions read in every discovery pass, never written by copies, but
@@ -59,8 +62,8 @@ struct ft_learning {
 	CUevent *pool;
 	uint32_t npool, pool_next;
 	float *samples;           /* [trap * samples_cap + k] */
-	uint32_t *revisited;      /* per trap: profiled passes in which it was read
-				   * again after a later trap began */
+	uint32_t *revisited;      /* per weight (L.wmap): profiled passes in which
+				   * it was read again after a later trap began */
 	uint32_t nsamples, samples_cap;
 	int prof_failed;
 	int adopted;              /* the traps and timings came from profile.json */

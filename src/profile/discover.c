@@ -17,6 +17,7 @@ int ft_disc_init(struct ft_discover *d, uint64_t cutoff_id)
 void ft_disc_destroy(struct ft_discover *d)
 {
 	free(d->r);
+	free(d->pairs);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -72,6 +73,144 @@ int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_b
 		r->order = d->order_next++;
 	}
 	return 0;
+}
+
+/* The key of the region a read at (a, o) went to (ft_disc_read's rule for
+ * a misaligned word: the region holding it); 0 when there is none. */
+static int resolve(const struct ft_discover *d, uint64_t a, uint64_t o, uint64_t *off)
+{
+	uint32_t i = lower(d, a, o);
+	if (i < d->n && d->r[i].alloc_id == a && d->r[i].offset == o) {
+		*off = o;
+		return 1;
+	}
+	if (o % FT_DISC_ALIGN && i > 0 && d->r[i - 1].alloc_id == a) {
+		*off = d->r[i - 1].offset;
+		return 1;
+	}
+	return 0;
+}
+
+#define FT_DISC_MAX_PAIRS (1u << 18)
+
+static uint64_t pair_hash(const struct ft_disc_pair *p)
+{
+	uint64_t h = 1469598103934665603ull;
+	const uint64_t v[4] = { p->a_id, p->a_off, p->b_id, p->b_off };
+	for (int i = 0; i < 4; i++)
+		h = (h ^ v[i]) * 1099511628211ull;
+	return h ^ (h >> 29);
+}
+
+static int pair_empty(const struct ft_disc_pair *p)
+{
+	return !p->a_id && !p->a_off && !p->b_id && !p->b_off;
+}
+
+/* Inserts p (a before b) into the set at cap slots (a power of two). */
+static void pair_put(struct ft_disc_pair *set, uint32_t cap, const struct ft_disc_pair *p,
+		     uint32_t *n)
+{
+	for (uint64_t h = pair_hash(p);; h++) {
+		struct ft_disc_pair *x = &set[h & (cap - 1)];
+		if (pair_empty(x)) {
+			*x = *p;
+			++*n;
+			return;
+		}
+		if (!memcmp(x, p, sizeof(*p)))
+			return;
+	}
+}
+
+static void add_pair(struct ft_discover *d, uint64_t ai, uint64_t ao, uint64_t bi, uint64_t bo)
+{
+	if (ai == bi && ao == bo)
+		return;
+	int swap = ai > bi || (ai == bi && ao > bo);
+	struct ft_disc_pair p = { swap ? bi : ai, swap ? bo : ao, swap ? ai : bi, swap ? ao : bo };
+	if (2 * (d->npairs + 1) > d->cappairs) {
+		uint32_t cap = d->cappairs ? d->cappairs * 2 : 1024;
+		struct ft_disc_pair *set = cap <= 2 * FT_DISC_MAX_PAIRS ? calloc(cap, sizeof(*set)) : NULL;
+		if (!set) {
+			d->pairs_full = 1;
+			return;
+		}
+		uint32_t n = 0;
+		for (uint32_t i = 0; i < d->cappairs; i++)
+			if (!pair_empty(&d->pairs[i]))
+				pair_put(set, cap, &d->pairs[i], &n);
+		free(d->pairs);
+		d->pairs = set;
+		d->cappairs = cap;
+		d->npairs = n;
+	}
+	pair_put(d->pairs, d->cappairs, &p, &d->npairs);
+}
+
+void ft_disc_together(struct ft_discover *d, const uint64_t *ids, const uint64_t *offs,
+		      unsigned n)
+{
+	uint64_t key[16][2];
+	unsigned k = 0;
+	for (unsigned i = 0; i < n && k < 16; i++)
+		if (ids[i] < d->cutoff_id && resolve(d, ids[i], offs[i], &key[k][1]))
+			key[k++][0] = ids[i];
+	for (unsigned i = 0; i < k; i++)
+		for (unsigned j = i + 1; j < k; j++)
+			add_pair(d, key[i][0], key[i][1], key[j][0], key[j][1]);
+}
+
+static int by_pair(const void *a, const void *b)
+{
+	const uint32_t *x = a, *y = b;
+	return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
+}
+
+uint32_t ft_disc_weight_pairs(const struct ft_discover *d, const uint32_t *idx, uint32_t n,
+			      uint32_t (**out)[2])
+{
+	*out = NULL;
+	int32_t *pos = malloc((d->n + 1) * sizeof(*pos));
+	uint32_t (*v)[2] = malloc((d->npairs + d->n + 1) * sizeof(*v)), m = 0;
+	if (!pos || !v) {
+		free(pos);
+		free(v);
+		return 0;
+	}
+	for (uint32_t i = 0; i < d->n; i++)
+		pos[i] = -1;
+	for (uint32_t k = 0; k < n; k++)
+		pos[idx[k]] = (int32_t)k;
+	for (uint32_t i = 0; i < d->cappairs; i++) {
+		const struct ft_disc_pair *p = &d->pairs[i];
+		if (pair_empty(p))
+			continue;
+		uint32_t x = lower(d, p->a_id, p->a_off), y = lower(d, p->b_id, p->b_off);
+		if (x >= d->n || y >= d->n || pos[x] < 0 || pos[y] < 0 || pos[x] == pos[y])
+			continue;
+		v[m][0] = (uint32_t)(pos[x] < pos[y] ? pos[x] : pos[y]);
+		v[m++][1] = (uint32_t)(pos[x] < pos[y] ? pos[y] : pos[x]);
+	}
+	/* one tensor seen through two pointers reads on into the next */
+	for (uint32_t i = 0; i + 1 < d->n; i++)
+		if (d->r[i].alloc_id == d->r[i + 1].alloc_id && pos[i] >= 0 && pos[i + 1] >= 0 &&
+		    d->r[i].offset + d->r[i].extent == d->r[i + 1].offset) {
+			v[m][0] = (uint32_t)(pos[i] < pos[i + 1] ? pos[i] : pos[i + 1]);
+			v[m++][1] = (uint32_t)(pos[i] < pos[i + 1] ? pos[i + 1] : pos[i]);
+		}
+	free(pos);
+	qsort(v, m, sizeof(*v), by_pair);
+	uint32_t u = 0;
+	for (uint32_t i = 0; i < m; i++)
+		if (!u || by_pair(v[i], v[u - 1]))
+			memcpy(v[u++], v[i], sizeof(*v));
+	if (!u) {
+		free(v);
+		return 0;
+	}
+	*out = v;
+	return u;
 }
 
 void ft_disc_write(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t bytes)

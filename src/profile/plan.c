@@ -27,26 +27,65 @@ static double copy_ms(const struct ft_plan_input *in, uint32_t t)
 	return ms;
 }
 
+/* Whether trap i may take block c: no trap read together with it holds c
+ * (of those given blocks so far: traps before i, or all with all). */
+static int free_for(const struct ft_plan *p, const struct ft_profile *pr, uint32_t i, int c,
+		    int all)
+{
+	for (uint32_t k = 0; k < pr->ncoread; k++) {
+		uint32_t a = pr->coread[k][0], b = pr->coread[k][1];
+		uint32_t j = a == i ? b : b == i ? a : UINT32_MAX;
+		if (j < p->ntraps && (all || j < i) && p->t[j].block == c)
+			return 0;
+	}
+	return 1;
+}
+
 /* Blocks round-robin over the offloaded traps; the last one must differ
- * from the first too (the pass wraps).  A trap with no bytes that can leave
- * is never offloaded.  0, or -1 when b blocks cannot. */
+ * from the first too (the pass wraps), and traps read together
+ * (pr->coread) never share one: such a trap takes the next block that
+ * fits.  A trap with no bytes that can leave is never offloaded.  0, or -1
+ * when b blocks cannot. */
 static int assign(struct ft_plan *p, const struct ft_profile *pr, uint32_t b)
 {
-	uint32_t m = 0, last = 0;
+	uint32_t m = 0, last = 0, first = 0;
+	int prev = -1;
 	memset(p->block_bytes, 0, sizeof(p->block_bytes));
-	for (uint32_t i = 0; i < p->ntraps; i++) {
+	for (uint32_t i = 0; i < p->ntraps; i++)
 		p->t[i].block = -1;
+	for (uint32_t i = 0; i < p->ntraps; i++) {
 		if (!pr->traps[i].bytes)
 			p->t[i].offloaded = 0;
 		if (!p->t[i].offloaded)
 			continue;
-		p->t[i].block = (int)(m++ % b);
+		int c = -1;
+		for (uint32_t k = 0; k < b && c < 0; k++) {
+			int x = (int)((m + k) % b);
+			if (x != prev && free_for(p, pr, i, x, 0))
+				c = x;
+		}
+		if (c < 0)
+			return -1;
+		p->t[i].block = c;
+		prev = c;
+		if (!m++)
+			first = i;
 		last = i;
 	}
-	if (m >= 2 && (m - 1) % b == 0) {
-		if (b < 3)
-			return -1; /* an odd cycle cannot alternate between two blocks */
-		p->t[last].block = 1;
+	if (m >= 2 && p->t[last].block == p->t[first].block) {
+		/* the pass wraps: the last trap's block is the first's */
+		int before = -1, c = -1;
+		for (uint32_t i = 0; i < last; i++)
+			if (p->t[i].block >= 0)
+				before = p->t[i].block;
+		for (uint32_t k = 1; k < b && c < 0; k++) {
+			int x = (int)k;
+			if (x != before && x != p->t[first].block && free_for(p, pr, last, x, 1))
+				c = x;
+		}
+		if (c < 0)
+			return -1; /* e.g. an odd cycle cannot alternate between two blocks */
+		p->t[last].block = c;
 	}
 	p->nblocks = b;
 	p->peak_bytes = p->offloaded_bytes = 0;
@@ -75,6 +114,7 @@ static void simulate(struct ft_plan *p, const struct ft_profile *pr)
 		for (uint32_t i = 0; i < p->ntraps; i++) {
 			struct ft_plan_trap *t = &p->t[i];
 			double start = end;
+			t->wait_ms = t->issue_ms = 0; /* resident: no copy, no wait */
 			if (t->block >= 0) {
 				double cs = copy_free > block_free[t->block] ? copy_free
 									     : block_free[t->block];

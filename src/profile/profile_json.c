@@ -63,6 +63,8 @@ void ft_profile_free(struct ft_profile *p)
 	free(p->traps);
 	free(p->curve);
 	free(p->plan_json);
+	free(p->coread);
+	free(p->shared);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -110,6 +112,16 @@ char *ft_profile_to_json(const struct ft_profile *p)
 		cJSON_AddNumberToObject(o, "ms", p->curve[i].ms);
 		cJSON_AddItemToArray(curve, o);
 	}
+	cJSON *co = cJSON_AddArrayToObject(root, "coread");
+	for (uint32_t i = 0; i < p->ncoread; i++) {
+		cJSON *pair = cJSON_CreateArray();
+		cJSON_AddItemToArray(pair, cJSON_CreateNumber(p->coread[i][0]));
+		cJSON_AddItemToArray(pair, cJSON_CreateNumber(p->coread[i][1]));
+		cJSON_AddItemToArray(co, pair);
+	}
+	cJSON *sh = cJSON_AddArrayToObject(root, "shared_weights");
+	for (uint32_t i = 0; i < p->nshared; i++)
+		cJSON_AddItemToArray(sh, cJSON_CreateNumber(p->shared[i]));
 	cJSON *plan = p->plan_json ? cJSON_Parse(p->plan_json) : NULL;
 	cJSON_AddItemToObject(root, "plan", plan ? plan : cJSON_CreateNull());
 	char *text = cJSON_Print(root);
@@ -259,6 +271,42 @@ static void read_body(struct rd *rd, const cJSON *root, struct ft_profile *p)
 		if (i && p->curve[i].bytes <= p->curve[i - 1].bytes)
 			bad(rd, FT_PROFILE_INCONSISTENT, "copy_curve sizes must increase");
 		i++;
+	}
+	/* traps read together: absent in profiles of 0.2 (none known then) */
+	const cJSON *co = cJSON_GetObjectItemCaseSensitive(root, "coread");
+	if (co && !cJSON_IsArray(co))
+		bad(rd, FT_PROFILE_CORRUPT, "field \"coread\" is not an array");
+	i = 0;
+	cJSON_ArrayForEach(x, co) {
+		const cJSON *a = cJSON_GetArrayItem(x, 0), *b = cJSON_GetArrayItem(x, 1);
+		if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) != 2 || !cJSON_IsNumber(a) ||
+		    !cJSON_IsNumber(b) || a->valuedouble < 0 || b->valuedouble <= a->valuedouble ||
+		    b->valuedouble >= p->ntraps || a->valuedouble != (uint32_t)a->valuedouble ||
+		    b->valuedouble != (uint32_t)b->valuedouble) {
+			bad(rd, FT_PROFILE_INCONSISTENT, "coread[%u] is not a pair of traps a < b", i);
+			break;
+		}
+		if (ft_coread_add(p, (uint32_t)a->valuedouble, (uint32_t)b->valuedouble) < 0)
+			bad(rd, FT_PROFILE_UNREADABLE, "out of memory");
+		i++;
+	}
+	/* weights that stay on the GPU: absent in profiles of 0.2 */
+	const cJSON *sh = cJSON_GetObjectItemCaseSensitive(root, "shared_weights");
+	if (sh && !cJSON_IsArray(sh))
+		bad(rd, FT_PROFILE_CORRUPT, "field \"shared_weights\" is not an array");
+	p->nshared = cJSON_IsArray(sh) ? (uint32_t)cJSON_GetArraySize(sh) : 0;
+	p->shared = p->nshared ? calloc(p->nshared, sizeof(*p->shared)) : NULL;
+	i = 0;
+	const cJSON *shl = p->shared ? sh : NULL;
+	cJSON_ArrayForEach(x, shl) {
+		if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= p->nweights ||
+		    x->valuedouble != (uint32_t)x->valuedouble ||
+		    (i && (uint32_t)x->valuedouble <= p->shared[i - 1])) {
+			bad(rd, FT_PROFILE_INCONSISTENT, "shared_weights[%u] is not a weight index "
+			    "(increasing)", i);
+			break;
+		}
+		p->shared[i++] = (uint32_t)x->valuedouble;
 	}
 	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(root, "plan");
 	if (plan && !cJSON_IsNull(plan))

@@ -231,7 +231,8 @@ int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_tra
 	return (int)k;
 }
 
-int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, uint64_t max_bytes)
+int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, uint64_t max_bytes,
+		   const uint8_t *nocut)
 {
 	/* every piece of a cut trap holds a weight: at most one per weight */
 	uint32_t most = 0;
@@ -250,7 +251,7 @@ int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, ui
 		uint32_t first = x->first_weight, end = x->first_weight + x->nweights;
 		uint64_t acc = 0;
 		for (uint32_t w = first; w < end; w++) {
-			if (acc && acc + sizes[w] > max_bytes) {
+			if (acc && acc + sizes[w] > max_bytes && !(nocut && nocut[w])) {
 				fill(&t[k], k, "layer", sizes, first, w - first), k++;
 				first = w, acc = 0;
 			}
@@ -265,4 +266,80 @@ int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, ui
 	free(*traps);
 	*traps = t;
 	return (int)k;
+}
+
+uint8_t *ft_traps_nocut(const struct ft_trap *traps, uint32_t ntraps, uint32_t n,
+			const uint32_t (*pairs)[2], uint32_t npairs)
+{
+	uint8_t *nocut = calloc(n + 1, 1);
+	int32_t *d = calloc(n + 2, sizeof(*d));
+	uint32_t *trap = malloc((n + 1) * sizeof(*trap));
+	if (!nocut || !d || !trap) {
+		free(d);
+		free(trap);
+		free(nocut);
+		return NULL;
+	}
+	for (uint32_t w = 0; w < n; w++)
+		trap[w] = UINT32_MAX;
+	for (uint32_t t = 0; t < ntraps; t++)
+		for (uint32_t k = 0; k < traps[t].nweights && traps[t].first_weight + k < n; k++)
+			trap[traps[t].first_weight + k] = t;
+	/* pair (i, j) in one trap: no cut before i + 1 .. j (a difference
+	 * array); pairs across traps are apart already */
+	for (uint32_t k = 0; k < npairs; k++)
+		if (pairs[k][0] < pairs[k][1] && pairs[k][1] < n &&
+		    trap[pairs[k][0]] == trap[pairs[k][1]]) {
+			d[pairs[k][0] + 1]++;
+			d[pairs[k][1] + 1]--;
+		}
+	free(trap);
+	int32_t open = 0;
+	for (uint32_t w = 0; w < n; w++) {
+		open += d[w];
+		nocut[w] = open > 0;
+	}
+	free(d);
+	return nocut;
+}
+
+static int by_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+uint32_t ft_traps_exclude_bus(struct ft_trap *traps, uint32_t n, const uint64_t *host,
+			      double bus_bytes_per_ms)
+{
+	double *r = malloc((n + 1) * sizeof(*r));
+	uint32_t done = 0;
+	for (uint32_t t = 0; r && t < n; t++) {
+		struct ft_trap *x = &traps[t];
+		if (!host[t] || !x->compute.samples)
+			continue;
+		/* the median time per byte of the traps of its role timed on
+		 * the GPU */
+		uint32_t m = 0;
+		for (uint32_t k = 0; k < n; k++)
+			if (!host[k] && traps[k].bytes && traps[k].compute.samples &&
+			    !strcmp(traps[k].role, x->role))
+				r[m++] = traps[k].compute.median / (double)traps[k].bytes;
+		double est;
+		if (m) {
+			qsort(r, m, sizeof(*r), by_double);
+			est = r[m / 2] * (double)x->bytes;
+		} else {
+			est = x->compute.median -
+			      (bus_bytes_per_ms > 0 ? (double)host[t] / bus_bytes_per_ms : 0);
+			if (est < x->compute.median / 10)
+				est = x->compute.median / 10;
+		}
+		if (est > x->compute.median)
+			est = x->compute.median;
+		x->compute.median = x->compute.min = x->compute.max = est;
+		done++;
+	}
+	free(r);
+	return done;
 }

@@ -182,9 +182,55 @@ static void saved_sizes_after_one_pass(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* Regions one launch reads together, among the weights: pairs by
+ * first-touch position; regions of allocations made during the passes and
+ * non-weights are left out; consecutive weights of one allocation (one
+ * tensor may have been seen through two pointers) are read together too. */
+static void weights_read_together(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		/* W1: [0, 4) and [4, 8) MiB; W2: [0, 8) MiB; W3 [0, 8), ACT */
+		uint64_t ids[3], offs[3];
+		ft_disc_read(&d, 1, 0, 0, 8 * MB);
+		ft_disc_read(&d, 2, 0, 0, 8 * MB);
+		ids[0] = 1, offs[0] = 0, ids[1] = 2, offs[1] = 0;
+		ft_disc_together(&d, ids, offs, 2);          /* W1+0 with W2 */
+		ft_disc_read(&d, 1, 4 * MB, 0, 8 * MB);
+		ft_disc_read(&d, ACT, 0, 0, 8 * MB);
+		ids[0] = 1, offs[0] = 4 * MB, ids[1] = ACT, offs[1] = 0;
+		ft_disc_together(&d, ids, offs, 2);          /* an activation: no pair */
+		ft_disc_read(&d, 3, 0, 0, 8 * MB);
+		ids[0] = 3, offs[0] = 0, ids[1] = 3, offs[1] = 0x27;
+		ft_disc_together(&d, ids, offs, 2);          /* a misaligned word: itself */
+		ft_disc_pass_end(&d);
+	}
+	ft_disc_extents(&d);
+	for (uint32_t i = 0; i < d.n; i++) {
+		ft_disc_sum(&d, i, 7);
+		ft_disc_sum(&d, i, 7);
+	}
+	uint32_t *idx, (*pairs)[2];
+	uint32_t n = ft_disc_weights(&d, &idx);
+	assert_int_equal(n, 4); /* W1+0, W2, W1+4, W3 */
+	uint32_t np = ft_disc_weight_pairs(&d, idx, n, &pairs);
+	/* (0, 1): read together; (0, 2): W1's two regions abut */
+	assert_int_equal(np, 2);
+	assert_int_equal(pairs[0][0], 0);
+	assert_int_equal(pairs[0][1], 1);
+	assert_int_equal(pairs[1][0], 0);
+	assert_int_equal(pairs[1][1], 2);
+	free(pairs);
+	free(idx);
+	ft_disc_destroy(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(weights_read_together),
 		cmocka_unit_test(classify_all),
 		cmocka_unit_test(unaligned_reference_splits_nothing),
 		cmocka_unit_test(one_checksum_is_not_proof),

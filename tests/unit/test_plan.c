@@ -187,6 +187,59 @@ static void nothing_left_to_copy(void **state)
 	}
 }
 
+/* Traps one launch reads together never share a block: a pair that
+ * round-robin would put in one block (1 and 5 of 4 blocks), every layer
+ * with the next but one, and a triangle that two blocks cannot hold. */
+static void traps_read_together_get_blocks_of_their_own(void **state)
+{
+	(void)state;
+	struct ft_profile p;
+	for (int latency = 0; latency < 2; latency++) {
+		make(&p, 32, 4096, 14336, 1024, latency ? 3.3e7 : 3.3e9);
+		assert_int_equal(ft_coread_add(&p, 5, 1), 1);
+		for (uint32_t t = 1; t + 2 < p.ntraps; t += 3)
+			ft_coread_add(&p, t, t + 2);
+		struct ft_plan_input in = { &p, latency ? 0 : total(&p) / 2, 4, 2, 1.0, 0 };
+		struct ft_plan pl;
+		char why[512];
+		assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
+		check(&pl, &p, in.budget);
+		assert_true(pl.offloaded_bytes > 0);
+		for (uint32_t k = 0; k < p.ncoread; k++) {
+			const struct ft_plan_trap *a = &pl.t[p.coread[k][0]], *b = &pl.t[p.coread[k][1]];
+			if (a->block >= 0 && a->block == b->block)
+				fail_msg("traps %u and %u are read together but share block %d",
+					 p.coread[k][0], p.coread[k][1], a->block);
+		}
+		ft_plan_free(&pl);
+		ft_profile_free(&p);
+	}
+	/* every trap offloaded over exactly four blocks: round-robin puts
+	 * traps 1 and 5 in one */
+	make(&p, 8, 4096, 14336, 1024, 3.3e7);
+	ft_coread_add(&p, 1, 5);
+	struct ft_plan_input all = { &p, 0, 4, 4, 1000.0, 0 };
+	struct ft_plan one;
+	char w[512];
+	assert_int_equal(ft_plan_make(&all, &one, w, sizeof(w)), 0);
+	check(&one, &p, 0);
+	assert_true(one.t[1].block >= 0 && one.t[5].block >= 0);
+	assert_int_not_equal(one.t[1].block, one.t[5].block);
+	ft_plan_free(&one);
+	ft_profile_free(&p);
+	/* three traps pairwise read together, all offloaded: not two blocks */
+	make(&p, 4, 4096, 14336, 1024, 3.3e7);
+	ft_coread_add(&p, 1, 2), ft_coread_add(&p, 2, 3), ft_coread_add(&p, 1, 3);
+	struct ft_plan_input in = { &p, 0, 3, 2, 1000.0, 0 };
+	struct ft_plan pl;
+	char why[512];
+	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
+	assert_true(pl.nblocks == 3 || pl.t[1].block < 0 || pl.t[2].block < 0 || pl.t[3].block < 0);
+	assert_true(pl.t[1].block < 0 || pl.t[1].block != pl.t[3].block);
+	ft_plan_free(&pl);
+	ft_profile_free(&p);
+}
+
 static void refusals(void **state)
 {
 	(void)state;
@@ -216,6 +269,7 @@ int main(void)
 		cmocka_unit_test(offloaded_layers_spread),
 		cmocka_unit_test(latency_mode),
 		cmocka_unit_test(nothing_left_to_copy),
+		cmocka_unit_test(traps_read_together_get_blocks_of_their_own),
 		cmocka_unit_test(refusals),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

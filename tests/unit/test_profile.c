@@ -42,6 +42,9 @@ static void round_trip(void **state)
 	struct ft_profile a, b;
 	char why[256];
 	make(&a, 32);
+	ft_coread_add(&a, 4, 3);
+	ft_coread_add(&a, 1, 5);
+	ft_coread_add(&a, 5, 1);
 	char *text = ft_profile_to_json(&a);
 	assert_non_null(text);
 	assert_int_equal(ft_profile_from_json(text, &b, why, sizeof(why)), FT_PROFILE_OK);
@@ -54,6 +57,12 @@ static void round_trip(void **state)
 	assert_true(b.traps[7].compute.median == a.traps[7].compute.median);
 	assert_int_equal(b.ncurve, 3);
 	assert_true(b.curve[2].ms == 1.24);
+	assert_int_equal(b.ncoread, 2); /* sorted */
+	assert_int_equal(b.coread[0][0], 1);
+	assert_int_equal(b.coread[0][1], 5);
+	assert_int_equal(b.coread[1][0], 3);
+	assert_int_equal(b.coread[1][1], 4);
+	assert_true(ft_coread_has(&b, 5, 1) && !ft_coread_has(&b, 1, 4));
 	assert_string_equal(b.device.name, "NVIDIA H200");
 	assert_null(b.plan_json);
 	assert_int_equal(ft_profile_check_compatible(&b, &a, why, sizeof(why)), FT_PROFILE_OK);
@@ -68,6 +77,7 @@ static void refusals(void **state)
 	(void)state;
 	struct ft_profile a, b;
 	make(&a, 4);
+	ft_coread_add(&a, 1, 2);
 	char *good = ft_profile_to_json(&a);
 	static const struct {
 		const char *find, *replace;
@@ -83,6 +93,9 @@ static void refusals(void **state)
 		{ "\"fingerprint\":\t\"", "\"fingerprint\":\t\"1", FT_PROFILE_INCONSISTENT, "fingerprint" },
 		{ "\"first_weight\":\t1,", "\"first_weight\":\t2,", FT_PROFILE_INCONSISTENT, "continue" },
 		{ "\"bytes\":\t65536", "\"bytes\":\t99999999", FT_PROFILE_INCONSISTENT, "increase" },
+		{ "\"coread\":\t[[1, 2]]", "\"coread\":\t[[2, 1]]", FT_PROFILE_INCONSISTENT, "coread" },
+		{ "\"coread\":\t[[1, 2]]", "\"coread\":\t[[1, 99]]", FT_PROFILE_INCONSISTENT, "coread" },
+		{ "\"coread\":\t[[1, 2]]", "\"coread\":\t7", FT_PROFILE_CORRUPT, "coread" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *at = strstr(good, cases[i].find);

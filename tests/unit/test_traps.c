@@ -261,8 +261,8 @@ static void layers_cut_for_a_small_budget(void **state)
 	struct ft_trap *t;
 	int k = ft_traps_group(s, n, 64 * M, &t);
 	assert_int_equal(k, 5);
-	assert_int_equal(ft_traps_split(&t, (uint32_t)k, s, 420 * M), 5);
-	k = ft_traps_split(&t, (uint32_t)k, s, 151 * M);
+	assert_int_equal(ft_traps_split(&t, (uint32_t)k, s, 420 * M, NULL), 5);
+	k = ft_traps_split(&t, (uint32_t)k, s, 151 * M, NULL);
 	assert_int_equal(k, 1 + 3 * 4 + 1);
 	check_cover(t, k, s, n);
 	assert_string_equal(t[0].role, "embedding");
@@ -274,6 +274,82 @@ static void layers_cut_for_a_small_budget(void **state)
 	assert_int_equal(t[1].bytes, 84 * M); /* q, k, v, o together */
 	assert_int_equal(t[2].bytes, 112 * M);
 	free(t);
+}
+
+/* What one launch reads is never split: a kernel reading q, k and v
+ * together (a fused projection seen as three regions) and a weight that
+ * runs on into the next keep their pieces whole; the cut falls between
+ * groups no launch reads together, and a piece may then exceed the size. */
+static void cuts_keep_what_is_read_together(void **state)
+{
+	(void)state;
+	const uint64_t M = 1 << 20;
+	const uint64_t layer[] = { 32 * M, 8 * M, 12 * M, 32 * M, 112 * M, 112 * M, 112 * M };
+	uint64_t s[32];
+	uint32_t n = 0;
+	s[n++] = 250 * M;
+	for (int l = 0; l < 3; l++)
+		for (int j = 0; j < 7; j++)
+			s[n++] = layer[j];
+	s[n++] = 250 * M;
+	/* in each layer (weights 1 + 7 l ...): q, k, v read by one launch;
+	 * gate and up by one launch */
+	uint32_t pairs[13][2], np = 0;
+	for (uint32_t l = 0; l < 3; l++) {
+		uint32_t b = 1 + 7 * l;
+		pairs[np][0] = b, pairs[np++][1] = b + 2;     /* q with v */
+		pairs[np][0] = b + 1, pairs[np++][1] = b + 2; /* k with v */
+		pairs[np][0] = b + 4, pairs[np++][1] = b + 5; /* gate with up */
+	}
+	/* and one across layers (a kernel reading the embedding and a layer
+	 * weight): it keeps nothing together, they are apart already */
+	pairs[np][0] = 0, pairs[np++][1] = 10;
+	struct ft_trap *t;
+	int k = ft_traps_group(s, n, 64 * M, &t);
+	assert_int_equal(k, 5);
+	uint8_t *nocut = ft_traps_nocut(t, (uint32_t)k, n, (const uint32_t (*)[2])pairs, np);
+	assert_non_null(nocut);
+	k = ft_traps_split(&t, (uint32_t)k, s, 60 * M, nocut);
+	check_cover(t, k, s, n);
+	/* per layer: [q k v] 52, [o] 32, [gate up] 224, [down] 112 */
+	assert_int_equal(k, 1 + 3 * 4 + 1);
+	for (int l = 0; l < 3; l++) {
+		assert_int_equal(t[1 + 4 * l].nweights, 3);
+		assert_int_equal(t[1 + 4 * l].bytes, 52 * M);
+		assert_int_equal(t[3 + 4 * l].nweights, 2);
+		assert_int_equal(t[3 + 4 * l].bytes, 224 * M);
+	}
+	free(t);
+	free(nocut);
+}
+
+/* Traps timed with weights in host memory (the Qwen2 run on the H200:
+ * layers 77 ms on the GPU... 155 ms with half their weights over the bus):
+ * layers get the time per byte of the layers timed on the GPU; the head,
+ * alone in its role, its time less the bus reads; nothing grows. */
+static void bus_reads_are_not_compute(void **state)
+{
+	(void)state;
+	const uint64_t M = 1 << 20;
+	struct ft_trap t[6];
+	const char *role[] = { "embedding", "layer", "layer", "layer", "layer", "head" };
+	const uint64_t bytes[] = { 1040 * M, 450 * M, 450 * M, 900 * M, 450 * M, 1040 * M };
+	const double ms[] = { 1.0, 2.0, 2.2, 30.0, 0.5, 40.0 };
+	const uint64_t host[] = { 0, 0, 0, 450 * M, 100 * M, 1040 * M };
+	for (int i = 0; i < 6; i++) {
+		memset(&t[i], 0, sizeof(t[i]));
+		snprintf(t[i].role, sizeof(t[i].role), "%s", role[i]);
+		t[i].bytes = bytes[i];
+		t[i].compute = (struct ft_stat_ms){ ms[i], ms[i] * 0.9, ms[i] * 1.1, 10 };
+	}
+	/* bus: 50 MiB per ms */
+	assert_int_equal(ft_traps_exclude_bus(t, 6, host, 50.0 * M), 3);
+	assert_true(t[0].compute.median == 1.0 && t[1].compute.median == 2.0);
+	/* the median of 2.0/450 and 2.2/450 per byte: 2.2 (upper median), x2 */
+	assert_true(t[3].compute.median > 4.39 && t[3].compute.median < 4.41);
+	assert_true(t[3].compute.min == t[3].compute.median && t[3].compute.max == t[3].compute.median);
+	assert_true(t[4].compute.median == 0.5); /* never more than measured */
+	assert_true(t[5].compute.median > 19.19 && t[5].compute.median < 19.21); /* 40 - 1040/50 */
 }
 
 static void copy_curve(void **state)
@@ -308,6 +384,8 @@ int main(void)
 		cmocka_unit_test(no_period_falls_back),
 		cmocka_unit_test(minor_regions_in_some_layers),
 		cmocka_unit_test(layers_cut_for_a_small_budget),
+		cmocka_unit_test(cuts_keep_what_is_read_together),
+		cmocka_unit_test(bus_reads_are_not_compute),
 		cmocka_unit_test(copy_curve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
