@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Model zoo GPU check: transformers models of several families, randomly
+initialised (no downloads), run plain and under the library.
+
+  zoo.py run MODEL TAG OUT        one process: PREFILLS prefills of 1 x LEN
+                                  tokens (each its own KV cache), then a
+                                  DECODE-step greedy decode with a KV cache;
+                                  saves every forward's last-position logits,
+                                  times, bytes copied into blocks, phases and
+                                  the library's counters to OUT/MODEL-TAG.pt
+  zoo.py fraction MODEL OUT SHARE the FT_MAX_GPU_MEM_FRACTION that leaves
+                                  SHARE of the decoder's weights off the GPU
+  zoo.py report OUT               every library run against its model's
+                                  plain run: logits bit for bit, prefill and
+                                  decode time against max(resident, floor)
+
+Environment: ZOO_PREFILLS (32), ZOO_LEN (1024), ZOO_DECODE (40), ZOO_LAYERS
+(the model's own depth when unset), ZOO_TRUTH=1 (also writes
+OUT/MODEL-TAG.truth.json: every parameter's address, size and name, and each
+forward's launch window, to read an FT_TRACE of the run against).
+The floor of a forward is the bytes it copied into blocks over the pinned
+host-to-device bandwidth measured in the same process.
+"""
+import ctypes
+import glob
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "scripts"))
+from bench_offload import budget_fraction, h2d_bandwidth, median, write_table  # noqa: E402
+
+PREFILLS = int(os.environ.get("ZOO_PREFILLS", "32"))
+LEN = int(os.environ.get("ZOO_LEN", "1024"))
+DECODE = int(os.environ.get("ZOO_DECODE", "40"))
+TIMED = 10  # the last TIMED prefills and decode steps are timed
+STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_copies",
+         "offload_misses", "offload_conflicts", "offload_demoted", "offload_tails",
+         "offload_roaming_refs", "verify_failures", "plan_budget_bytes", "vmm_host_bytes",
+         "hidden_readers")
+
+# family -> (config class, model class, config); sizes that make offloading
+# matter on a 141 GB GPU at a small fraction
+MODELS = {
+    # Qwen2-7B's shape: q/k/v biases, large vocabulary, untied head (15.2 GB)
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",
+              dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                   num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                   max_position_embeddings=4096, tie_word_embeddings=False)),
+}
+
+
+class Lib:
+    """The library's counters and phase, when it is preloaded."""
+
+    def __init__(self):
+        self.c = ctypes.CDLL(None)
+        self.on = hasattr(self.c, "ft_phase")
+        if self.on:
+            self.c.ft_stat_get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulonglong)]
+
+    def stat(self, name):
+        v = ctypes.c_ulonglong(0)
+        if not self.on or self.c.ft_stat_get(name.encode(), ctypes.byref(v)):
+            return 0
+        return v.value
+
+    def phase(self):
+        return self.c.ft_phase() if self.on else -1
+
+
+def deterministic(torch):
+    """The plain run must repeat itself bit for bit, or comparing it with the
+    library's says nothing: fixed cuBLAS workspace, deterministic algorithms,
+    no cuDNN SDPA (it builds kernels per length)."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    if hasattr(torch.utils, "deterministic"):
+        torch.utils.deterministic.fill_uninitialized_memory = False
+    if hasattr(torch.backends.cuda, "enable_cudnn_sdp"):
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
+def build(name, torch):
+    import transformers
+
+    cfg_cls, model_cls, cfg = MODELS[name]
+    cfg = dict(cfg)
+    if os.environ.get("ZOO_LAYERS"):
+        cfg["num_hidden_layers"] = int(os.environ["ZOO_LAYERS"])
+    torch.manual_seed(0)
+    torch.set_default_dtype(torch.bfloat16)
+    with torch.device("cuda"):
+        m = getattr(transformers, model_cls)(getattr(transformers, cfg_cls)(**cfg)).eval()
+    torch.set_default_dtype(torch.float32)
+    return m, cfg
+
+
+def decoder_bytes(m):
+    layers = m.model.layers
+    return sum(p.numel() * p.element_size() for p in layers.parameters())
+
+
+def run(name, tag, out):
+    import torch
+    from transformers import DynamicCache
+
+    deterministic(torch)
+    lib = Lib()
+    bw = h2d_bandwidth(torch)
+    m, cfg = build(name, torch)
+    params = sum(p.numel() * p.element_size() for p in m.parameters())
+    g = torch.Generator(device="cpu").manual_seed(1)
+    gd = torch.Generator(device="cpu").manual_seed(2)  # decode's prompt: any PREFILLS
+    vocab = cfg["vocab_size"]
+    rec = {"prefill": [], "decode": []}
+    windows = []
+
+    def forward(kind, fn):
+        c0 = lib.stat("offload_copy_bytes")
+        s0 = lib.stat("launches")
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        lg = fn()
+        torch.cuda.synchronize()
+        ms = (time.perf_counter() - t0) * 1e3
+        windows.append({"kind": kind, "first": s0, "end": lib.stat("launches")})
+        rec[kind].append({"ms": ms, "copied": lib.stat("offload_copy_bytes") - c0,
+                          "phase": lib.phase(), "logits": lg.float().cpu()})
+        return lg
+
+    with torch.inference_mode():
+        for i in range(PREFILLS):
+            ids = torch.randint(0, vocab, (1, LEN), generator=g).cuda()
+            forward("prefill", lambda: m(input_ids=ids, past_key_values=DynamicCache(),
+                                         use_cache=True).logits[:, -1])
+        cache = DynamicCache()
+        ids = torch.randint(0, vocab, (1, 32), generator=gd).cuda()
+        tok = m(input_ids=ids, past_key_values=cache, use_cache=True).logits[:, -1].argmax(-1)
+        for i in range(DECODE):
+            lg = forward("decode", lambda: m(input_ids=tok[:, None], past_key_values=cache,
+                                             use_cache=True).logits[:, -1])
+            tok = lg.argmax(-1)
+    free, total = torch.cuda.mem_get_info()
+    res = {"model": name, "tag": tag, "params": params, "decoder": decoder_bytes(m),
+           "total": total, "used": total - free, "bw": bw, "rec": rec,
+           "stats": {s: lib.stat(s) for s in STATS} if lib.on else {}}
+    torch.save(res, os.path.join(out, f"{name}-{tag}.pt"))
+    if os.environ.get("ZOO_TRUTH") == "1":
+        truth = {"forwards": windows,
+                 "params": [{"name": n, "ptr": p.data_ptr(), "bytes": p.numel() * p.element_size()}
+                            for n, p in m.named_parameters()]}
+        json.dump(truth, open(os.path.join(out, f"{name}-{tag}.truth.json"), "w"))
+    print(f"{name} {tag}: {len(rec['prefill'])} prefills, {len(rec['decode'])} decode steps, "
+          f"stats {res['stats']}")
+
+
+def fraction(name, out, share):
+    import torch
+
+    r = torch.load(os.path.join(out, f"{name}-plain.pt"))
+    print(f"{budget_fraction(r['params'], r['decoder'], share, r['total']):.6f}")
+
+
+def same(a, b):
+    import torch
+
+    return torch.equal(a.view(torch.int32), b.view(torch.int32))
+
+
+def timing(r, kind):
+    """(median ms, median floor ms) of the timed forwards of a kind."""
+    xs = r["rec"][kind][-TIMED:]
+    return median([x["ms"] for x in xs]), median([x["copied"] for x in xs]) / r["bw"] * 1e3
+
+
+def report(out):
+    import torch
+
+    ok = True
+    lines = ["# Model zoo on the GPU", "",
+             "ratio = median of the last %d forwards / max(resident, floor); floor = bytes "
+             "copied per forward / H2D bandwidth (same process)" % TIMED, "",
+             "| model | run | prefill identical | decode identical | prefill ms | resident | "
+             "floor | ratio | decode ms | resident | floor | ratio | late loads | conflicts | "
+             "demoted | verify failures |", "|" + "---|" * 16]
+    for plain_path in sorted(glob.glob(os.path.join(out, "*-plain.pt"))):
+        plain = torch.load(plain_path)
+        name = plain["model"]
+        pre_res, _ = timing(plain, "prefill")
+        dec_res, _ = timing(plain, "decode")
+        for path in sorted(glob.glob(os.path.join(out, f"{name}-*.pt"))):
+            r = torch.load(path)
+            if r["tag"].startswith("plain"):
+                continue
+            cols = []
+            for kind in ("prefill", "decode"):
+                # a shorter run (FT_VERIFY: slow) is compared with the
+                # plain run's first forwards
+                a, b = r["rec"][kind], plain["rec"][kind]
+                bad = [i for i, (x, y) in enumerate(zip(a, b)) if not same(x["logits"], y["logits"])]
+                good = 0 < len(a) <= len(b) and not bad
+                ok &= good
+                cols.append(f"yes ({len(a)})" if good else
+                            f"NO ({len(bad)} of {len(a)}, first {bad[:1]})")
+            inference = all(x["phase"] == 2 for k in ("prefill", "decode")
+                            for x in r["rec"][k][-1:])
+            ok &= inference
+            nums = []
+            for kind, res_ms in (("prefill", pre_res), ("decode", dec_res)):
+                if "verify" in r["tag"]:
+                    nums += ["-"] * 4  # FT_VERIFY: nothing prefetched, blocks checked
+                    continue
+                ms, floor = timing(r, kind)
+                nums += [f"{ms:.2f}", f"{res_ms:.2f}", f"{floor:.2f}",
+                         f"{ms / max(res_ms, floor):.3f}"]
+            st = r["stats"]
+            fwd = len(r["rec"]["prefill"]) + len(r["rec"]["decode"])
+            lines.append(f"| {name} | {r['tag']}{'' if inference else ' (not in INFERENCE)'} | "
+                         + " | ".join(cols + nums) + f" | {st.get('offload_misses', 0)} in {fwd} | "
+                         f"{st.get('offload_conflicts', 0)} | {st.get('offload_demoted', 0)} | "
+                         f"{st.get('verify_failures', 0)} |")
+    write_table(out, "zoo.md", lines)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "run":
+        run(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "fraction":
+        fraction(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        sys.exit(report(sys.argv[2]))
