@@ -48,6 +48,7 @@
 #include <stdint.h>
 
 #include "ft/gpu.h"
+#include "ft/options.h" /* FT_TM_*: the transfer modes (FT_TRANSFER_MODE) */
 #include "ft/passes.h" /* FT_PASS_EAGER, FT_PASS_GRAPH: kinds of timed passes */
 #include "ft/real.h"
 #include "ft/stats.h"
@@ -152,7 +153,6 @@ struct ft_kernel;
 
 /* ------------------------------------------------------------ offloading */
 
-enum { FT_OFF_ALLOCATION, FT_OFF_RAW, FT_OFF_STRATEGY }; /* = FT_TM_* */
 
 /* FT_OFFLOAD_TIMING events of one trap, in eager passes or in one graph */
 struct ft_off_tev {

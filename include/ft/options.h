@@ -17,6 +17,8 @@
 #define FT_CTYPE_ENUM  int    /* index into choices; -1 = none */
 #define FT_CTYPE_PATH  char * /* NULL = none; owned */
 
+#define FT_NO_CHOICES(C)
+
 enum ft_opt_id {
 #define FT_OPT(name, ...) FT_OPT_##name,
 #define FT_OPT_REFUSED(name, why)
@@ -41,11 +43,21 @@ struct ft_options {
 	int rank;
 };
 
-/* Enum values of transfer_mode, offload_timing, log_level, ... are indices
- * into the option's choices, in the order options.def lists them. */
-enum { FT_TM_ALLOCATION_BLOCK, FT_TM_RAW_BLOCK, FT_TM_STRATEGY };
-enum { FT_TIMING_OFF, FT_TIMING_EAGER, FT_TIMING_CUDA_GRAPH };
-enum { FT_BATCH_DECODE, FT_BATCH_PREFILL, FT_BATCH_NONE };
+/* The values of ENUM options (transfer_mode: FT_TM_*, offload_timing:
+ * FT_TIMING_*, vllm_timing_batch: FT_BATCH_*, ...), from their choices
+ * lists in options.def: indices into the choices. */
+#define FT_CHOICE_ENUM(prefix, id, text) FT_##prefix##_##id,
+#define FT_OPT(name, type, def, min, max, choices, state, help) \
+	enum { choices(FT_CHOICE_ENUM) FT_OPT_CHOICES_END_##name };
+#define FT_OPT_REFUSED(name, why)
+#include "../../src/common/options.def"
+#undef FT_OPT
+#undef FT_OPT_REFUSED
+#undef FT_CHOICE_ENUM
+
+/* The text of value v of ENUM option id ("" for an empty choice), NULL when
+ * out of range or not an ENUM. */
+const char *ft_options_choice(enum ft_opt_id id, int v);
 
 typedef void (*ft_opt_report_fn)(void *ud, const char *message);
 

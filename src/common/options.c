@@ -31,14 +31,44 @@ struct desc {
 	const char *help;
 };
 
+/* "a|b|c" from a choices list (FT_CHOICES_*), NULL when there is none */
+#define FT_CHOICE_TXT(prefix, id, text) "|" #text
+#define CHOICES(ch) (sizeof("" ch(FT_CHOICE_TXT)) > 1 ? ("" ch(FT_CHOICE_TXT)) + 1 : NULL)
+
 static const struct desc descs[FT_OPT_COUNT] = {
 #define FT_OPT(n, t, d, mn, mx, ch, st, h) \
-	{ #n, T_##t, offsetof(struct ft_options, n), d, mn, mx, ch, S_##st, h },
+	{ #n, T_##t, offsetof(struct ft_options, n), d, mn, mx, CHOICES(ch), S_##st, h },
 #define FT_OPT_REFUSED(n, why)
 #include "options.def"
 #undef FT_OPT
 #undef FT_OPT_REFUSED
 };
+
+/* Every ENUM option's value names, by value (NULL-terminated). */
+#define FT_CHOICE_STR(prefix, id, text) #text,
+#define FT_OPT(n, t, d, mn, mx, ch, st, h) \
+	static const char *const names_##n[] = { ch(FT_CHOICE_STR) NULL };
+#define FT_OPT_REFUSED(n, why)
+#include "options.def"
+#undef FT_OPT
+#undef FT_OPT_REFUSED
+static const char *const *const choice_names[FT_OPT_COUNT] = {
+#define FT_OPT(n, ...) names_##n,
+#define FT_OPT_REFUSED(n, why)
+#include "options.def"
+#undef FT_OPT
+#undef FT_OPT_REFUSED
+};
+
+const char *ft_options_choice(enum ft_opt_id id, int v)
+{
+	if ((unsigned)id >= FT_OPT_COUNT || v < 0)
+		return NULL;
+	for (int i = 0; i <= v; i++)
+		if (!choice_names[id][i])
+			return NULL;
+	return choice_names[id][v];
+}
 
 static const struct {
 	const char *name;
@@ -212,10 +242,14 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 	}
 	case T_INT: {
 		errno = 0;
+		if (nullable(d) && is_none(v)) {
+			*(long *)field = -1; /* ranges of nullable INTs start at 0 */
+			return 0;
+		}
 		long x = strtol(v, &end, 10);
 		if (!*v || *end || errno || x < (long)d->min || x > (long)d->max) {
-			snprintf(why, n, "expected a whole number from %ld to %ld",
-				 (long)d->min, (long)d->max);
+			snprintf(why, n, "expected a whole number from %ld to %ld%s",
+				 (long)d->min, (long)d->max, nullable(d) ? ", or none" : "");
 			return -1;
 		}
 		*(long *)field = x;
@@ -456,6 +490,8 @@ static const char *format_value(const struct desc *d, const struct ft_options *o
 	case T_BOOL:
 		return *(const bool *)field ? "1" : "0";
 	case T_INT:
+		if (nullable(d) && *(const long *)field < 0)
+			return "none";
 		snprintf(out, n, "%ld", *(const long *)field);
 		return out;
 	case T_FLOAT:
@@ -503,8 +539,8 @@ void ft_options_dump(const struct ft_options *o, int fd, int markdown)
 		switch (d->type) {
 		case T_BOOL: snprintf(accepted, sizeof(accepted), "0/1"); break;
 		case T_INT:
-			snprintf(accepted, sizeof(accepted), "%ld..%ld", (long)d->min,
-				 (long)d->max);
+			snprintf(accepted, sizeof(accepted), "%ld..%ld%s", (long)d->min,
+				 (long)d->max, nullable(d) ? " or none" : "");
 			break;
 		case T_FLOAT:
 			snprintf(accepted, sizeof(accepted), "(%g, %g]%s", d->min, d->max,

@@ -50,7 +50,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		e->slot ^= 1;
 		ft_off_record(o, e->ts[e->slot], cs);
 	}
-	if (o->mode == FT_OFF_RAW) {
+	if (o->mode == FT_TM_RAW_BLOCK) {
 		r->cuMemcpyHtoDAsync_v2(b->va, x->host, x->nchunks * o->chunk, cs);
 	} else {
 		size_t off = 0;
@@ -76,7 +76,7 @@ static void ensure(struct ft_offload *o, int t, CUstream s)
 {
 	struct ft_off_block *b = &o->b[o->t[t].block];
 	if (b->occupant != t) {
-		load(o, t, o->mode == FT_OFF_STRATEGY ? s : o->copy);
+		load(o, t, o->mode == FT_TM_STRATEGY ? s : o->copy);
 		FT_STAT_INC(o->stats, offload_misses);
 	}
 	for (uint32_t k = 0; k < b->nreaders; k++)
@@ -413,7 +413,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	if (timing)
 		ft_off_timing_before(o, s, touched, nt, cur);
 	serve(o, s, touched, nt, kernel, timing);
-	if (o->mode != FT_OFF_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
+	if (o->mode != FT_TM_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
 	o->cur = cur;
 	pthread_mutex_unlock(&o->lock);

@@ -192,7 +192,7 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 	o->gcur = -1;
 	if (!nblocks || vmm->state <= 0)
 		FAIL("no VMM-backed allocations (FT_VMM_MIN_BYTES=0, or VMM unusable)");
-	if (mode == FT_OFF_STRATEGY)
+	if (mode == FT_TM_STRATEGY)
 		nblocks = 1; /* one staging block, loaded at first use */
 	o->ntraps = ntraps;
 	o->nblocks = nblocks;
@@ -208,7 +208,7 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 	/* which chunks each offloaded trap gives up */
 	for (uint32_t t = 0; t < ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];
-		x->block = block[t] < 0 ? -1 : mode == FT_OFF_STRATEGY ? 0 : block[t] % (int)nblocks;
+		x->block = block[t] < 0 ? -1 : mode == FT_TM_STRATEGY ? 0 : block[t] % (int)nblocks;
 		if (x->block < 0)
 			continue;
 		x->nruns = trap_runs(vmm, w, nw, t, &x->runs);
@@ -237,7 +237,7 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 			if (ft_vmm_chunk_handle(vmm, &b->h[i]))
 				FAIL("cannot create block %u's memory (%u MiB)", k,
 				     (unsigned)(b->nchunks * o->chunk >> 20));
-		if (mode == FT_OFF_RAW && ft_vmm_map_block(vmm, b->h, b->nchunks, &b->va))
+		if (mode == FT_TM_RAW_BLOCK && ft_vmm_map_block(vmm, b->h, b->nchunks, &b->va))
 			FAIL("cannot map block %u contiguously", k);
 		if (r->cuEventCreate(&b->ready, CU_EVENT_DISABLE_TIMING) ||
 		    r->cuEventCreate(&b->ready_cap, CU_EVENT_DISABLE_TIMING))
@@ -247,7 +247,7 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 				FAIL("cannot create events");
 		o->block_bytes += b->nchunks * o->chunk;
 	}
-	if (mode != FT_OFF_STRATEGY && r->cuStreamCreate(&o->copy, CU_STREAM_NON_BLOCKING))
+	if (mode != FT_TM_STRATEGY && r->cuStreamCreate(&o->copy, CU_STREAM_NON_BLOCKING))
 		FAIL("cannot create the copy stream");
 	o->saved = calloc(nblocks, sizeof(*o->saved));
 	if (!o->saved || r->cuEventCreate(&o->fork, CU_EVENT_DISABLE_TIMING) ||

@@ -55,7 +55,7 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 		o->saved_cur = o->cur;
 		o->cur = -1;
 		o->cap_first = -1;
-		if (o->mode != FT_OFF_STRATEGY) {
+		if (o->mode != FT_TM_STRATEGY) {
 			/* fork: the copy stream joins the capture */
 			r->cuEventRecord(o->fork, s);
 			r->cuStreamWaitEvent(o->copy, o->fork, 0);
@@ -77,7 +77,7 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 	pthread_mutex_lock(&o->lock);
 	if (o->cap_id && o->cap_id == cap) {
 		ft_off_timing_capture_end(o, origin);
-		if (o->mode != FT_OFF_STRATEGY) {
+		if (o->mode != FT_TM_STRATEGY) {
 			/* join: the capture ends with the copy stream's work */
 			r->cuEventRecord(o->join, o->copy);
 			r->cuStreamWaitEvent(origin, o->join, 0);
@@ -117,7 +117,7 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 	const struct ft_real *r = o->real;
 	pthread_mutex_lock(&o->lock);
 	ft_off_timing_replay(o, tag, after);
-	if (!after && o->mode != FT_OFF_STRATEGY) {
+	if (!after && o->mode != FT_TM_STRATEGY) {
 		/* nor may they race eager copies still in flight on the copy
 		 * stream (prefetches into the same blocks) */
 		r->cuEventRecord(o->fork, o->copy);

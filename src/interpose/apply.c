@@ -56,9 +56,6 @@ static void diagnostics(const struct ft_profile *q, const uint64_t *cov, const s
 	}
 }
 
-/* FT_TRANSFER_MODE's values, by FT_TM_* */
-static const char *const transfer_modes[] = { "allocation_block_transfer",
-					      "raw_block_transfer", "strategy" };
 
 /* Whether the weight of first-touch index k is read all over the pass
  * (profile.shared_weights): it stays on the GPU, out of its trap. */
@@ -80,7 +77,7 @@ static void plan_settings(char *buf, size_t n)
 {
 	double f = isnan(ft_g.opt.max_gpu_mem_fraction) ? 0 : ft_g.opt.max_gpu_mem_fraction;
 	snprintf(buf, n, "FT_MAX_GPU_MEM_FRACTION=%g FT_TRANSFER_MODE=%s FT_NUM_BLOCKS=%ld "
-		 "FT_MIN_BLOCKS=%ld FT_TRANSFER_BUDGET_SCALE=%g", f, transfer_modes[ft_g.opt.transfer_mode],
+		 "FT_MIN_BLOCKS=%ld FT_TRANSFER_BUDGET_SCALE=%g", f, ft_options_choice(FT_OPT_transfer_mode, (int)ft_g.opt.transfer_mode),
 		 (long)ft_g.opt.num_blocks, (long)ft_g.opt.min_blocks, ft_g.opt.transfer_budget_scale);
 }
 
@@ -426,7 +423,7 @@ void ft_learn_offload(void)
 	FT_STAT_ADD(&ft_g.stats, offloaded_bytes, ft_g.off.offloaded_bytes);
 	FT_STAT_ADD(&ft_g.stats, block_bytes, ft_g.off.block_bytes);
 	ft_info("offloading (%s%s%s): %.1f MiB of weights moved to the host store, %u blocks of "
-		"%.1f MiB in all on the GPU", transfer_modes[ft_g.opt.transfer_mode],
+		"%.1f MiB in all on the GPU", ft_options_choice(FT_OPT_transfer_mode, (int)ft_g.opt.transfer_mode),
 		saved ? ", plan from the saved profile" : "", verify ? ", FT_VERIFY" : "",
 		(double)ft_g.off.offloaded_bytes / 1048576.0, ft_g.off.nblocks,
 		(double)ft_g.off.block_bytes / 1048576.0);

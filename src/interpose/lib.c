@@ -140,9 +140,7 @@ static int start_observers(void)
 	ft_graphs_init(ft_g.graphs);
 	/* FT_GPU_DEVICE set: that device only; unset: the first allocated on */
 	ft_vmm_init(&ft_g.vmm, &ft_g.real, (size_t)ft_g.opt.vmm_min_bytes,
-		    ft_g.opt.max_gpu_mem_fraction,
-		    ft_g.opt.source[FT_OPT_gpu_device] == FT_SRC_DEFAULT ? -1
-									: (int)ft_g.opt.gpu_device);
+		    ft_g.opt.max_gpu_mem_fraction, (int)ft_g.opt.gpu_device);
 	pthread_mutex_init(&ft_g.learn_lock, NULL);
 	/* Two content samples prove a buffer unchanged: discovery needs two
 	 * passes whatever FT_DISCOVERY_ITERS says.  Profiling starts inside a

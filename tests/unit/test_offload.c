@@ -363,7 +363,7 @@ static const int round_robin4[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3 };
 static void regular_passes(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
 	for (int pass = 0; pass < 5; pass++)
 		for (int t = 0; t < 10; t++)
 			for (int k = 0; k < 3; k++)
@@ -382,7 +382,7 @@ static void regular_passes(void **state)
 static void activations_in_a_resident_weights_extent(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
 	uint64_t norm = S.base[9] + 4 * CHUNK;
 	o->w = realloc(o->w, (o->nw + 1) * sizeof(*o->w));
 	o->w[o->nw++] = (struct ft_off_weight){ norm, norm + CHUNK, 9, 0 };
@@ -406,7 +406,7 @@ static void activations_in_a_resident_weights_extent(void **state)
 static void several_streams(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
 	for (int pass = 0; pass < 4; pass++)
 		for (int t = 0; t < 10; t++) {
 			kernel(o, 1, &t, 1);
@@ -419,7 +419,7 @@ static void several_streams(void **state)
 static void two_traps_in_one_kernel(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
 	for (int pass = 0; pass < 4; pass++)
 		for (int t = 0; t < 9; t++) {
 			int both[] = { t, t + 1 };
@@ -439,7 +439,7 @@ static void two_traps_in_one_kernel(void **state)
 static void stale_reference_into_the_same_block(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
 	for (int pass = 0; pass < 5; pass++)
 		for (int t = 0; t < 10; t++)
 			for (int k = 0; k < 3; k++) {
@@ -469,7 +469,7 @@ static void stale_reference_into_the_same_block(void **state)
 static void a_launch_reading_two_traps_of_one_block_reads_both(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
 	for (int pass = 0; pass < 3; pass++)
 		for (int t = 0; t < 10; t++) {
 			kernel(o, 1, &t, 1);
@@ -491,7 +491,7 @@ static void a_launch_reading_two_traps_of_one_block_reads_both(void **state)
 static void two_traps_of_one_block_in_a_capture(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
 	for (int t = 0; t < 10; t++)
 		kernel(o, 1, &t, 1);
 	S.capturing = 1;
@@ -527,7 +527,7 @@ static void a_link_is_followed_from_its_weight_only(void **state)
 {
 	(void)state;
 	static const int blocks[] = { -1, 0, 1, 2, 3, 0, 1, 2, 3, 0 };
-	struct ft_offload *o = engine(10, blocks, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, blocks, 4, FT_TM_ALLOCATION_BLOCK);
 	/* trap 0's v_proj: the chunk before trap 1's weight, one allocation */
 	uint64_t v0 = S.base[1] - CHUNK, bias = S.base[0] + 4 * CHUNK;
 	o->w = realloc(o->w, (o->nw + 2) * sizeof(*o->w));
@@ -570,7 +570,7 @@ static void a_link_is_followed_from_its_weight_only(void **state)
 static void tied_weight_read_at_both_ends(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine(10, round_robin4, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
 	int zero = 0;
 	for (int pass = 0; pass < 4; pass++) {
 		for (int t = 0; t < 10; t++)
@@ -612,7 +612,7 @@ static void adjacent_weights_are_linked(void **state)
 {
 	(void)state;
 	static const int blocks[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1 };
-	struct ft_offload *o = engine(10, blocks, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, blocks, 4, FT_TM_ALLOCATION_BLOCK);
 	abut(o, 1);
 	assert_int_equal(ft_off_links(o), 0);
 	for (uint32_t i = 0; i < o->nw; i++) /* trap 2's weight runs on into trap 7's */
@@ -638,7 +638,7 @@ static void abutting_allocations_are_not_linked(void **state)
 {
 	(void)state;
 	static const int blocks[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1 };
-	struct ft_offload *o = engine(10, blocks, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, blocks, 4, FT_TM_ALLOCATION_BLOCK);
 	abut(o, 0);
 	assert_int_equal(ft_off_links(o), 0);
 	for (uint32_t i = 0; i < o->nw; i++)
@@ -661,7 +661,7 @@ static void capture_loads_each_trap_once(void **state)
 {
 	(void)state;
 	static const int blocks[] = { -1, 0, 1, 2, 3, 0, 1, 2, 3, 1 };
-	struct ft_offload *o = engine(10, blocks, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, blocks, 4, FT_TM_ALLOCATION_BLOCK);
 	for (int t = 0; t < 10; t++) /* an eager pass first */
 		kernel(o, 1, &t, 1);
 	for (int start = 0; start < 2; start++) {
@@ -715,7 +715,7 @@ static void eager_passes_between_replays(void **state)
 		int n = 4 + rand() % 12, nb = 2 + rand() % 3, block[16], m = 0;
 		for (int t = 0; t < n; t++)
 			block[t] = t == 0 || rand() % 3 == 0 ? -1 : m++ % nb;
-		struct ft_offload *o = engine(n, block, nb, FT_OFF_ALLOCATION);
+		struct ft_offload *o = engine(n, block, nb, FT_TM_ALLOCATION_BLOCK);
 		for (int i = 0; i < 12; i++) {
 			if (rand() % 2) {
 				replay(o, 1 + rand() % 3);
@@ -764,7 +764,7 @@ static void a_tail_reference_does_not_place_the_pass(void **state)
 {
 	(void)state;
 	static const int block[] = { -1, 0, 1, 2, -1, -1, -1, 3, 0, 1 };
-	struct ft_offload *o = engine(10, block, 4, FT_OFF_ALLOCATION);
+	struct ft_offload *o = engine(10, block, 4, FT_TM_ALLOCATION_BLOCK);
 	struct ft_kernel *gemm = calloc(1, sizeof(*gemm)); /* a kernel new to the pass */
 	replay(o, 1);
 	uint64_t tail = S.base[6] + 4096;
@@ -784,7 +784,7 @@ static void strategy_mode(void **state)
 {
 	(void)state;
 	static const int one[] = { 0, 0, 0, 0, 0, 0 };
-	struct ft_offload *o = engine(6, one, 1, FT_OFF_STRATEGY);
+	struct ft_offload *o = engine(6, one, 1, FT_TM_STRATEGY);
 	for (int pass = 0; pass < 3; pass++)
 		for (int t = 0; t < 6; t++) {
 			kernel(o, 1, &t, 1);
@@ -800,8 +800,8 @@ static void random_sequences(void **state)
 	srand(7);
 	for (int round = 0; round < 200; round++) {
 		int n = 3 + rand() % 10, nb = 1 + rand() % 4, block[16];
-		int mode = rand() % 3 == 2 ? FT_OFF_STRATEGY : FT_OFF_ALLOCATION;
-		if (mode == FT_OFF_STRATEGY)
+		int mode = rand() % 3 == 2 ? FT_TM_STRATEGY : FT_TM_ALLOCATION_BLOCK;
+		if (mode == FT_TM_STRATEGY)
 			nb = 1; /* as ft_off_apply makes it */
 		for (int t = 0; t < n; t++)
 			block[t] = rand() % 4 == 0 ? -1 : t % nb;
