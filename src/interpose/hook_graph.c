@@ -102,10 +102,10 @@ INSTANTIATE_PARAMS(cuGraphInstantiateWithParams_ptsz)
 /* A replay of a graph whose capture read tracked memory is one pass. */
 static void replayed(CUgraphExec e)
 {
-	if (atomic_load_explicit(&ft_g.phase, memory_order_relaxed) == FT_PHASE_INFERENCE ||
+	if (ft_learn_phase(&ft_g.learn) == FT_PHASE_INFERENCE ||
 	    !ft_graphs_exec_refs(ft_g.graphs, H(e), NULL))
 		return;
-	ft_learn_replay(H(e));
+	ft_learn_replay(&ft_g.learn, H(e));
 }
 
 /* A replay of a graph captured before offloading began that reads offloaded

@@ -69,7 +69,7 @@ static void at_exit(void)
 {
 	if (!ft_g.enabled)
 		return;
-	ft_learn_exit();
+	ft_learn_exit(&ft_g.learn);
 	print_stats();
 	if (ft_trace_on(&ft_g.trace)) {
 		struct cJSON *rec = ft_trace_begin("stats");
@@ -86,7 +86,7 @@ static void at_exit(void)
  * usable there) and whatever the parent had buffered for the trace. */
 static void fork_prepare(void)
 {
-	pthread_mutex_lock(&ft_g.learn_lock);
+	pthread_mutex_lock(&ft_g.learn.lock);
 	pthread_mutex_lock(&ft_g.graphs->lock);
 	pthread_mutex_lock(&ft_g.trace.lock);
 	pthread_mutex_lock(&ft_g.kernels.lock);
@@ -101,7 +101,7 @@ static void fork_parent(void)
 	pthread_mutex_unlock(&ft_g.kernels.lock);
 	pthread_mutex_unlock(&ft_g.trace.lock);
 	pthread_mutex_unlock(&ft_g.graphs->lock);
-	pthread_mutex_unlock(&ft_g.learn_lock);
+	pthread_mutex_unlock(&ft_g.learn.lock);
 }
 
 static void fork_child(void)
@@ -113,15 +113,12 @@ static void fork_child(void)
 	pthread_mutex_init(&ft_g.kernels.lock, NULL);
 	pthread_mutex_init(&ft_g.trace.lock, NULL);
 	pthread_mutex_init(&ft_g.graphs->lock, NULL);
-	pthread_mutex_init(&ft_g.learn_lock, NULL);
+	ft_learn_after_fork(&ft_g.learn);
 	ft_registry_clear(&ft_g.reg);
 	ft_kernels_flush(&ft_g.kernels);
 	ft_trace_after_fork(&ft_g.trace);
 	atomic_store(&ft_g.active_captures, 0);
-	/* What the parent was learning does not describe the child. */
-	atomic_store(&ft_g.phase, FT_PHASE_INFERENCE);
-	ft_g.phases.phase = FT_PHASE_INFERENCE;
-	/* nor do its VMM allocations and blocks (CUDA does not cross fork) */
+	/* nor do the parent's VMM allocations and blocks (CUDA does not cross fork) */
 	pthread_mutex_init(&ft_g.vmm.lock, NULL);
 	ft_g.vmm.n = 0;
 	ft_g.off.active = 0;
@@ -132,7 +129,7 @@ static int start_observers(void)
 	ft_g.tmaps = calloc(1, sizeof(*ft_g.tmaps));
 	ft_g.graphs = calloc(1, sizeof(*ft_g.graphs));
 	if (!ft_g.tmaps || !ft_g.graphs || ft_registry_init(&ft_g.reg) ||
-	    ft_kernels_init(&ft_g.kernels, &ft_g.real) || ft_passes_init(&ft_g.passes)) {
+	    ft_kernels_init(&ft_g.kernels, &ft_g.real)) {
 		ft_error("out of memory while starting; passing every call through");
 		return -1;
 	}
@@ -141,15 +138,16 @@ static int start_observers(void)
 	/* FT_GPU_DEVICE set: that device only; unset: the first allocated on */
 	ft_vmm_init(&ft_g.vmm, &ft_g.real, (size_t)ft_g.opt.vmm_min_bytes,
 		    ft_g.opt.max_gpu_mem_fraction, (int)ft_g.opt.gpu_device);
-	pthread_mutex_init(&ft_g.learn_lock, NULL);
-	/* Two content samples prove a buffer unchanged: discovery needs two
-	 * passes whatever FT_DISCOVERY_ITERS says.  Profiling starts inside a
-	 * pass (a boundary is confirmed a few launches late), so it takes one
-	 * pass more than the FT_PROFILING_ITERS it times. */
-	long prof = ft_g.opt.profiling_iters > 1 ? ft_g.opt.profiling_iters : 1;
-	ft_phases_init(&ft_g.phases, ft_g.opt.discovery_iters > 2 ? ft_g.opt.discovery_iters : 2,
-		       prof + 1);
-	ft_learn_start();
+	const struct ft_learn_env env = {
+		.real = &ft_g.real, .opt = &ft_g.opt, .stats = &ft_g.stats, .reg = &ft_g.reg,
+		.graphs = ft_g.graphs, .trace = &ft_g.trace, .vmm = &ft_g.vmm, .off = &ft_g.off,
+		.timing = &ft_g.timing, .timing_window = &ft_g.timing_window,
+		.captures = &ft_g.active_captures,
+	};
+	if (ft_learn_init(&ft_g.learn, &env)) {
+		ft_error("out of memory while starting; passing every call through");
+		return -1;
+	}
 	ft_g.trace.fd = -1;
 	if (ft_g.opt.trace) {
 		int rc = ft_trace_open(&ft_g.trace, ft_g.opt.trace);
@@ -240,18 +238,14 @@ FT_EXPORT long long ft_mark_pass(void)
 	ft_lib_ensure();
 	if (!ft_is_observing())
 		return -1;
-	pthread_mutex_lock(&ft_g.learn_lock);
-	ft_obs_pass(ft_passes_mark(&ft_g.passes), 0);
-	long long n = (long long)ft_g.passes.passes;
-	pthread_mutex_unlock(&ft_g.learn_lock);
-	return n;
+	return ft_learn_mark(&ft_g.learn);
 }
 
 FT_EXPORT int ft_phase(void)
 {
 	if (!ft_is_observing())
 		return -1;
-	return atomic_load_explicit(&ft_g.phase, memory_order_relaxed);
+	return ft_learn_phase(&ft_g.learn);
 }
 
 FT_EXPORT unsigned long long ft_iters_before_inference(void)
@@ -259,19 +253,18 @@ FT_EXPORT unsigned long long ft_iters_before_inference(void)
 	ft_lib_ensure();
 	if (!ft_is_observing())
 		return 0;
-	/* + two passes before discovery starts (see learn.c) */
-	return 2 + ft_phases_iters_before_inference(&ft_g.phases);
+	return ft_learn_iters_before_inference(&ft_g.learn);
 }
 
 /* ft_save_profile / ft_load_profile: fn(dir) under the learning lock. */
-static int profile_io(int (*fn)(const char *), const char *dir)
+static int profile_io(int (*fn)(struct ft_learn *, const char *), const char *dir)
 {
 	ft_lib_ensure();
 	if (!ft_is_observing())
 		return -1;
-	pthread_mutex_lock(&ft_g.learn_lock);
-	int rc = fn(dir);
-	pthread_mutex_unlock(&ft_g.learn_lock);
+	pthread_mutex_lock(&ft_g.learn.lock);
+	int rc = fn(&ft_g.learn, dir);
+	pthread_mutex_unlock(&ft_g.learn.lock);
 	return rc;
 }
 

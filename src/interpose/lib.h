@@ -13,6 +13,7 @@
 
 #include "ft/cuda.h"
 #include "ft/engine.h"
+#include "ft/learn.h"
 #include "ft/kernels.h"
 #include "ft/log.h"
 #include "ft/graphs.h"
@@ -24,7 +25,6 @@
 #include "ft/scan.h"
 #include "ft/stats.h"
 #include "ft/trace.h"
-#include "learn.h"
 
 #define FT_EXPORT __attribute__((visibility("default")))
 
@@ -42,13 +42,8 @@ struct ft_lib {
 	struct ft_stats stats;
 	_Atomic int active_captures;
 
-	/* learning: pass detection and the phase machine, under learn_lock */
-	pthread_mutex_t learn_lock;
-	struct ft_passes passes;
-	struct ft_phases phases;
-	_Atomic int phase;          /* phases.phase, readable without the lock */
 	struct ft_graphs *graphs;
-	struct ft_learning learning;
+	struct ft_learn learn;      /* pass detection and the phase machine */
 	struct ft_vmm vmm;
 	struct ft_offload off;
 	struct ft_timing_store timing, timing_window; /* FT_OFFLOAD_TIMING */
@@ -120,8 +115,6 @@ void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUr
  * h1/h2 are named handles (NULL name = absent). */
 void ft_obs_event(const char *ev, const char *api, CUresult rc,
 		  const char *k1, uint64_t h1, const char *k2, uint64_t h2);
-/* A pass completed (source: enum ft_pass_source); caller holds learn_lock. */
-void ft_obs_pass(int source, uint64_t start_launch);
 /* what (a launch, a replay; name: the kernel or API) reads offloaded trap
  * trap at weight where the executor cannot page it: counted, reported. */
 void ft_obs_hidden(const char *what, const char *name, int trap, uint64_t weight);

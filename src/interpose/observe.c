@@ -33,7 +33,7 @@ void ft_obs_alloc(const char *api, uint64_t base, uint64_t size, int kind,
 	int dev = current_device();
 	uint64_t id = ft_registry_add(&ft_g.reg, base, size, kind, dev, &evicted);
 	FT_STAT_INC(&ft_g.stats, allocs);
-	ft_learn_alloc(id);
+	ft_learn_alloc(&ft_g.learn, id);
 	if (evicted) {
 		FT_STAT_ADD(&ft_g.stats, stale_evicted, evicted);
 		ft_debug("%s at 0x%llx overlaps %u tracked range(s) whose free was not seen",
@@ -117,9 +117,9 @@ static void trace_range_op(const char *ev, const char *api, uint64_t dst,
 static void written(uint64_t dst, uint64_t bytes)
 {
 	struct ft_alloc a;
-	if (atomic_load_explicit(&ft_g.phase, memory_order_relaxed) == FT_PHASE_DISCOVERY &&
+	if (ft_learn_phase(&ft_g.learn) == FT_PHASE_DISCOVERY &&
 	    ft_registry_maybe(&ft_g.reg, dst) && !ft_registry_lookup(&ft_g.reg, dst, &a))
-		ft_learn_write(a.id, dst - a.base, bytes);
+		ft_learn_write(&ft_g.learn, a.id, dst - a.base, bytes);
 }
 
 void ft_obs_copy(const char *api, uint64_t dst, uint64_t src, uint64_t bytes,
@@ -209,7 +209,7 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 	s->seq = FT_STAT_INC(&ft_g.stats, launches);
 	s->cap = ft_obs_capture_id(l->stream, l->ptsz);
 	if (s->scanned && !s->cap)
-		ft_learn_before(l, &s->refs, s->seq);
+		ft_learn_before(&ft_g.learn, l->stream, l->ptsz, &s->refs, s->seq);
 	if (!ft_g.off.active)
 		return;
 	const char *name = s->k ? s->k->name : "?";
@@ -269,7 +269,7 @@ void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUr
 	if (ft_trace_on(&ft_g.trace))
 		trace_launch(l, s->k, s->scanned ? &s->refs : NULL, s->seq, s->cap, rc);
 	if (s->scanned && !s->cap && rc == CUDA_SUCCESS)
-		ft_learn_after(l, &s->refs, s->seq);
+		ft_learn_after(&ft_g.learn, l->stream, l->ptsz, &s->refs, s->seq);
 }
 
 void ft_obs_event(const char *ev, const char *api, CUresult rc, const char *k1,

@@ -1,7 +1,7 @@
 /*
- * INFERENCE begins: the plan is made (or taken from the saved profile) and
- * applied by the block engine (include/ft/engine.h).  Runs under the
- * learning lock, once.
+ * INFERENCE begins (include/ft/learn.h): the plan is made (or taken from
+ * the saved profile) and applied by the block engine (include/ft/engine.h).
+ * Runs under the learning lock, once.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -9,26 +9,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ft/engine.h"
 #include "ft/plan.h"
-#include "lib.h"
-
-#define L (ft_g.learning)
+#include "learn_int.h"
 
 /* The budget for the weights on the GPU (resident weights + blocks),
  * memory mode, upstream's rules: a fraction of the device, capped by what
  * is free plus the weights already on it.  KV caches, activations and
  * workspaces are not in it (a server sizes its KV cache from what the
  * model leaves).  0: latency mode. */
-uint64_t ft_learn_budget(uint64_t weights)
+uint64_t ft_learn_budget(struct ft_learn *L, uint64_t weights)
 {
-	double f = ft_g.opt.max_gpu_mem_fraction;
-	if (isnan(f) || !L.prof.device.total_bytes)
+	double f = L->env.opt->max_gpu_mem_fraction;
+	if (isnan(f) || !L->prof.device.total_bytes)
 		return 0;
-	double budget = f * (double)L.prof.device.total_bytes;
+	double budget = f * (double)L->prof.device.total_bytes;
 	size_t free_b = 0, total_b = 0;
-	if (ft_g.real.cuMemGetInfo_v2 &&
-	    ft_g.real.cuMemGetInfo_v2(&free_b, &total_b) == CUDA_SUCCESS &&
+	if (L->env.real->cuMemGetInfo_v2 &&
+	    L->env.real->cuMemGetInfo_v2(&free_b, &total_b) == CUDA_SUCCESS &&
 	    budget > (double)free_b + (double)weights) {
 		ft_info("capping the GPU budget from %.0f to %.0f MiB (free memory plus the weights)",
 			budget / 1048576.0, ((double)free_b + (double)weights) / 1048576.0);
@@ -56,7 +53,6 @@ static void diagnostics(const struct ft_profile *q, const uint64_t *cov, const s
 	}
 }
 
-
 /* Whether the weight of first-touch index k is read all over the pass
  * (profile.shared_weights): it stays on the GPU, out of its trap. */
 static int shared_weight(const struct ft_profile *p, uint32_t k)
@@ -73,20 +69,20 @@ static int shared_weight(const struct ft_profile *p, uint32_t k)
 }
 
 /* The settings a plan depends on, as recorded with it in profile.json. */
-static void plan_settings(char *buf, size_t n)
+static void plan_settings(struct ft_learn *L, char *buf, size_t n)
 {
-	double f = isnan(ft_g.opt.max_gpu_mem_fraction) ? 0 : ft_g.opt.max_gpu_mem_fraction;
+	double f = isnan(L->env.opt->max_gpu_mem_fraction) ? 0 : L->env.opt->max_gpu_mem_fraction;
 	snprintf(buf, n, "FT_MAX_GPU_MEM_FRACTION=%g FT_TRANSFER_MODE=%s FT_NUM_BLOCKS=%ld "
-		 "FT_MIN_BLOCKS=%ld FT_TRANSFER_BUDGET_SCALE=%g", f, ft_options_choice(FT_OPT_transfer_mode, (int)ft_g.opt.transfer_mode),
-		 (long)ft_g.opt.num_blocks, (long)ft_g.opt.min_blocks, ft_g.opt.transfer_budget_scale);
+		 "FT_MIN_BLOCKS=%ld FT_TRANSFER_BUDGET_SCALE=%g", f, ft_options_choice(FT_OPT_transfer_mode, (int)L->env.opt->transfer_mode),
+		 (long)L->env.opt->num_blocks, (long)L->env.opt->min_blocks, L->env.opt->transfer_budget_scale);
 }
 
 /* A new plan, into profile.json: what can leave the GPU is what whole
  * chunks of VMM-backed allocations hold (cov[t] per trap), so the planner
  * sees those bytes as the traps' and the rest as staying resident. */
-static void make_plan(const uint64_t *cov)
+static void make_plan(struct ft_learn *L, const uint64_t *cov)
 {
-	struct ft_profile *p = &L.prof;
+	struct ft_profile *p = &L->prof;
 	uint64_t weights = 0, coverable = 0;
 	for (uint32_t i = 0; i < p->nweights; i++)
 		weights += p->weights[i];
@@ -103,23 +99,23 @@ static void make_plan(const uint64_t *cov)
 		q.traps[t].bytes = cov[t];
 	/* regions whose content discovery could not check may be weights it
 	 * missed: they stay, and count against the budget like weights */
-	uint64_t budget = ft_learn_budget(weights + L.unchecked_bytes);
-	uint64_t stays = weights + L.unchecked_bytes - coverable;
+	uint64_t budget = ft_learn_budget(L, weights + L->unchecked_bytes);
+	uint64_t stays = weights + L->unchecked_bytes - coverable;
 	if (budget && budget <= stays) {
 		ft_error("FT_MAX_GPU_MEM_FRACTION=%g leaves %.0f MiB for the weights, but %.0f MiB of "
 			 "them cannot leave the GPU (not in whole 2 MiB chunks of their own, or content "
 			 "not checked); nothing is offloaded: raise the fraction",
-			 ft_g.opt.max_gpu_mem_fraction,
+			 L->env.opt->max_gpu_mem_fraction,
 			 (double)budget / 1048576.0, (double)stays / 1048576.0);
 		free(q.traps);
 		return;
 	}
-	FT_STAT_ADD(&ft_g.stats, plan_budget_bytes, budget);
+	FT_STAT_ADD(L->env.stats, plan_budget_bytes, budget);
 	struct ft_plan_input in = {
 		.profile = &q, .budget = budget ? budget - stays : 0,
-		.num_blocks = (uint32_t)ft_g.opt.num_blocks, .min_blocks = (uint32_t)ft_g.opt.min_blocks,
-		.scale = ft_g.opt.transfer_budget_scale,
-		.raw = ft_g.opt.transfer_mode == FT_TM_RAW_BLOCK,
+		.num_blocks = (uint32_t)L->env.opt->num_blocks, .min_blocks = (uint32_t)L->env.opt->min_blocks,
+		.scale = L->env.opt->transfer_budget_scale,
+		.raw = L->env.opt->transfer_mode == FT_TM_RAW_BLOCK,
 	};
 	struct ft_plan plan;
 	char why[512];
@@ -131,7 +127,7 @@ static void make_plan(const uint64_t *cov)
 	}
 	cJSON *o = cJSON_CreateObject();
 	char settings[256];
-	plan_settings(settings, sizeof(settings));
+	plan_settings(L, settings, sizeof(settings));
 	ft_trace_str(o, "settings", settings);
 	ft_trace_str(o, "mode", in.budget ? "memory" : "latency");
 	ft_trace_num(o, "budget_bytes", (double)in.budget);
@@ -159,19 +155,18 @@ static void make_plan(const uint64_t *cov)
 		in.budget ? "memory" : "latency", (double)plan.offloaded_bytes / 1048576.0,
 		(double)weights / 1048576.0, plan.nblocks, plan.pass_ms, plan.compute_ms,
 		plan.floor_ms);
-	if (ft_g.opt.enable_diagnostics)
+	if (L->env.opt->enable_diagnostics)
 		diagnostics(p, cov, &plan);
 	ft_plan_free(&plan);
 }
 
-
 /* A saved plan is applied only under the settings it was made with (the
  * current settings and scan are authoritative): otherwise it is dropped and
  * the traps are planned again from the saved timings. */
-static void check_saved_plan(struct ft_profile *p)
+static void check_saved_plan(struct ft_learn *L, struct ft_profile *p)
 {
 	char now[256];
-	plan_settings(now, sizeof(now));
+	plan_settings(L, now, sizeof(now));
 	cJSON *o = cJSON_Parse(p->plan_json);
 	cJSON *made = o ? cJSON_GetObjectItem(o, "settings") : NULL;
 	if (!cJSON_IsString(made) || strcmp(made->valuestring, now)) {
@@ -181,92 +176,6 @@ static void check_saved_plan(struct ft_profile *p)
 		p->plan_json = NULL;
 	}
 	cJSON_Delete(o);
-}
-
-/* Whether the refreshed timings go to profile.json too. */
-static int refresh_file;
-
-/* A timed pass while the profile's timings are refreshed: once enough have
- * come, the profile in memory gets them (ft_save_profile writes them) and,
- * with FT_PROFILE_STORAGE_DIR, profile.json (the plan in effect stays;
- * this process plans nothing again).  Under the executor's lock; nothing
- * else changes the profile's timings in INFERENCE. */
-static int refresh_pass(void *arg, const float *v, uint32_t ntraps, int kind)
-{
-	if (ntraps != L.refresh.ntraps)
-		return 1;
-	if (kind != *(const int *)arg)
-		return 0;
-	int done = ft_refresh_add(&L.refresh, v, FT_T_COLS, FT_T_COMPUTE);
-	if (done != 1)
-		return done < 0;
-	if (ft_refresh_apply(&L.refresh, L.prof.traps))
-		return 1;
-	double sum = 0;
-	for (uint32_t t = 0; t < L.prof.ntraps; t++)
-		sum += L.prof.traps[t].compute.median;
-	ft_info("profile: compute timings refreshed from %u passes timed after the plan: %.3f ms "
-		"of trap compute per pass", L.refresh.need, sum);
-	if (!refresh_file)
-		return 1;
-	const char *dir = ft_g.opt.profile_storage_dir;
-	int rc = ft_profile_save(&L.prof, dir);
-	if (rc)
-		ft_warn("cannot refresh %s/%s's timings (%s)", dir, FT_PROFILE_FILE, strerror(-rc));
-	else
-		ft_info("%s/%s: compute timings refreshed", dir, FT_PROFILE_FILE);
-	return 1;
-}
-
-/* The per-trap compute times of the first max(1, FT_PROFILING_ITERS)
- * passes of a kind replace the profile's: with FT_PROFILE_STORAGE_DIR and
- * an adopted profile.json, of the kind FT_VLLM_TIMING_BATCH names (decode
- * passes are CUDA graph replays: servers capture their decode steps, after
- * the plan so that they page; prefill passes are eager passes: a program
- * without graphs runs every pass eagerly), into profile.json; when the
- * traps were timed with weights in host memory (their times estimated),
- * of the first eager passes, always in memory and into profile.json unless
- * FT_VLLM_TIMING_BATCH is empty or the file is read-only. */
-static void arm_refresh(const struct ft_profile *p)
-{
-	static int kind;
-	const char *dir = ft_g.opt.profile_storage_dir;
-	int batch = ft_g.opt.vllm_timing_batch;
-	int estimated = L.timed_over_budget && !L.adopted;
-	int file = dir && batch >= 0 && batch != FT_BATCH_NONE && (L.adopted || estimated);
-	if (file && ft_g.opt.profile_read_only) {
-		ft_info("FT_PROFILE_READ_ONLY=1: %s/%s's timings are not refreshed", dir,
-			FT_PROFILE_FILE);
-		file = 0;
-	}
-	if (!file && !estimated)
-		return;
-	refresh_file = file;
-	kind = batch == FT_BATCH_DECODE && !estimated ? FT_PASS_GRAPH : FT_PASS_EAGER;
-	uint32_t need = ft_g.opt.profiling_iters > 1 ? (uint32_t)ft_g.opt.profiling_iters : 1;
-	if (need > FT_TIMING_PASSES) {
-		ft_info("FT_PROFILING_ITERS=%ld is more passes than the timing store keeps: the "
-			"refresh takes the first %u", (long)ft_g.opt.profiling_iters,
-			(unsigned)FT_TIMING_PASSES);
-		need = FT_TIMING_PASSES;
-	}
-	if (ft_refresh_init(&L.refresh, p->ntraps, need) ||
-	    ft_off_on_pass(&ft_g.off, refresh_pass, &kind, kind == FT_PASS_GRAPH)) {
-		ft_refresh_free(&L.refresh);
-		ft_warn("cannot time passes: the profile's timings are not refreshed");
-		return;
-	}
-	ft_info("the profile's timings%s will be refreshed from the first %u %s", file ? " (and "
-		"profile.json's)" : "", need,
-		kind == FT_PASS_GRAPH ? "CUDA graph replays (decode)" : "eager passes");
-}
-
-void ft_learn_exit(void)
-{
-	if (L.refresh.need && L.refresh.got < L.refresh.need)
-		ft_info("the profile's timings%s were not refreshed: %u of the %u passes they were "
-			"to be refreshed from were timed", refresh_file ? " (and profile.json's)" : "",
-			L.refresh.got, L.refresh.need);
 }
 
 /* Whether a saved plan gives two traps that one launch reads together one
@@ -302,33 +211,33 @@ static int plan_blocks(const char *json, uint32_t ntraps, int *block, uint32_t *
 	return ok ? 0 : -1;
 }
 
-void ft_learn_offload(void)
+void ft_learn_offload(struct ft_learn *L)
 {
-	struct ft_profile *p = &L.prof;
-	if (!p->ntraps || !L.nwmap)
+	struct ft_profile *p = &L->prof;
+	if (!p->ntraps || !L->nwmap)
 		return;
 	unsigned char *in_graph = NULL;
-	struct ft_off_weight *w = malloc(L.nwmap * sizeof(*w));
+	struct ft_off_weight *w = malloc(L->nwmap * sizeof(*w));
 	uint64_t *cov = calloc(p->ntraps, sizeof(*cov));
 	int *block = malloc(p->ntraps * sizeof(*block));
 	uint32_t *kept = calloc(p->ntraps + 1, sizeof(*kept)), *all = calloc(p->ntraps + 1, sizeof(*all));
 	uint64_t *kept_bytes = calloc(p->ntraps + 1, sizeof(*kept_bytes));
 	if (!w || !cov || !block)
 		goto out;
-	for (uint32_t i = 0; i < L.nwmap; i++) {
-		w[i] = (struct ft_off_weight){ .lo = L.wmap[i].va,
-					       .hi = L.wmap[i].va + L.wmap[i].extent,
-					       .trap = L.wmap[i].trap };
-		uint32_t t = L.wmap[i].trap;
+	for (uint32_t i = 0; i < L->nwmap; i++) {
+		w[i] = (struct ft_off_weight){ .lo = L->wmap[i].va,
+					       .hi = L->wmap[i].va + L->wmap[i].extent,
+					       .trap = L->wmap[i].trap };
+		uint32_t t = L->wmap[i].trap;
 		if (t >= p->ntraps || !kept || !all || !kept_bytes)
 			continue;
 		all[t]++;
 		/* read all over the pass: offloading it with its trap would
 		 * reload the trap within every pass */
-		if (shared_weight(p, L.wmap[i].order)) {
+		if (shared_weight(p, L->wmap[i].order)) {
 			w[i].trap = UINT32_MAX;
 			kept[t]++;
-			kept_bytes[t] += L.wmap[i].extent;
+			kept_bytes[t] += L->wmap[i].extent;
 		}
 	}
 	for (uint32_t t = 0; kept && kept_bytes && t < p->ntraps; t++)
@@ -340,16 +249,16 @@ void ft_learn_offload(void)
 	 * they are now: those traps stay resident */
 	in_graph = calloc(p->ntraps, 1);
 	struct ft_region_ref *gr = NULL;
-	uint32_t ngr = ft_graphs_unpaged_refs(ft_g.graphs, &gr);
+	uint32_t ngr = ft_graphs_unpaged_refs(L->env.graphs, &gr);
 	for (uint32_t i = 0; in_graph && i < ngr; i++) {
 		uint64_t a = gr[i].alloc_base + gr[i].offset;
-		for (uint32_t k = 0; k < L.nwmap; k++)
+		for (uint32_t k = 0; k < L->nwmap; k++)
 			if (a >= w[k].lo && a < w[k].hi && w[k].trap < p->ntraps)
 				in_graph[w[k].trap] = 1;
 	}
 	free(gr);
 	for (uint32_t t = 0; t < p->ntraps; t++) {
-		cov[t] = ft_off_coverable(&ft_g.vmm, w, L.nwmap, t);
+		cov[t] = ft_off_coverable(L->env.vmm, w, L->nwmap, t);
 		if (in_graph && in_graph[t] && cov[t]) {
 			ft_info("%s is read by a CUDA graph captured before offloading began: it "
 				"stays on the GPU (graphs captured from now on page their weights)",
@@ -358,10 +267,10 @@ void ft_learn_offload(void)
 		}
 	}
 	if (p->plan_json)
-		check_saved_plan(p);
+		check_saved_plan(L, p);
 	int saved = p->plan_json != NULL;
 	if (!saved)
-		make_plan(cov);
+		make_plan(L, cov);
 	uint32_t nblocks = 0;
 	if (!p->plan_json || plan_blocks(p->plan_json, p->ntraps, block, &nblocks)) {
 		if (saved)
@@ -372,7 +281,7 @@ void ft_learn_offload(void)
 		free(p->plan_json);
 		p->plan_json = NULL;
 		saved = 0;
-		make_plan(cov);
+		make_plan(L, cov);
 		if (!p->plan_json || plan_blocks(p->plan_json, p->ntraps, block, &nblocks))
 			goto out;
 	}
@@ -388,45 +297,45 @@ void ft_learn_offload(void)
 	}
 	char why[256];
 	struct ft_gpu *verify = NULL;
-	if (ft_g.opt.verify) {
-		if (ft_gpu_start(&L.gpu, &ft_g.real))
+	if (L->env.opt->verify) {
+		if (ft_gpu_start(&L->gpu, L->env.real))
 			ft_warn("FT_VERIFY=1: the checksum kernel cannot be loaded; blocks are "
 				"poisoned but not checked");
 		else
-			verify = &L.gpu;
+			verify = &L->gpu;
 	}
-	if (ft_off_apply(&ft_g.off, &ft_g.real, &ft_g.vmm, &ft_g.stats, verify,
-			 ft_g.opt.transfer_mode, ft_g.opt.pinned_memory, block,
-			 p->ntraps, nblocks, w, L.nwmap, why, sizeof(why))) {
+	if (ft_off_apply(L->env.off, L->env.real, L->env.vmm, L->env.stats, verify,
+			 L->env.opt->transfer_mode, L->env.opt->pinned_memory, block,
+			 p->ntraps, nblocks, w, L->nwmap, why, sizeof(why))) {
 		ft_error("offloading failed, every weight stays on the GPU: %s", why);
 		goto out;
 	}
-	ft_g.off.captures = &ft_g.active_captures;
+	L->env.off->captures = L->env.captures;
 	for (uint32_t t = 0; kept && all && t < p->ntraps; t++)
-		ft_g.off.t[t].shared = all[t] && kept[t] == all[t];
+		L->env.off->t[t].shared = all[t] && kept[t] == all[t];
 	/* the planner keeps the weights within the budget from here on: the
 	 * limit on all large allocations, which stood in for it while weights
 	 * could not be told apart, ends */
-	ft_vmm_unlimit(&ft_g.vmm);
-	if (ft_g.opt.offload_timing != FT_TIMING_OFF) {
+	ft_vmm_unlimit(L->env.vmm);
+	if (L->env.opt->offload_timing != FT_TIMING_OFF) {
 		char (*labels)[32] = calloc(p->ntraps, sizeof(*labels));
 		for (uint32_t t = 0; labels && t < p->ntraps; t++)
 			snprintf(labels[t], sizeof(labels[t]), "%s", p->traps[t].label);
-		if (!labels || ft_timing_init(&ft_g.timing, p->ntraps, (const char (*)[32])labels) ||
-		    ft_timing_init(&ft_g.timing_window, p->ntraps, (const char (*)[32])labels) ||
-		    ft_off_timing(&ft_g.off, &ft_g.timing, &ft_g.timing_window,
-				  ft_g.opt.offload_timing == FT_TIMING_CUDA_GRAPH))
+		if (!labels || ft_timing_init(L->env.timing, p->ntraps, (const char (*)[32])labels) ||
+		    ft_timing_init(L->env.timing_window, p->ntraps, (const char (*)[32])labels) ||
+		    ft_off_timing(L->env.off, L->env.timing, L->env.timing_window,
+				  L->env.opt->offload_timing == FT_TIMING_CUDA_GRAPH))
 			ft_warn("FT_OFFLOAD_TIMING: cannot set up the timing events; no timing");
 		free(labels);
 	}
-	arm_refresh(p);
-	FT_STAT_ADD(&ft_g.stats, offloaded_bytes, ft_g.off.offloaded_bytes);
-	FT_STAT_ADD(&ft_g.stats, block_bytes, ft_g.off.block_bytes);
+	ft_learn_arm_refresh(L, p);
+	FT_STAT_ADD(L->env.stats, offloaded_bytes, L->env.off->offloaded_bytes);
+	FT_STAT_ADD(L->env.stats, block_bytes, L->env.off->block_bytes);
 	ft_info("offloading (%s%s%s): %.1f MiB of weights moved to the host store, %u blocks of "
-		"%.1f MiB in all on the GPU", ft_options_choice(FT_OPT_transfer_mode, (int)ft_g.opt.transfer_mode),
+		"%.1f MiB in all on the GPU", ft_options_choice(FT_OPT_transfer_mode, (int)L->env.opt->transfer_mode),
 		saved ? ", plan from the saved profile" : "", verify ? ", FT_VERIFY" : "",
-		(double)ft_g.off.offloaded_bytes / 1048576.0, ft_g.off.nblocks,
-		(double)ft_g.off.block_bytes / 1048576.0);
+		(double)L->env.off->offloaded_bytes / 1048576.0, L->env.off->nblocks,
+		(double)L->env.off->block_bytes / 1048576.0);
 out:
 	free(kept);
 	free(all);
@@ -437,11 +346,11 @@ out:
 	free(in_graph);
 	/* what went to host memory while the budget was full, before the
 	 * plan, comes to the GPU as far as the budget now allows */
-	if (ft_vmm_host_bytes(&ft_g.vmm)) {
-		uint64_t moved = ft_vmm_migrate(&ft_g.vmm);
-		FT_STAT_ADD(&ft_g.stats, vmm_migrated_bytes, moved);
+	if (ft_vmm_host_bytes(L->env.vmm)) {
+		uint64_t moved = ft_vmm_migrate(L->env.vmm);
+		FT_STAT_ADD(L->env.stats, vmm_migrated_bytes, moved);
 		ft_info("%.1f MiB that were in host memory while the GPU budget was full moved to "
 			"the GPU; %.1f MiB stay in host memory", (double)moved / 1048576.0,
-			(double)ft_vmm_host_bytes(&ft_g.vmm) / 1048576.0);
+			(double)ft_vmm_host_bytes(L->env.vmm) / 1048576.0);
 	}
 }

@@ -1,0 +1,317 @@
+/*
+ * DISCOVERY (include/ft/learn.h): the regions launches read, content
+ * samples at pass boundaries, and at its end the weights, the traps they
+ * form (cut for a small budget, never between weights read together), the
+ * traps read together, and the copy curve.
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/traps.h"
+#include "learn_int.h"
+
+/* Regions from this size up that are not weights are named in the log. */
+#define FT_BIG_REGION (64ull << 20)
+
+/* Regions read (one launch's when launch is set: read together too; a
+ * replay's are its capture's, of many launches). */
+void ft_learn_disc_feed(struct ft_learn *L, const struct ft_region_ref *r, unsigned n, int launch)
+{
+	uint64_t ids[FT_MAX_REFS], offs[FT_MAX_REFS];
+	for (unsigned i = 0; i < n; i++) {
+		ft_disc_read(&L->disc, r[i].alloc_id, r[i].offset, r[i].alloc_base, r[i].alloc_size);
+		if (i < FT_MAX_REFS) {
+			ids[i] = r[i].alloc_id;
+			offs[i] = r[i].offset;
+		}
+	}
+	if (launch && n > 1)
+		ft_disc_together(&L->disc, ids, offs, n < FT_MAX_REFS ? n : FT_MAX_REFS);
+}
+
+static int alive(struct ft_learn *L, const struct ft_disc_region *r)
+{
+	struct ft_alloc a;
+	return !ft_registry_lookup(L->env.reg, r->alloc_base, &a) && a.id == r->alloc_id;
+}
+
+void ft_learn_sample(struct ft_learn *L)
+{
+	if (atomic_load(L->env.captures)) {
+		ft_info("pass boundary during a stream capture: no content sample this pass");
+		return;
+	}
+	if (ft_gpu_start(&L->gpu, L->env.real)) {
+		ft_warn_once("cannot load the checksum kernel: weights cannot be told from "
+			     "buffers written by kernels; nothing will be classified as a weight");
+		return;
+	}
+	ft_disc_extents(&L->disc);
+	uint32_t n = 0, *idx = malloc((L->disc.n + 1) * sizeof(*idx));
+	uint64_t *addr = malloc((L->disc.n + 1) * sizeof(*addr));
+	uint64_t *bytes = malloc((L->disc.n + 1) * sizeof(*bytes));
+	uint64_t *sums = malloc((L->disc.n + 1) * sizeof(*sums));
+	if (idx && addr && bytes && sums) {
+		for (uint32_t i = 0; i < L->disc.n; i++) {
+			enum ft_disc_reason r = ft_disc_classify(&L->disc, i);
+			const struct ft_disc_region *x = &L->disc.r[i];
+			if ((r == FT_DISC_WEIGHT || r == FT_DISC_UNCHECKED) && alive(L, x)) {
+				idx[n] = i;
+				addr[n] = x->alloc_base + x->offset;
+				bytes[n++] = x->extent;
+			}
+		}
+		if (ft_gpu_checksums(&L->gpu, addr, bytes, n, sums))
+			ft_warn_once("checksumming candidate weights failed; they stay unclassified");
+		else
+			for (uint32_t k = 0; k < n; k++)
+				ft_disc_sum(&L->disc, idx[k], sums[k]);
+	}
+	free(idx);
+	free(addr);
+	free(bytes);
+	free(sums);
+}
+
+int ft_learn_wmap_cmp(const void *a, const void *b)
+{
+	const struct ft_wmap *x = a, *y = b;
+	if (x->alloc_id != y->alloc_id)
+		return x->alloc_id < y->alloc_id ? -1 : 1;
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static void trace_discovery(struct ft_learn *L, const unsigned *reasons, uint64_t total)
+{
+	if (!ft_trace_on(L->env.trace))
+		return;
+	cJSON *rec = ft_trace_begin("discovery");
+	ft_trace_num(rec, "weights", L->prof.nweights);
+	ft_trace_num(rec, "weight_bytes", (double)total);
+	ft_trace_num(rec, "traps", L->prof.ntraps);
+	cJSON *rej = cJSON_AddObjectToObject(rec, "regions");
+	for (int r = 0; r < FT_DISC_REASONS; r++)
+		ft_trace_num(rej, ft_disc_reason_name(r), reasons[r]);
+	cJSON *w = cJSON_AddArrayToObject(rec, "weights_in_order");
+	for (uint32_t i = 0; i < L->nwmap && i < 4096; i++) {
+		cJSON *o = cJSON_CreateObject();
+		ft_trace_num(o, "id", (double)L->wmap[i].alloc_id);
+		ft_trace_num(o, "off", (double)L->wmap[i].offset);
+		ft_trace_num(o, "trap", L->wmap[i].trap);
+		cJSON_AddItemToArray(w, o);
+	}
+	ft_trace_emit(L->env.trace, rec);
+}
+
+static void drop_discovery(struct ft_learn *L)
+{
+	struct ft_profile *p = &L->prof;
+	free(p->weights);
+	free(p->traps);
+	free(p->coread);
+	free(p->shared);
+	free(L->wmap);
+	p->weights = NULL;
+	p->traps = NULL;
+	p->coread = NULL;
+	p->shared = NULL;
+	p->nshared = 0;
+	L->wmap = NULL;
+	p->nweights = p->ntraps = p->ncoread = L->nwmap = 0;
+}
+
+/* Memory mode: when the budget (ft_learn_budget, as the plan counts it),
+ * less the traps that are not layers and the unchecked regions, cannot hold
+ * FT_MIN_BLOCKS blocks of the largest layer, whole layers could never be
+ * offloaded; they are cut into traps small enough that the blocks take at
+ * most half of what is left (the layer's weights are still loaded in the
+ * order they are read), never between weights one launch reads together
+ * (pairs[0..npairs), ft_disc_weight_pairs). */
+static void split_for_budget(struct ft_learn *L, struct ft_profile *p, const uint32_t (*pairs)[2], uint32_t npairs)
+{
+	uint64_t weights = L->unchecked_bytes, other = L->unchecked_bytes, big = 0;
+	for (uint32_t k = 0; k < p->ntraps; k++) {
+		weights += p->traps[k].bytes;
+		if (strcmp(p->traps[k].role, "layer"))
+			other += p->traps[k].bytes;
+		else if (p->traps[k].bytes > big)
+			big = p->traps[k].bytes;
+	}
+	uint64_t budget = p->ntraps ? ft_learn_budget(L, weights) : 0;
+	if (!budget)
+		return;
+	uint64_t b = L->env.opt->min_blocks < 2 ? 2 : (uint64_t)L->env.opt->min_blocks;
+	if (!big || budget <= other || big * b <= budget - other)
+		return;
+	uint64_t piece = (budget - other) / (2 * b);
+	uint8_t *nocut = ft_traps_nocut(p->traps, p->ntraps, p->nweights, pairs, npairs);
+	int k = nocut ? ft_traps_split(&p->traps, p->ntraps, p->weights, piece, nocut) : -1;
+	free(nocut);
+	if (k <= 0)
+		return;
+	ft_info("the budget leaves %.0f MiB beside the traps that are not layers: too little for %llu "
+		"blocks of a %.0f MiB layer; layers are cut into traps of at most %.0f MiB (%d traps)",
+		(double)(budget - other) / 1048576.0, (unsigned long long)b, (double)big / 1048576.0,
+		(double)piece / 1048576.0, k);
+	p->ntraps = (uint32_t)k;
+}
+
+/* The traps of the weights (L->wmap, first-touch order) as L->prof.traps
+ * says, and whether any byte of each would leave the GPU with its trap
+ * (ft_off_movable) into L->wmap[].movable. */
+static void movable_weights(struct ft_learn *L)
+{
+	struct ft_profile *p = &L->prof;
+	struct ft_off_weight *w = malloc((p->nweights + 1) * sizeof(*w));
+	uint8_t *m = malloc(p->nweights + 1);
+	for (uint32_t t = 0; t < p->ntraps; t++)
+		for (uint32_t j = 0; j < p->traps[t].nweights; j++)
+			L->wmap[p->traps[t].first_weight + j].trap = t;
+	if (w && m) {
+		for (uint32_t k = 0; k < p->nweights; k++)
+			w[k] = (struct ft_off_weight){ .lo = L->wmap[k].va,
+						       .hi = L->wmap[k].va + L->wmap[k].extent,
+						       .trap = L->wmap[k].trap };
+		ft_off_movable(L->env.vmm, w, p->nweights, m);
+	}
+	for (uint32_t k = 0; k < p->nweights; k++)
+		L->wmap[k].movable = !w || !m || m[k]; /* out of memory: as if all were */
+	free(w);
+	free(m);
+}
+
+/* Of pairs of weights read together, those whose weights both have bytes
+ * that can leave the GPU with the traps as they are now. */
+static uint32_t keep_movable(struct ft_learn *L, uint32_t (*pairs)[2], uint32_t n)
+{
+	movable_weights(L);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n; i++)
+		if (L->wmap[pairs[i][0]].movable && L->wmap[pairs[i][1]].movable)
+			memcpy(pairs[k++], pairs[i], sizeof(*pairs));
+	return k;
+}
+
+/* Returns 1 when a saved profile was adopted (INFERENCE comes now).  trial:
+ * FT_SKIP_DISCOVERY after one pass, contents taken on the saved profile's
+ * word; when it does not match, nothing is kept and discovery goes on
+ * (returns -1). */
+int ft_learn_finish_discovery(struct ft_learn *L, int trial)
+{
+	struct ft_profile *p = &L->prof;
+	unsigned reasons[FT_DISC_REASONS] = { 0 };
+	ft_disc_extents(&L->disc);
+	L->unchecked_bytes = 0;
+	for (uint32_t i = 0; i < L->disc.n; i++) {
+		enum ft_disc_reason why = ft_disc_classify(&L->disc, i);
+		reasons[why]++;
+		const struct ft_disc_region *r = &L->disc.r[i];
+		if (why == FT_DISC_UNCHECKED && r->extent >= FT_WEIGHT_MIN_BYTES && alive(L, r))
+			L->unchecked_bytes += r->extent;
+		/* a large region that is not a weight: say why (a weight
+		 * discovery missed stays resident and costs budget) */
+		if (why != FT_DISC_WEIGHT && why != FT_DISC_TOO_NEW && r->extent >= FT_BIG_REGION &&
+		    alive(L, r))
+			ft_info("discovery: %.1f MiB at allocation %llu + %llu is not a weight: %s",
+				(double)r->extent / 1048576.0, (unsigned long long)r->alloc_id,
+				(unsigned long long)r->offset, ft_disc_reason_name(why));
+	}
+	uint32_t *idx;
+	uint32_t n = ft_disc_weights(&L->disc, &idx);
+	if (trial && idx) {
+		/* one pass proves nothing about contents: take exactly the saved
+		 * sizes, in order, from what the pass read */
+		uint32_t m = ft_disc_match(&L->disc, idx, n, L->saved.weights, L->saved.nweights);
+		if (!m)
+			ft_warn("FT_SKIP_DISCOVERY=1: the first pass did not read regions of the "
+				"%u sizes %s/%s lists, in its order; discovery runs",
+				L->saved.nweights, L->env.opt->profile_storage_dir, FT_PROFILE_FILE);
+		n = m;
+	}
+
+	p->schema = FT_PROFILE_SCHEMA;
+	snprintf(p->library, sizeof(p->library), "%s", FT_VERSION);
+	ft_gpu_device(&L->gpu, p->device.name, sizeof(p->device.name), &p->device.total_bytes,
+		      &p->device.driver);
+	p->weights = calloc(n + 1, sizeof(*p->weights));
+	L->wmap = calloc(n + 1, sizeof(*L->wmap));
+	uint64_t total = 0;
+	for (uint32_t k = 0; k < n && p->weights && L->wmap; k++) {
+		const struct ft_disc_region *r = &L->disc.r[idx[k]];
+		p->weights[k] = r->extent;
+		L->wmap[k] = (struct ft_wmap){ r->alloc_id, r->offset, r->alloc_base + r->offset,
+					      r->extent, 0, k, 1 };
+		total += r->extent;
+	}
+	p->nweights = p->weights && L->wmap ? n : 0;
+	p->fingerprint = ft_profile_fingerprint(p->weights, p->nweights);
+	uint32_t (*pairs)[2] = NULL;
+	uint32_t npairs = p->nweights ? ft_disc_weight_pairs(&L->disc, idx, n, &pairs) : 0;
+	if (L->disc.pairs_full)
+		ft_info("discovery: too many regions read together to keep them all; launches "
+			"that read two traps of one block then bring one back to the GPU");
+	int t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
+	p->ntraps = t > 0 ? (uint32_t)t : 0;
+	/* only weights with bytes that can leave the GPU are read together
+	 * in a way that matters: a small one in a shared segment stays */
+	npairs = keep_movable(L, pairs, npairs);
+	split_for_budget(L, p, (const uint32_t (*)[2])pairs, npairs);
+	int adopted = L->have_saved && p->nweights && ft_learn_adopt_saved(L, trial);
+	if (trial && !adopted) {
+		free(pairs);
+		drop_discovery(L);
+		free(idx);
+		return -1;
+	}
+	npairs = keep_movable(L, pairs, npairs); /* with the final traps */
+	/* traps read together (with a saved profile's, when adopted) */
+	if (ft_coread_from_weights(p, (const uint32_t (*)[2])pairs, npairs))
+		ft_warn_once("out of memory for the traps read together");
+	free(pairs);
+	L->nwmap = p->nweights;
+	trace_discovery(L, reasons, total);
+	qsort(L->wmap, L->nwmap, sizeof(*L->wmap), ft_learn_wmap_cmp);
+	free(idx);
+
+	uint32_t layers = 0, period = 0;
+	for (uint32_t k = 0; k < p->ntraps; k++)
+		if (!strcmp(p->traps[k].role, "layer") && ++layers == 1)
+			period = p->traps[k].nweights;
+	ft_info("discovery: %u weights, %.1f MiB, in %u traps (%u layer traps, the first of %u weights); "
+		"regions not weights: %u allocated during passes, %u not read every pass, "
+		"%u written by copies, %u changed, %u unchecked (%.1f MiB, stay on the GPU), %u small",
+		p->nweights, (double)total / 1048576.0, p->ntraps, layers, period,
+		reasons[FT_DISC_TOO_NEW], reasons[FT_DISC_NOT_EVERY], reasons[FT_DISC_WRITTEN],
+		reasons[FT_DISC_CHANGED], reasons[FT_DISC_UNCHECKED],
+		(double)L->unchecked_bytes / 1048576.0, reasons[FT_DISC_SMALL]);
+	if (!p->nweights)
+		ft_warn("discovery found no weights (nothing read every pass with unchanged "
+			"content); there is nothing to offload or profile");
+
+	if (adopted)
+		return 1;
+	/* The host-to-device copy curve, as upstream measures it: pinned memory. */
+	static const uint64_t sizes[] = { 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
+					  64 << 20 };
+	p->curve = atomic_load(L->env.captures) ? NULL : calloc(6, sizeof(*p->curve));
+	if (p->curve) {
+		for (int i = 0; i < 6; i++)
+			p->curve[i].bytes = sizes[i];
+		if (ft_gpu_copy_curve(&L->gpu, p->curve, 6)) {
+			ft_warn_once("could not measure the copy curve; profile.json will lack it");
+			free(p->curve);
+			p->curve = NULL;
+		} else {
+			p->ncurve = 6;
+		}
+	}
+	L->skip_sample = 1;
+	L->samples_cap = (uint32_t)L->phases.profiling;
+	L->samples = calloc((size_t)p->ntraps * L->samples_cap + 1, sizeof(*L->samples));
+	L->revisited = calloc(L->nwmap + 1, sizeof(*L->revisited));
+	if (!L->samples)
+		L->prof_failed = 1;
+	return 0;
+}

@@ -1,0 +1,46 @@
+/* What the learning files share beyond include/ft/learn.h. */
+#ifndef FT_LEARN_INT_H
+#define FT_LEARN_INT_H
+
+#include "ft/learn.h"
+#include "ft/log.h"
+
+/* passes.c: a pass completed (source: enum ft_pass_source), under L->lock. */
+void ft_learn_pass(struct ft_learn *L, int source, uint64_t start);
+
+/* discovery.c.  Regions read (one launch's when launch is set: read
+ * together too).  A content sample of the candidates at a boundary.  The
+ * end of discovery: 1 when a saved profile was adopted (INFERENCE comes
+ * now), -1 when trial (FT_SKIP_DISCOVERY) did not match, else 0.  The
+ * order of L->wmap. */
+void ft_learn_disc_feed(struct ft_learn *L, const struct ft_region_ref *r, unsigned n,
+			int launch);
+void ft_learn_sample(struct ft_learn *L);
+int ft_learn_finish_discovery(struct ft_learn *L, int trial);
+int ft_learn_wmap_cmp(const void *a, const void *b);
+
+/* profiling.c: the launches of the pass that ended before launch `end` are
+ * one sample; the end of profiling (then INFERENCE). */
+void ft_learn_analyse(struct ft_learn *L, uint64_t end);
+/* The launch seq on stream s (ptsz) ran: its "after" event, under L->lock. */
+void ft_learn_timed(struct ft_learn *L, CUstream s, int ptsz, uint64_t seq);
+void ft_learn_finish_profiling(struct ft_learn *L);
+
+/* saved.c: the saved profile read at start; adopted when it describes this
+ * model (1), else 0; FT_SKIP_DISCOVERY after the first pass (1: INFERENCE
+ * began). */
+void ft_learn_saved_start(struct ft_learn *L);
+int ft_learn_adopt_saved(struct ft_learn *L, int trial);
+int ft_learn_skip_discovery(struct ft_learn *L);
+
+/* apply.c: memory mode's GPU budget for weights totalling `weights` bytes
+ * (0: latency mode); INFERENCE begins: the plan is made or taken and
+ * applied. */
+uint64_t ft_learn_budget(struct ft_learn *L, uint64_t weights);
+void ft_learn_offload(struct ft_learn *L);
+
+/* refresh.c: after the plan, the passes whose timings replace the
+ * profile's. */
+void ft_learn_arm_refresh(struct ft_learn *L, const struct ft_profile *p);
+
+#endif

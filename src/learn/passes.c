@@ -1,0 +1,250 @@
+/*
+ * Learning's glue to pass detection (include/ft/learn.h): set-up, the
+ * events observation hands over (launches, replays, allocations, writes),
+ * when discovery starts, and what each pass boundary means in each phase.
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "learn_int.h"
+
+static const char *const pass_sources[] = { "none", "eager", "graph", "mark" };
+
+void ft_learn_alloc(struct ft_learn *L, uint64_t id)
+{
+	if (atomic_load_explicit(&L->phase, memory_order_relaxed) != FT_PHASE_DISCOVERY)
+		return;
+	pthread_mutex_lock(&L->lock);
+	uint32_t i = L->nallocs++ % FT_ALLOC_EVENTS;
+	L->allocs[i].seq = atomic_load(&L->env.stats->v[FT_STAT_launches]);
+	L->allocs[i].id = id;
+	pthread_mutex_unlock(&L->lock);
+}
+
+/* The launches that began the new pass before it was confirmed. */
+static void feed_moved(struct ft_learn *L, int source)
+{
+	if (source != FT_PASS_EAGER)
+		return;
+	const struct ft_region_ref *refs;
+	const uint32_t *ends;
+	unsigned n = ft_passes_moved(&L->passes, &refs, &ends);
+	for (unsigned i = 0, from = 0; i < n; from = ends[i], i++)
+		ft_learn_disc_feed(L, refs + from, ends[i] - from, 1);
+}
+
+/* Whatever was allocated after launch `first` began the first forward is not
+ * a weight (activation segments made by the first forward, workspaces made
+ * at the first GEMM). */
+static void cutoff_since(struct ft_learn *L, uint64_t first)
+{
+	uint32_t n = L->nallocs < FT_ALLOC_EVENTS ? L->nallocs : FT_ALLOC_EVENTS;
+	for (uint32_t k = 0; k < n; k++) {
+		uint32_t i = (L->nallocs - n + k) % FT_ALLOC_EVENTS;
+		if (L->allocs[i].seq > first) {
+			if (L->allocs[i].id < L->disc.cutoff_id)
+				L->disc.cutoff_id = L->allocs[i].id;
+			break;
+		}
+	}
+}
+
+static int since_cutoff(void *arg, CUdeviceptr base)
+{
+	struct ft_learn *L = arg;
+	struct ft_alloc a;
+	return !ft_registry_lookup(L->env.reg, base, &a) && a.id >= L->disc.cutoff_id;
+}
+
+/* What was allocated since the first forward began is no weight
+ * (activations, workspaces, caches), nor is anything allocated from now on:
+ * over a budget that the weights filled before any plan, it got host
+ * memory, and every kernel would read and write it over the bus through
+ * discovery and profiling (a Qwen2-7B layer timed at 20 times its compute
+ * on the H200).  It moves to the GPU; the budget is the weights'. */
+static void activations_to_gpu(struct ft_learn *L)
+{
+	ft_vmm_exempt_new(L->env.vmm);
+	if (!ft_vmm_host_bytes(L->env.vmm))
+		return;
+	uint64_t moved = ft_vmm_migrate_if(L->env.vmm, since_cutoff, L);
+	if (moved) {
+		FT_STAT_ADD(L->env.stats, vmm_migrated_bytes, moved);
+		ft_info("discovery: %.1f MiB allocated during the passes so far (not weights) moved "
+			"from host memory to the GPU; %.1f MiB stay in host memory until the plan",
+			(double)moved / 1048576.0, (double)ft_vmm_host_bytes(L->env.vmm) / 1048576.0);
+	}
+}
+
+/* Discovery starts once two consecutive passes had about the same number of
+ * launches: then both were forwards (what comes before, weight
+ * initialisation or loading, repeats differently), the first of them began
+ * at bounds[0], and what was allocated since is not a weight. */
+static void start_discovery(struct ft_learn *L, int source, uint64_t at)
+{
+	if (L->nbounds >= 2) {
+		uint64_t a = L->bounds[1] - L->bounds[0], b = at - L->bounds[1];
+		if (2 * a <= 3 * b && 2 * b <= 3 * a &&
+		    !ft_disc_init(&L->disc, ft_registry_next_id(L->env.reg))) {
+			cutoff_since(L, L->bounds[0]);
+			L->started = 1;
+			activations_to_gpu(L);
+			feed_moved(L, source);
+			return;
+		}
+	}
+	if (L->nbounds == 2)
+		L->bounds[0] = L->bounds[1];
+	L->bounds[L->nbounds == 2 ? 1 : L->nbounds++] = at;
+}
+
+
+void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
+{
+	static const int stat[] = { 0, FT_STAT_passes_eager, FT_STAT_passes_graph,
+				    FT_STAT_passes_marked };
+	if (source <= FT_PASS_NONE || source > FT_PASS_MARK)
+		return;
+	atomic_fetch_add_explicit(&L->env.stats->v[stat[source]], 1, memory_order_relaxed);
+	int phase = L->phases.phase, changed = 0;
+	uint64_t at = source == FT_PASS_EAGER ? start : atomic_load(&L->env.stats->v[FT_STAT_launches]);
+	if (!L->started) {
+		start_discovery(L, source, at);
+	} else {
+		if (phase == FT_PHASE_DISCOVERY) {
+			ft_disc_pass_end(&L->disc);
+			feed_moved(L, source);
+			if (ft_learn_skip_discovery(L)) {
+				L->phases.total++;
+				goto trace;
+			}
+			ft_learn_sample(L);
+		} else if (phase == FT_PHASE_PROFILING) {
+			ft_learn_analyse(L, source == FT_PASS_EAGER ? start : UINT64_MAX);
+		}
+		changed = ft_phases_pass(&L->phases);
+	}
+	if (changed) {
+		atomic_store_explicit(&L->phase, L->phases.phase, memory_order_relaxed);
+		ft_info("pass %llu (%s): entering %s", (unsigned long long)L->phases.total,
+			pass_sources[source], ft_phase_name(L->phases.phase));
+		if (L->phases.phase == FT_PHASE_INFERENCE) {
+			ft_learn_finish_profiling(L);
+		} else if (ft_learn_finish_discovery(L, 0) > 0) {
+			L->phases.phase = FT_PHASE_INFERENCE;
+			atomic_store_explicit(&L->phase, FT_PHASE_INFERENCE, memory_order_relaxed);
+			ft_info("pass %llu: entering INFERENCE", (unsigned long long)L->phases.total);
+			ft_learn_offload(L);
+		}
+	}
+trace:
+	if (!ft_trace_on(L->env.trace))
+		return;
+	cJSON *rec = ft_trace_begin("pass");
+	ft_trace_str(rec, "source", pass_sources[source]);
+	ft_trace_num(rec, "passes", (double)L->phases.total);
+	if (source == FT_PASS_EAGER)
+		ft_trace_num(rec, "start_seq", (double)start);
+	ft_trace_str(rec, "phase", ft_phase_name(L->phases.phase));
+	ft_trace_emit(L->env.trace, rec);
+}
+
+unsigned ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < refs->n; i++)
+		if (!refs->v[i].stale)
+			out[n++] = (struct ft_region_ref){ refs->v[i].alloc_id, refs->v[i].offset,
+							   refs->v[i].alloc_base, refs->v[i].alloc_size };
+	return n;
+}
+
+void ft_learn_after(struct ft_learn *L, CUstream s, int ptsz, const struct ft_refs *refs,
+		    uint64_t seq)
+{
+	int phase = atomic_load_explicit(&L->phase, memory_order_relaxed);
+	if (phase == FT_PHASE_INFERENCE)
+		return;
+	struct ft_region_ref r[FT_MAX_REFS];
+	unsigned nr = ft_learn_regions(refs, r);
+	pthread_mutex_lock(&L->lock);
+	if (phase == FT_PHASE_PROFILING)
+		ft_learn_timed(L, s, ptsz, seq);
+	uint64_t start = 0;
+	int src = ft_passes_launch(&L->passes, seq, r, nr, &start);
+	if (src != FT_PASS_NONE)
+		ft_learn_pass(L, src, start); /* feeds this launch to the new pass */
+	else if (L->started && L->phases.phase == FT_PHASE_DISCOVERY)
+		ft_learn_disc_feed(L, r, nr, 1);
+	pthread_mutex_unlock(&L->lock);
+}
+
+void ft_learn_replay(struct ft_learn *L, uint64_t exec)
+{
+	struct ft_region_ref *r = NULL;
+	uint32_t n = ft_graphs_exec_refs(L->env.graphs, exec, &r);
+	pthread_mutex_lock(&L->lock);
+	int src = ft_passes_graph(&L->passes, n > 0);
+	if (src != FT_PASS_NONE) {
+		ft_learn_pass(L, src, 0);
+		/* the replay is the new pass: it reads what its capture read */
+		if (L->started && L->phases.phase == FT_PHASE_DISCOVERY)
+			ft_learn_disc_feed(L, r, n, 0);
+	}
+	pthread_mutex_unlock(&L->lock);
+	free(r);
+}
+
+void ft_learn_write(struct ft_learn *L, uint64_t alloc_id, uint64_t offset, uint64_t bytes)
+{
+	if (atomic_load_explicit(&L->phase, memory_order_relaxed) != FT_PHASE_DISCOVERY)
+		return;
+	pthread_mutex_lock(&L->lock);
+	if (L->started)
+		ft_disc_write(&L->disc, alloc_id, offset, bytes);
+	pthread_mutex_unlock(&L->lock);
+}
+
+int ft_learn_init(struct ft_learn *L, const struct ft_learn_env *env)
+{
+	memset(L, 0, sizeof(*L));
+	L->env = *env;
+	pthread_mutex_init(&L->lock, NULL);
+	if (ft_passes_init(&L->passes))
+		return -1;
+	/* Two content samples prove a buffer unchanged: discovery needs two
+	 * passes whatever FT_DISCOVERY_ITERS says.  Profiling starts inside a
+	 * pass (a boundary is confirmed a few launches late), so it takes one
+	 * pass more than the FT_PROFILING_ITERS it times. */
+	const struct ft_options *o = env->opt;
+	long prof = o->profiling_iters > 1 ? o->profiling_iters : 1;
+	ft_phases_init(&L->phases, o->discovery_iters > 2 ? o->discovery_iters : 2, prof + 1);
+	ft_learn_saved_start(L);
+	return 0;
+}
+
+void ft_learn_after_fork(struct ft_learn *L)
+{
+	/* the child's only thread is not the one that took the lock */
+	pthread_mutex_init(&L->lock, NULL);
+	/* what the parent was learning does not describe the child */
+	atomic_store(&L->phase, FT_PHASE_INFERENCE);
+	L->phases.phase = FT_PHASE_INFERENCE;
+}
+
+unsigned long long ft_learn_iters_before_inference(struct ft_learn *L)
+{
+	/* + the two passes before discovery starts (start_discovery) */
+	return 2 + ft_phases_iters_before_inference(&L->phases);
+}
+
+long long ft_learn_mark(struct ft_learn *L)
+{
+	pthread_mutex_lock(&L->lock);
+	ft_learn_pass(L, ft_passes_mark(&L->passes), 0);
+	long long n = (long long)L->passes.passes;
+	pthread_mutex_unlock(&L->lock);
+	return n;
+}

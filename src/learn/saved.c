@@ -1,0 +1,156 @@
+/*
+ * Saved profiles (include/ft/learn.h): FT_PROFILE_STORAGE_DIR's
+ * profile.json is read at start and adopted when discovery finds the same
+ * model on the same device (its traps, timings, plan); FT_SKIP_DISCOVERY
+ * takes its weights after one pass; ft_save_profile / ft_load_profile.
+ */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "learn_int.h"
+
+/* A saved profile of the same model on the same device: its traps and
+ * timings are taken, and profiling is skipped.  Returns 1 when adopted. */
+int ft_learn_adopt_saved(struct ft_learn *L, int trial)
+{
+	struct ft_profile *p = &L->prof;
+	char why[512];
+	enum ft_profile_refusal r = ft_profile_check_compatible(&L->saved, p, why, sizeof(why));
+	if (r != FT_PROFILE_OK) {
+		if (trial)
+			ft_warn("FT_SKIP_DISCOVERY=1: the first pass does not match %s/%s (%s); "
+				"discovery runs", L->env.opt->profile_storage_dir, FT_PROFILE_FILE, why);
+		else
+			ft_warn("%s/%s not used: %s; profiling runs and the file will be rewritten",
+				L->env.opt->profile_storage_dir, FT_PROFILE_FILE, why);
+		return 0;
+	}
+	free(p->traps);
+	free(p->curve);
+	free(p->plan_json);
+	free(p->coread);
+	p->traps = L->saved.traps;
+	p->ntraps = L->saved.ntraps;
+	p->curve = L->saved.curve;
+	p->ncurve = L->saved.ncurve;
+	p->plan_json = L->saved.plan_json;
+	p->coread = L->saved.coread;
+	p->ncoread = L->saved.ncoread;
+	free(p->shared);
+	p->shared = L->saved.shared;
+	p->nshared = L->saved.nshared;
+	L->saved.shared = NULL;
+	L->saved.nshared = 0;
+	L->saved.traps = NULL;
+	L->saved.curve = NULL;
+	L->saved.plan_json = NULL;
+	L->saved.coread = NULL;
+	L->saved.ncoread = 0;
+	L->adopted = 1;
+	ft_info("%s/%s describes this model on this device: %u traps and their timings "
+		"taken, profiling skipped", L->env.opt->profile_storage_dir, FT_PROFILE_FILE, p->ntraps);
+	return 1;
+}
+
+/* Reads dir's profile.json as the one to adopt when discovery ends. */
+static int load_saved(struct ft_learn *L, const char *dir)
+{
+	char why[512];
+	ft_profile_free(&L->saved);
+	L->have_saved = 0;
+	enum ft_profile_refusal r = ft_profile_load(dir, &L->saved, why, sizeof(why));
+	if (r == FT_PROFILE_OK) {
+		L->have_saved = 1;
+		ft_info("loaded %s/%s (%u weights, %u traps); it is used if discovery finds the "
+			"same model on the same device", dir, FT_PROFILE_FILE, L->saved.nweights,
+			L->saved.ntraps);
+		return 0;
+	}
+	if (r == FT_PROFILE_MISSING) {
+		if (L->env.opt->skip_discovery)
+			ft_warn("FT_SKIP_DISCOVERY=1 but there is no %s in %s: discovery runs, and "
+				"the file is written when INFERENCE begins", FT_PROFILE_FILE, dir);
+		else
+			ft_info("no %s in %s yet: it is written when INFERENCE begins",
+				FT_PROFILE_FILE, dir);
+	} else {
+		ft_warn("%s/%s refused (%s): %s; discovery and profiling run as without it", dir,
+			FT_PROFILE_FILE, ft_profile_refusal_name(r), why);
+	}
+	return -1;
+}
+
+void ft_learn_saved_start(struct ft_learn *L)
+{
+	const char *dir = L->env.opt->profile_storage_dir;
+	if (!dir) {
+		if (L->env.opt->skip_discovery)
+			ft_warn("FT_SKIP_DISCOVERY=1 needs FT_PROFILE_STORAGE_DIR with a profile.json "
+				"of this model on this device: discovery runs");
+		return;
+	}
+	load_saved(L, dir);
+}
+
+int ft_learn_load(struct ft_learn *L, const char *dir)
+{
+	dir = dir ? dir : L->env.opt->profile_storage_dir;
+	if (!dir || L->nwmap || L->phases.phase != FT_PHASE_DISCOVERY) {
+		ft_warn("ft_load_profile: %s", !dir ? "no directory given and FT_PROFILE_STORAGE_DIR "
+			"is not set" : "discovery has already ended");
+		return -1;
+	}
+	return load_saved(L, dir);
+}
+
+int ft_learn_save(struct ft_learn *L, const char *dir)
+{
+	struct ft_profile *p = &L->prof;
+	dir = dir ? dir : L->env.opt->profile_storage_dir;
+	if (!dir || !p->nweights || L->phases.phase != FT_PHASE_INFERENCE) {
+		ft_warn("profile not saved: %s", !dir ? "no directory given and "
+			"FT_PROFILE_STORAGE_DIR is not set" : "nothing learnt yet (not in INFERENCE, "
+			"or no weights found)");
+		return -1;
+	}
+	if (L->env.opt->profile_read_only) {
+		ft_info("FT_PROFILE_READ_ONLY=1: %s/%s not written", dir, FT_PROFILE_FILE);
+		return -1;
+	}
+	int rc = ft_profile_save(p, dir);
+	if (rc)
+		ft_warn("cannot write %s/%s: %s", dir, FT_PROFILE_FILE, strerror(-rc));
+	else
+		ft_info("profile written to %s/%s", dir, FT_PROFILE_FILE);
+	if (ft_trace_on(L->env.trace)) {
+		cJSON *rec = ft_trace_begin("profile");
+		ft_trace_str(rec, "dir", dir);
+		ft_trace_num(rec, "result", rc);
+		ft_trace_emit(L->env.trace, rec);
+	}
+	return rc ? -1 : 0;
+}
+
+/* FT_SKIP_DISCOVERY with a loaded profile: after the first discovery pass,
+ * the regions read in it (not written, large enough, in first-touch order)
+ * are taken as the weights if they match the saved profile exactly; then
+ * INFERENCE begins at once.  Returns 1 when it did. */
+int ft_learn_skip_discovery(struct ft_learn *L)
+{
+	if (!L->env.opt->skip_discovery || !L->have_saved || L->skip_tried)
+		return 0;
+	L->skip_tried = 1;
+	L->disc.content_known = 1;
+	int adopted = ft_learn_finish_discovery(L, 1) > 0;
+	L->disc.content_known = 0;
+	if (!adopted)
+		return 0;
+	L->phases.phase = FT_PHASE_INFERENCE;
+	atomic_store_explicit(&L->phase, FT_PHASE_INFERENCE, memory_order_relaxed);
+	ft_info("pass %llu: FT_SKIP_DISCOVERY=1 and the first pass matches the saved profile: "
+		"entering INFERENCE", (unsigned long long)L->phases.total);
+	ft_learn_offload(L);
+	return 1;
+}
