@@ -16,7 +16,8 @@ extern "C" {
 
 #define FT_API_VERSION 1
 
-/* Library version, e.g. "0.1.0".  Never NULL. */
+/* Library version, the project version meson.build declares (e.g.
+ * "0.2.0").  Never NULL. */
 const char *ft_version(void);
 
 /* 1 when the library observes CUDA calls in this process (FT_ENABLED=1 and
@@ -27,11 +28,17 @@ int ft_is_observing(void);
  * *value.  Returns 0, or -1 for an unknown name or a NULL argument. */
 int ft_stat_get(const char *name, unsigned long long *value);
 
-/* Phases, upstream's meaning: the library spends max(1, FT_DISCOVERY_ITERS)
- * passes in DISCOVERY, max(1, FT_PROFILING_ITERS) in PROFILING, then is in
- * INFERENCE.  A pass is one iteration of the program's loop (one forward),
- * found by the library itself (graph replays, the repeating order of the
- * memory eager launches touch) unless the program marks passes. */
+/* Phases, upstream's meaning: the library spends max(2, FT_DISCOVERY_ITERS)
+ * passes in DISCOVERY (two content samples prove a weight unchanged),
+ * max(1, FT_PROFILING_ITERS) + 1 in PROFILING (it starts inside a pass, so
+ * it lasts one pass more than it times), then is in INFERENCE, where the
+ * plan is made and applied.  DISCOVERY starts once two consecutive passes
+ * had about the same number of launches.  A profile.json adopted when
+ * DISCOVERY ends skips PROFILING (and, with FT_SKIP_DISCOVERY=1, most of
+ * DISCOVERY).  A pass is one iteration of the program's loop (one
+ * forward), found by the library itself (graph replays, the repeating
+ * order of the memory eager launches touch) unless the program marks
+ * passes. */
 enum { FT_DISCOVERY = 0, FT_PROFILING = 1, FT_INFERENCE = 2 };
 
 /* Marks the end of one pass (call once per iteration, after the forward).
@@ -43,9 +50,17 @@ long long ft_mark_pass(void);
  * the library is not observing. */
 int ft_phase(void);
 
-/* Passes a program must run before INFERENCE:
- * max(1, FT_DISCOVERY_ITERS) + max(1, FT_PROFILING_ITERS); 0 when the
- * library is not observing. */
+/* Passes from the first pass boundary the library finds to the start of
+ * INFERENCE, when nothing is skipped: 2 (two passes of about the same
+ * length before DISCOVERY starts) + max(2, FT_DISCOVERY_ITERS) +
+ * max(1, FT_PROFILING_ITERS) + 1, which is 15 with the defaults.  What
+ * runs before the first boundary is not counted: in eager execution the
+ * first forward (its end is found at the start of the second), with
+ * ft_mark_pass the forward before the first mark.  It takes more when the
+ * passes before DISCOVERY differ in length (weights still loading), fewer
+ * when a profile.json is adopted (no PROFILING) or FT_SKIP_DISCOVERY=1
+ * applies; the count returned stays the same.  0 when the library is not
+ * observing. */
 unsigned long long ft_iters_before_inference(void);
 
 /* Writes what the library learnt (weights, traps, timings, the plan) to
@@ -63,17 +78,18 @@ int ft_save_profile(const char *dir);
  * why; discovery then runs as without it). */
 int ft_load_profile(const char *dir);
 
-/* Offload timing (FT_OFFLOAD_TIMING=eager): per trap and pass, the compute
- * time of its own work, the transfer time of its copy and the wait of the
- * launch stream for that copy, kept for the last 1024 passes.
+/* Offload timing (FT_OFFLOAD_TIMING=eager or cuda_graph, once offloading
+ * has begun): per trap and pass, the compute time of its own work, the
+ * transfer time of its copy and the wait of the launch stream for that
+ * copy, kept for the last 1024 passes.
  * ft_offload_timing_collect ends the pass in progress, writes the report
  * of every stored pass as text (upstream's table: Trap | Compute avg | med
  * | +-std | min | max | Transfer avg | med | Wait avg | med, a left arrow
  * where the mean wait exceeds 0.01 ms, rows Avg/pass and Sum (all)) into
  * buf (len bytes, always terminated when len > 0) and empties the store;
- * it returns the length the whole text needs, or -1 when timing is off or
- * nothing was recorded.  ft_offload_timing_reset empties the store: 0, or
- * -1 when timing is off. */
+ * it returns the length the whole text needs, or -1 when timing is off
+ * (or offloading has not begun) or nothing was recorded.
+ * ft_offload_timing_reset empties the store: 0, or -1 when timing is off. */
 long ft_offload_timing_collect(char *buf, unsigned long len);
 int ft_offload_timing_reset(void);
 

@@ -33,13 +33,13 @@
  * host store): nothing but the weights may live in a block.  A copy that
  * reads an offloaded weight (a checkpoint save) waits for its trap.
  *
- * FT_VERIFY (gpu non-NULL at apply): nothing is prefetched, and when the
- * launches move on to another trap every other block is released at once:
- * its contents are checksummed against the host store (a kernel that wrote
- * to an offloaded weight is reported with the weight and the last kernel
- * that read it) and poisoned with 0xFF bytes (NaN in every float format),
- * so that a reader the executor does not see reads NaN instead of another
- * trap's plausible numbers.
+ * FT_VERIFY (gpu non-NULL at apply): nothing is prefetched, and before
+ * every launch (outside captures) each block whose trap the launch does not
+ * read is released: its contents are checksummed against the host store (a
+ * kernel that wrote to an offloaded weight is reported with the weight and
+ * the last kernel that read it) and poisoned with 0xFF bytes (NaN in every
+ * float format), so that a reader the executor does not see reads NaN
+ * instead of another trap's plausible numbers.
  */
 #ifndef FT_ENGINE_H
 #define FT_ENGINE_H
