@@ -69,6 +69,7 @@ struct ft_vmm {
 	const struct ft_real *real;
 	size_t min_bytes;                   /* FT_VMM_MIN_BYTES; 0 = off */
 	double fraction;                    /* FT_MAX_GPU_MEM_FRACTION, NAN = none */
+	uint64_t total;                     /* the device's memory (once started) */
 	uint64_t budget;                    /* device bytes VMM may hold; 0 = no limit */
 	int exempt;                         /* new allocations are not limited (no weights) */
 	uint64_t device_bytes;              /* device-backed chunks held now */
@@ -117,6 +118,8 @@ uint64_t ft_vmm_migrate_if(struct ft_vmm *v, int (*pick)(void *arg, CUdeviceptr 
 			   void *arg);
 /* Bytes of [lo, hi) that are host memory now. */
 uint64_t ft_vmm_host_in(struct ft_vmm *v, CUdeviceptr lo, CUdeviceptr hi);
+/* The served device's total memory, bytes (0 until VMM serves one). */
+uint64_t ft_vmm_total(struct ft_vmm *v);
 /* Bytes of host memory VMM-backed allocations hold now (offloaded chunks,
  * re-backed by blocks, no longer count). */
 uint64_t ft_vmm_host_bytes(struct ft_vmm *v);

@@ -29,28 +29,6 @@
 
 #define FT_PLAN_MIN_BUDGET (256ULL << 20) /* upstream's minimum */
 
-struct ft_plan_trap {
-	int offloaded;
-	int block;          /* -1 when resident */
-	double copy_ms;     /* predicted copy time */
-	double issue_ms;    /* when the copy starts, from the pass's start */
-	double start_ms;    /* when the trap starts computing */
-	double wait_ms;     /* compute stream stalled for the copy */
-};
-
-struct ft_plan {
-	uint32_t ntraps;
-	struct ft_plan_trap *t;
-	uint32_t nblocks;
-	uint64_t block_bytes[64];
-	uint64_t peak_bytes;      /* blocks + resident traps */
-	uint64_t offloaded_bytes;
-	double pass_ms;           /* predicted, steady state */
-	double stall_ms;
-	double compute_ms;        /* all traps resident */
-	double floor_ms;          /* max(compute, copies of what is offloaded) */
-};
-
 struct ft_plan_input {
 	const struct ft_profile *profile; /* traps, weights, curve */
 	uint64_t budget;          /* bytes for the traps (blocks + resident); 0 = latency mode */
@@ -59,8 +37,16 @@ struct ft_plan_input {
 	int raw;                  /* raw_block_transfer: one copy per trap, else one per weight */
 };
 
-/* 0, or -1 with why: the budget cannot be met (what to change is said). */
+/* 0, or -1 with why: the budget cannot be met (what to change is said).
+ * out (struct ft_plan, ft/profile.h) is the caller's; ft_plan_free frees
+ * what it holds. */
 int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why, uint32_t len);
 void ft_plan_free(struct ft_plan *p);
+/* Memory mode's budget for the weights on the GPU (resident weights +
+ * blocks), upstream's rule: fraction of the device's total bytes, capped by
+ * what is free plus the weights already on it; 0 (latency mode) when the
+ * fraction is NAN (none) or the total unknown.  The one definition: the
+ * VMM's limit before a plan and the planner both use it. */
+uint64_t ft_plan_budget(double fraction, uint64_t total, uint64_t free, uint64_t weights);
 
 #endif

@@ -34,6 +34,37 @@ struct ft_trap {
 	struct ft_stat_ms compute;
 };
 
+/* A plan (the planner, include/ft/plan.h, makes it; profile.json keeps it
+ * with the profile it was made from). */
+struct ft_plan_trap {
+	int offloaded;
+	int block;          /* -1 when resident */
+	double copy_ms;     /* predicted copy time */
+	double issue_ms;    /* when the copy starts, from the pass's start */
+	double start_ms;    /* when the trap starts computing */
+	double wait_ms;     /* compute stream stalled for the copy */
+};
+
+#define FT_PLAN_MAX_BLOCKS 64
+
+struct ft_plan {
+	uint32_t ntraps;
+	struct ft_plan_trap *t;
+	uint32_t nblocks;
+	uint64_t block_bytes[FT_PLAN_MAX_BLOCKS];
+	uint64_t peak_bytes;      /* blocks + resident traps */
+	uint64_t offloaded_bytes;
+	double pass_ms;           /* predicted, steady state */
+	double stall_ms;
+	double compute_ms;        /* all traps resident */
+	double floor_ms;          /* max(compute, copies of what is offloaded) */
+	/* recorded with it: the budget the traps were planned for (0: latency
+	 * mode) and the FT_* settings it was made under (it is applied again
+	 * only under the same) */
+	uint64_t budget;
+	char settings[256];
+};
+
 struct ft_curve_point {
 	uint64_t bytes;
 	double ms;
@@ -64,7 +95,7 @@ struct ft_profile {
 	 * in one segment): they stay on the GPU, out of their traps */
 	uint32_t nshared;
 	uint32_t *shared;
-	char *plan_json;         /* opaque until the planner exists; NULL = none */
+	struct ft_plan *plan;    /* NULL = none */
 };
 
 /* Whether traps a and b are read together. */

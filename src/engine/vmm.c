@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "ft/engine.h"
+#include "ft/plan.h"
 #include "ft/log.h"
 #include "search.h"
 
@@ -109,9 +110,13 @@ static int start(struct ft_vmm *v)
 	if (r->cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || !g)
 		return -1;
 	v->chunk = g;
-	size_t total = 0;
-	if (r->cuDeviceTotalMem_v2 && !r->cuDeviceTotalMem_v2(&total, d) && !isnan(v->fraction))
-		v->budget = (uint64_t)(v->fraction * (double)total);
+	size_t total = 0, free_b = SIZE_MAX / 2, t;
+	if (r->cuDeviceTotalMem_v2 && !r->cuDeviceTotalMem_v2(&total, d))
+		v->total = total;
+	if (r->cuMemGetInfo_v2 && r->cuMemGetInfo_v2(&free_b, &t))
+		free_b = SIZE_MAX / 2; /* unknown: no cap */
+	/* before a plan nothing tells weights apart: every chunk counts */
+	v->budget = ft_plan_budget(v->fraction, total, free_b, 0);
 	reserve_arena(v, total);
 	v->state = 1;
 	return 0;
@@ -395,6 +400,14 @@ int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c)
 	}
 	pthread_mutex_unlock(&v->lock);
 	return rc;
+}
+
+uint64_t ft_vmm_total(struct ft_vmm *v)
+{
+	pthread_mutex_lock(&v->lock);
+	uint64_t n = v->total;
+	pthread_mutex_unlock(&v->lock);
+	return n;
 }
 
 uint64_t ft_vmm_host_bytes(struct ft_vmm *v)

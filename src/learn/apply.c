@@ -3,7 +3,6 @@
  * the saved profile) and applied by the block engine (include/ft/engine.h).
  * Runs under the learning lock, once.
  */
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,26 +11,22 @@
 #include "ft/plan.h"
 #include "learn_int.h"
 
-/* The budget for the weights on the GPU (resident weights + blocks),
- * memory mode, upstream's rules: a fraction of the device, capped by what
- * is free plus the weights already on it.  KV caches, activations and
- * workspaces are not in it (a server sizes its KV cache from what the
- * model leaves).  0: latency mode. */
+/* Memory mode's budget for the weights (ft_plan_budget): KV caches,
+ * activations and workspaces are not in it (a server sizes its KV cache
+ * from what the model leaves).  0: latency mode. */
 uint64_t ft_learn_budget(struct ft_learn *L, uint64_t weights)
 {
-	double f = L->env.opt->max_gpu_mem_fraction;
-	if (isnan(f) || !L->prof.device.total_bytes)
-		return 0;
-	double budget = f * (double)L->prof.device.total_bytes;
 	size_t free_b = 0, total_b = 0;
-	if (L->env.real->cuMemGetInfo_v2 &&
-	    L->env.real->cuMemGetInfo_v2(&free_b, &total_b) == CUDA_SUCCESS &&
-	    budget > (double)free_b + (double)weights) {
+	if (!L->env.real->cuMemGetInfo_v2 ||
+	    L->env.real->cuMemGetInfo_v2(&free_b, &total_b) != CUDA_SUCCESS)
+		free_b = SIZE_MAX / 2; /* unknown: no cap */
+	double f = L->env.opt->max_gpu_mem_fraction;
+	uint64_t total = ft_vmm_total(L->env.vmm);
+	uint64_t budget = ft_plan_budget(f, total, free_b, weights);
+	if (budget && budget < (uint64_t)(f * (double)total))
 		ft_info("capping the GPU budget from %.0f to %.0f MiB (free memory plus the weights)",
-			budget / 1048576.0, ((double)free_b + (double)weights) / 1048576.0);
-		budget = (double)free_b + (double)weights;
-	}
-	return budget > 1 ? (uint64_t)budget : 1;
+			f * (double)total / 1048576.0, (double)budget / 1048576.0);
+	return budget;
 }
 
 /* FT_ENABLE_DIAGNOSTICS: the plan, trap by trap (at warn level, so that it
@@ -88,7 +83,7 @@ static void make_plan(struct ft_learn *L, const uint64_t *cov)
 		weights += p->weights[i];
 	for (uint32_t t = 0; t < p->ntraps; t++)
 		coverable += cov[t];
-	if (!p->ntraps || !p->ncurve || p->plan_json)
+	if (!p->ntraps || !p->ncurve || p->plan)
 		return;
 	struct ft_profile q = *p;
 	q.traps = malloc(p->ntraps * sizeof(*q.traps));
@@ -125,31 +120,8 @@ static void make_plan(struct ft_learn *L, const uint64_t *cov)
 		ft_error("no plan, nothing is offloaded: %s", why);
 		return;
 	}
-	cJSON *o = cJSON_CreateObject();
-	char settings[256];
-	plan_settings(L, settings, sizeof(settings));
-	ft_trace_str(o, "settings", settings);
-	ft_trace_str(o, "mode", in.budget ? "memory" : "latency");
-	ft_trace_num(o, "budget_bytes", (double)in.budget);
-	ft_trace_num(o, "blocks", plan.nblocks);
-	cJSON *bb = cJSON_AddArrayToObject(o, "block_bytes");
-	for (uint32_t k = 0; k < plan.nblocks; k++)
-		cJSON_AddItemToArray(bb, cJSON_CreateNumber((double)plan.block_bytes[k]));
-	cJSON *tr = cJSON_AddArrayToObject(o, "traps");
-	for (uint32_t i = 0; i < plan.ntraps; i++) {
-		cJSON *t = cJSON_CreateObject();
-		ft_trace_num(t, "block", plan.t[i].block);
-		ft_trace_num(t, "issue_ms", plan.t[i].offloaded ? plan.t[i].issue_ms : 0);
-		ft_trace_num(t, "wait_ms", plan.t[i].wait_ms);
-		cJSON_AddItemToArray(tr, t);
-	}
-	ft_trace_num(o, "peak_bytes", (double)plan.peak_bytes);
-	ft_trace_num(o, "offloaded_bytes", (double)plan.offloaded_bytes);
-	ft_trace_num(o, "pass_ms", plan.pass_ms);
-	ft_trace_num(o, "stall_ms", plan.stall_ms);
-	ft_trace_num(o, "floor_ms", plan.floor_ms);
-	p->plan_json = cJSON_PrintUnformatted(o);
-	cJSON_Delete(o);
+	plan.budget = in.budget;
+	plan_settings(L, plan.settings, sizeof(plan.settings));
 	ft_info("plan (%s mode): offload %.1f of %.1f MiB in %u blocks, predicted pass %.3f ms "
 		"(resident %.3f, floor %.3f)",
 		in.budget ? "memory" : "latency", (double)plan.offloaded_bytes / 1048576.0,
@@ -157,7 +129,18 @@ static void make_plan(struct ft_learn *L, const uint64_t *cov)
 		plan.floor_ms);
 	if (L->env.opt->enable_diagnostics)
 		diagnostics(p, cov, &plan);
-	ft_plan_free(&plan);
+	p->plan = malloc(sizeof(*p->plan));
+	if (p->plan)
+		*p->plan = plan;
+	else
+		ft_plan_free(&plan);
+}
+
+static void drop_plan(struct ft_profile *p)
+{
+	ft_plan_free(p->plan);
+	free(p->plan);
+	p->plan = NULL;
 }
 
 /* A saved plan is applied only under the settings it was made with (the
@@ -167,15 +150,11 @@ static void check_saved_plan(struct ft_learn *L, struct ft_profile *p)
 {
 	char now[256];
 	plan_settings(L, now, sizeof(now));
-	cJSON *o = cJSON_Parse(p->plan_json);
-	cJSON *made = o ? cJSON_GetObjectItem(o, "settings") : NULL;
-	if (!cJSON_IsString(made) || strcmp(made->valuestring, now)) {
+	if (strcmp(p->plan->settings, now)) {
 		ft_info("the saved plan was made for %s; now %s: planning again from the saved "
-			"timings", cJSON_IsString(made) ? made->valuestring : "other settings", now);
-		free(p->plan_json);
-		p->plan_json = NULL;
+			"timings", p->plan->settings[0] ? p->plan->settings : "other settings", now);
+		drop_plan(p);
 	}
-	cJSON_Delete(o);
 }
 
 /* Whether a saved plan gives two traps that one launch reads together one
@@ -194,21 +173,12 @@ static int shares_a_block(const struct ft_profile *p, const int *block)
 	return 0;
 }
 
-/* Blocks per trap from a plan in profile.json ("blocks", "traps"[].block). */
-static int plan_blocks(const char *json, uint32_t ntraps, int *block, uint32_t *nblocks)
+/* Blocks per trap from the plan. */
+static void plan_blocks(const struct ft_plan *pl, int *block, uint32_t *nblocks)
 {
-	cJSON *o = cJSON_Parse(json);
-	cJSON *tr = o ? cJSON_GetObjectItem(o, "traps") : NULL;
-	cJSON *nb = o ? cJSON_GetObjectItem(o, "blocks") : NULL;
-	int ok = cJSON_IsArray(tr) && cJSON_IsNumber(nb) && (uint32_t)cJSON_GetArraySize(tr) == ntraps;
-	for (uint32_t t = 0; ok && t < ntraps; t++) {
-		cJSON *b = cJSON_GetObjectItem(cJSON_GetArrayItem(tr, (int)t), "block");
-		ok = cJSON_IsNumber(b) && b->valueint < nb->valueint;
-		block[t] = ok ? b->valueint : -1;
-	}
-	*nblocks = ok ? (uint32_t)nb->valueint : 0;
-	cJSON_Delete(o);
-	return ok ? 0 : -1;
+	for (uint32_t t = 0; t < pl->ntraps; t++)
+		block[t] = pl->t[t].block;
+	*nblocks = pl->nblocks;
 }
 
 void ft_learn_offload(struct ft_learn *L)
@@ -266,24 +236,22 @@ void ft_learn_offload(struct ft_learn *L)
 			cov[t] = 0;
 		}
 	}
-	if (p->plan_json)
+	if (p->plan)
 		check_saved_plan(L, p);
-	int saved = p->plan_json != NULL;
+	int saved = p->plan != NULL;
 	if (!saved)
 		make_plan(L, cov);
 	uint32_t nblocks = 0;
-	if (!p->plan_json || plan_blocks(p->plan_json, p->ntraps, block, &nblocks)) {
-		if (saved)
-			ft_warn("the saved profile's plan cannot be read: nothing is offloaded");
+	if (!p->plan)
 		goto out;
-	}
+	plan_blocks(p->plan, block, &nblocks);
 	if (saved && shares_a_block(p, block)) {
-		free(p->plan_json);
-		p->plan_json = NULL;
+		drop_plan(p);
 		saved = 0;
 		make_plan(L, cov);
-		if (!p->plan_json || plan_blocks(p->plan_json, p->ntraps, block, &nblocks))
+		if (!p->plan)
 			goto out;
+		plan_blocks(p->plan, block, &nblocks);
 	}
 	uint32_t off = 0;
 	for (uint32_t t = 0; t < p->ntraps; t++) {

@@ -27,27 +27,19 @@ int ft_learn_adopt_saved(struct ft_learn *L, int trial)
 				L->env.opt->profile_storage_dir, FT_PROFILE_FILE, why);
 		return 0;
 	}
-	free(p->traps);
-	free(p->curve);
-	free(p->plan_json);
-	free(p->coread);
-	p->traps = L->saved.traps;
-	p->ntraps = L->saved.ntraps;
-	p->curve = L->saved.curve;
-	p->ncurve = L->saved.ncurve;
-	p->plan_json = L->saved.plan_json;
-	p->coread = L->saved.coread;
-	p->ncoread = L->saved.ncoread;
-	free(p->shared);
-	p->shared = L->saved.shared;
-	p->nshared = L->saved.nshared;
-	L->saved.shared = NULL;
-	L->saved.nshared = 0;
-	L->saved.traps = NULL;
-	L->saved.curve = NULL;
-	L->saved.plan_json = NULL;
-	L->saved.coread = NULL;
-	L->saved.ncoread = 0;
+	/* what discovery found is kept (weights, device); the rest is the
+	 * saved profile's */
+	struct ft_profile mine = *p;
+	free(L->saved.weights);
+	*p = L->saved;
+	memset(&L->saved, 0, sizeof(L->saved));
+	p->weights = mine.weights;
+	p->nweights = mine.nweights;
+	memcpy(&p->device, &mine.device, sizeof(p->device));
+	memcpy(p->library, mine.library, sizeof(p->library));
+	p->schema = mine.schema;
+	mine.weights = NULL;
+	ft_profile_free(&mine);
 	L->adopted = 1;
 	ft_info("%s/%s describes this model on this device: %u traps and their timings "
 		"taken, profiling skipped", L->env.opt->profile_storage_dir, FT_PROFILE_FILE, p->ntraps);

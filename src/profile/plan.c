@@ -1,6 +1,7 @@
 /* The planner (include/ft/plan.h). */
 #include "ft/plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,16 @@ void ft_plan_free(struct ft_plan *p)
 {
 	free(p->t);
 	memset(p, 0, sizeof(*p));
+}
+
+uint64_t ft_plan_budget(double fraction, uint64_t total, uint64_t free, uint64_t weights)
+{
+	if (isnan(fraction) || !total)
+		return 0;
+	double budget = fraction * (double)total, cap = (double)free + (double)weights;
+	if (budget > cap)
+		budget = cap;
+	return budget > 1 ? (uint64_t)budget : 1;
 }
 
 static double copy_ms(const struct ft_plan_input *in, uint32_t t)
@@ -107,7 +118,7 @@ static int assign(struct ft_plan *p, const struct ft_profile *pr, uint32_t b)
 /* Three passes of the execution model; the last one is reported. */
 static void simulate(struct ft_plan *p, const struct ft_profile *pr)
 {
-	double block_free[64] = { 0 }, copy_free = 0, end = 0, pass_start = 0, copies = 0;
+	double block_free[FT_PLAN_MAX_BLOCKS] = { 0 }, copy_free = 0, end = 0, pass_start = 0, copies = 0;
 	for (int pass = 0; pass < 3; pass++) {
 		pass_start = end;
 		p->stall_ms = 0;
@@ -209,7 +220,7 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 	const struct ft_profile *pr = in->profile;
 	uint32_t n = pr->ntraps;
 	uint32_t bmin = in->min_blocks < 2 ? 2 : in->min_blocks;
-	uint32_t bmax = in->num_blocks > 64 ? 64 : in->num_blocks;
+	uint32_t bmax = in->num_blocks > FT_PLAN_MAX_BLOCKS ? FT_PLAN_MAX_BLOCKS : in->num_blocks;
 	double scale = in->scale > 0 ? in->scale : 1.0;
 	memset(out, 0, sizeof(*out));
 	if (bmax < bmin) {

@@ -62,7 +62,9 @@ void ft_profile_free(struct ft_profile *p)
 	free(p->weights);
 	free(p->traps);
 	free(p->curve);
-	free(p->plan_json);
+	if (p->plan)
+		free(p->plan->t);
+	free(p->plan);
 	free(p->coread);
 	free(p->shared);
 	memset(p, 0, sizeof(*p));
@@ -75,6 +77,31 @@ static void add_stat(cJSON *o, const char *key, const struct ft_stat_ms *s)
 	cJSON_AddNumberToObject(c, "min", s->min);
 	cJSON_AddNumberToObject(c, "max", s->max);
 	cJSON_AddNumberToObject(c, "samples", s->samples);
+}
+
+static void add_plan(cJSON *root, const struct ft_plan *pl)
+{
+	cJSON *o = cJSON_AddObjectToObject(root, "plan");
+	cJSON_AddStringToObject(o, "settings", pl->settings);
+	cJSON_AddStringToObject(o, "mode", pl->budget ? "memory" : "latency");
+	cJSON_AddNumberToObject(o, "budget_bytes", (double)pl->budget);
+	cJSON_AddNumberToObject(o, "blocks", pl->nblocks);
+	cJSON *bb = cJSON_AddArrayToObject(o, "block_bytes");
+	for (uint32_t k = 0; k < pl->nblocks; k++)
+		cJSON_AddItemToArray(bb, cJSON_CreateNumber((double)pl->block_bytes[k]));
+	cJSON *tr = cJSON_AddArrayToObject(o, "traps");
+	for (uint32_t i = 0; i < pl->ntraps; i++) {
+		cJSON *t = cJSON_CreateObject();
+		cJSON_AddNumberToObject(t, "block", pl->t[i].block);
+		cJSON_AddNumberToObject(t, "issue_ms", pl->t[i].offloaded ? pl->t[i].issue_ms : 0);
+		cJSON_AddNumberToObject(t, "wait_ms", pl->t[i].wait_ms);
+		cJSON_AddItemToArray(tr, t);
+	}
+	cJSON_AddNumberToObject(o, "peak_bytes", (double)pl->peak_bytes);
+	cJSON_AddNumberToObject(o, "offloaded_bytes", (double)pl->offloaded_bytes);
+	cJSON_AddNumberToObject(o, "pass_ms", pl->pass_ms);
+	cJSON_AddNumberToObject(o, "stall_ms", pl->stall_ms);
+	cJSON_AddNumberToObject(o, "floor_ms", pl->floor_ms);
 }
 
 char *ft_profile_to_json(const struct ft_profile *p)
@@ -122,8 +149,10 @@ char *ft_profile_to_json(const struct ft_profile *p)
 	cJSON *sh = cJSON_AddArrayToObject(root, "shared_weights");
 	for (uint32_t i = 0; i < p->nshared; i++)
 		cJSON_AddItemToArray(sh, cJSON_CreateNumber(p->shared[i]));
-	cJSON *plan = p->plan_json ? cJSON_Parse(p->plan_json) : NULL;
-	cJSON_AddItemToObject(root, "plan", plan ? plan : cJSON_CreateNull());
+	if (p->plan)
+		add_plan(root, p->plan);
+	else
+		cJSON_AddNullToObject(root, "plan");
 	char *text = cJSON_Print(root);
 	cJSON_Delete(root);
 	return text;
@@ -199,6 +228,60 @@ static void read_stat(struct rd *rd, const cJSON *o, struct ft_stat_ms *s)
 	s->samples = (uint32_t)num(rd, c, "samples", 0, 1e9);
 	if (s->min > s->median || s->median > s->max)
 		bad(rd, FT_PROFILE_INCONSISTENT, "compute_ms needs min <= median <= max");
+}
+
+/* The plan made from this profile (every trap's block checked). */
+static void read_plan(struct rd *rd, const cJSON *o, struct ft_profile *p)
+{
+	if (!cJSON_IsObject(o)) {
+		bad(rd, FT_PROFILE_CORRUPT, "field \"plan\" is not an object or null");
+		return;
+	}
+	struct ft_plan *pl = calloc(1, sizeof(*pl));
+	if (!pl || !(pl->t = calloc(p->ntraps + 1, sizeof(*pl->t)))) {
+		free(pl);
+		bad(rd, FT_PROFILE_UNREADABLE, "out of memory");
+		return;
+	}
+	p->plan = pl;
+	pl->ntraps = p->ntraps;
+	str(rd, o, "settings", pl->settings, sizeof(pl->settings));
+	pl->budget = (uint64_t)num(rd, o, "budget_bytes", 0, MAX_BYTES);
+	pl->nblocks = (uint32_t)num(rd, o, "blocks", 1, FT_PLAN_MAX_BLOCKS);
+	const cJSON *bb = child(rd, o, "block_bytes", 1), *x;
+	uint32_t i = 0;
+	cJSON_ArrayForEach(x, bb) {
+		if (i >= pl->nblocks || !cJSON_IsNumber(x) || x->valuedouble < 0 ||
+		    x->valuedouble > MAX_BYTES) {
+			bad(rd, FT_PROFILE_INCONSISTENT, "plan.block_bytes[%u] is not a block's size", i);
+			return;
+		}
+		pl->block_bytes[i++] = (uint64_t)x->valuedouble;
+	}
+	const cJSON *tr = child(rd, o, "traps", 1);
+	if (tr && (uint32_t)cJSON_GetArraySize(tr) != p->ntraps) {
+		bad(rd, FT_PROFILE_INCONSISTENT, "the plan has %d traps, the profile %u",
+		    cJSON_GetArraySize(tr), p->ntraps);
+		return;
+	}
+	i = 0;
+	cJSON_ArrayForEach(x, tr) {
+		struct ft_plan_trap *t = &pl->t[i];
+		t->block = (int)num(rd, x, "block", -1, FT_PLAN_MAX_BLOCKS);
+		t->issue_ms = num(rd, x, "issue_ms", -MAX_MS, MAX_MS);
+		t->wait_ms = num(rd, x, "wait_ms", 0, MAX_MS);
+		if (rd->r == FT_PROFILE_OK && t->block >= (int)pl->nblocks)
+			bad(rd, FT_PROFILE_INCONSISTENT, "plan.traps[%u].block %d is not one of its %u "
+			    "blocks", i, t->block, pl->nblocks);
+		t->offloaded = t->block >= 0;
+		pl->compute_ms += p->traps[i].compute.median;
+		i++;
+	}
+	pl->peak_bytes = (uint64_t)num(rd, o, "peak_bytes", 0, MAX_BYTES);
+	pl->offloaded_bytes = (uint64_t)num(rd, o, "offloaded_bytes", 0, MAX_BYTES);
+	pl->pass_ms = num(rd, o, "pass_ms", 0, MAX_MS);
+	pl->stall_ms = num(rd, o, "stall_ms", 0, MAX_MS);
+	pl->floor_ms = num(rd, o, "floor_ms", 0, MAX_MS);
 }
 
 static void read_body(struct rd *rd, const cJSON *root, struct ft_profile *p)
@@ -309,8 +392,8 @@ static void read_body(struct rd *rd, const cJSON *root, struct ft_profile *p)
 		p->shared[i++] = (uint32_t)x->valuedouble;
 	}
 	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(root, "plan");
-	if (plan && !cJSON_IsNull(plan))
-		p->plan_json = cJSON_PrintUnformatted(plan);
+	if (plan && !cJSON_IsNull(plan) && rd->r == FT_PROFILE_OK)
+		read_plan(rd, plan, p);
 }
 
 enum ft_profile_refusal ft_profile_from_json(const char *text, struct ft_profile *p,

@@ -74,9 +74,30 @@ static int show(const char *path)
 			       p.curve[i].ms, (double)p.curve[i].bytes / (p.curve[i].ms * 1e6));
 		printf("  all weights once: %.2f ms\n", ft_curve_ms(p.curve, p.ncurve, total(&p)));
 	}
-	printf("\nplan: %s\n", p.plan_json ? "present" : "none");
+	if (p.plan)
+		printf("\nplan: %s mode, %u blocks, offloads %.2f MiB, peak %.2f MiB, predicted pass "
+		       "%.3f ms (floor %.3f); made under %s\n", p.plan->budget ? "memory" : "latency",
+		       p.plan->nblocks, (double)p.plan->offloaded_bytes / MIB,
+		       (double)p.plan->peak_bytes / MIB, p.plan->pass_ms, p.plan->floor_ms,
+		       p.plan->settings);
+	else
+		printf("\nplan: none\n");
 	ft_profile_free(&p);
 	return 0;
+}
+
+/* Whether two plans put every trap in the same block, under the same
+ * settings. */
+static int same_plan(const struct ft_plan *a, const struct ft_plan *b)
+{
+	if (!a || !b)
+		return a == b;
+	if (a->ntraps != b->ntraps || a->nblocks != b->nblocks || strcmp(a->settings, b->settings))
+		return 0;
+	for (uint32_t i = 0; i < a->ntraps; i++)
+		if (a->t[i].block != b->t[i].block)
+			return 0;
+	return 1;
 }
 
 static int diff(const char *a, const char *b)
@@ -115,8 +136,7 @@ static int diff(const char *a, const char *b)
 			       s->compute.median, t->compute.median, d);
 		}
 	}
-	if ((x.plan_json == NULL) != (y.plan_json == NULL) ||
-	    (x.plan_json && strcmp(x.plan_json, y.plan_json)))
+	if (!same_plan(x.plan, y.plan))
 		printf("plan differs\n");
 	printf("%s\n", differ ? "profiles describe different runs" : "same device, model and traps");
 	ft_profile_free(&x);

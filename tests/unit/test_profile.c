@@ -42,6 +42,20 @@ static void round_trip(void **state)
 	struct ft_profile a, b;
 	char why[256];
 	make(&a, 32);
+	a.plan = calloc(1, sizeof(*a.plan));
+	a.plan->ntraps = 34;
+	a.plan->t = calloc(34, sizeof(*a.plan->t));
+	a.plan->nblocks = 4;
+	a.plan->budget = 8ULL << 30;
+	snprintf(a.plan->settings, sizeof(a.plan->settings), "FT_X=1");
+	a.plan->block_bytes[3] = 7 << 20;
+	for (uint32_t i = 0; i < 34; i++) {
+		a.plan->t[i].block = i % 3 ? (int)(i % 4) : -1;
+		a.plan->t[i].offloaded = a.plan->t[i].block >= 0;
+		a.plan->t[i].wait_ms = 0.25 * i;
+	}
+	a.plan->pass_ms = 12.5;
+	a.plan->floor_ms = 11.5;
 	ft_coread_add(&a, 4, 3);
 	ft_coread_add(&a, 1, 5);
 	ft_coread_add(&a, 5, 1);
@@ -64,7 +78,18 @@ static void round_trip(void **state)
 	assert_int_equal(b.coread[1][1], 4);
 	assert_true(ft_coread_has(&b, 5, 1) && !ft_coread_has(&b, 1, 4));
 	assert_string_equal(b.device.name, "NVIDIA H200");
-	assert_null(b.plan_json);
+	assert_non_null(b.plan); /* the typed plan, every field that is saved */
+	assert_int_equal(b.plan->ntraps, 34);
+	assert_int_equal(b.plan->nblocks, 4);
+	assert_int_equal(b.plan->budget, 8ULL << 30);
+	assert_string_equal(b.plan->settings, "FT_X=1");
+	assert_int_equal(b.plan->block_bytes[3], 7 << 20);
+	for (uint32_t i = 0; i < 34; i++) {
+		assert_int_equal(b.plan->t[i].block, a.plan->t[i].block);
+		assert_int_equal(b.plan->t[i].offloaded, a.plan->t[i].block >= 0);
+		assert_true(b.plan->t[i].wait_ms == a.plan->t[i].wait_ms);
+	}
+	assert_true(b.plan->pass_ms == 12.5 && b.plan->floor_ms == 11.5);
 	assert_int_equal(ft_profile_check_compatible(&b, &a, why, sizeof(why)), FT_PROFILE_OK);
 	free(text);
 	ft_profile_free(&a);
@@ -78,6 +103,13 @@ static void refusals(void **state)
 	struct ft_profile a, b;
 	make(&a, 4);
 	ft_coread_add(&a, 1, 2);
+	a.plan = calloc(1, sizeof(*a.plan));
+	a.plan->ntraps = a.ntraps;
+	a.plan->t = calloc(a.ntraps, sizeof(*a.plan->t));
+	a.plan->nblocks = 2;
+	for (uint32_t i = 0; i < a.ntraps; i++)
+		a.plan->t[i].block = i == 1 ? 1 : -1;
+	snprintf(a.plan->settings, sizeof(a.plan->settings), "S");
 	char *good = ft_profile_to_json(&a);
 	static const struct {
 		const char *find, *replace;
@@ -96,6 +128,9 @@ static void refusals(void **state)
 		{ "\"coread\":\t[[1, 2]]", "\"coread\":\t[[2, 1]]", FT_PROFILE_INCONSISTENT, "coread" },
 		{ "\"coread\":\t[[1, 2]]", "\"coread\":\t[[1, 99]]", FT_PROFILE_INCONSISTENT, "coread" },
 		{ "\"coread\":\t[[1, 2]]", "\"coread\":\t7", FT_PROFILE_CORRUPT, "coread" },
+		{ "\"block\":\t1,", "\"block\":\t2,", FT_PROFILE_INCONSISTENT, "not one of its 2 blocks" },
+		{ "\"blocks\":\t2,", "\"blocks\":\t0,", FT_PROFILE_CORRUPT, "blocks" },
+		{ "\"settings\":\t\"S\",", "", FT_PROFILE_CORRUPT, "settings" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *at = strstr(good, cases[i].find);
