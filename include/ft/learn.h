@@ -38,7 +38,7 @@
 #include <stdint.h>
 
 #include "ft/discover.h"
-#include "ft/engine.h"
+#include "ft/offload.h"
 #include "ft/gpu.h"
 #include "ft/graphs.h"
 #include "ft/options.h"

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ft/engine.h"
+#include "ft/offload.h"
+#include "offload_int.h"
 #include "ft/log.h"
 
 static int by_lo(const void *a, const void *b)
@@ -173,20 +174,69 @@ uint64_t ft_off_host_checksum(const unsigned char *p, size_t n)
 
 #define FAIL(...) do { snprintf(why, len, __VA_ARGS__); goto fail; } while (0)
 
-int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm *vmm,
-		 struct ft_stats *stats, struct ft_gpu *verify, int mode, int pinned,
-		 const int *block, uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w,
-		 uint32_t nw, char *why, uint32_t len)
+struct ft_offload *ft_off_new(void)
 {
-	const struct ft_real *r = real;
+	struct ft_offload *o = calloc(1, sizeof(*o));
+	if (o)
+		pthread_mutex_init(&o->lock, NULL);
+	return o;
+}
+
+int ft_off_active(const struct ft_offload *o)
+{
+	return o && o->active;
+}
+
+int ft_off_verifying(const struct ft_offload *o)
+{
+	return o && o->active && o->gpu;
+}
+
+int ft_off_timed(const struct ft_offload *o)
+{
+	return o && o->timing;
+}
+
+void ft_off_sizes(const struct ft_offload *o, uint64_t *offloaded, uint64_t *blocks,
+		  uint32_t *nblocks)
+{
+	*offloaded = o->offloaded_bytes;
+	*blocks = o->block_bytes;
+	*nblocks = o->nblocks;
+}
+
+void ft_off_after_fork(struct ft_offload *o)
+{
+	if (!o)
+		return;
+	pthread_mutex_init(&o->lock, NULL);
+	o->active = 0;
+}
+
+void ft_off_destroy(struct ft_offload *o)
+{
+	if (!o)
+		return;
+	release_all(o);
+	free(o);
+}
+
+int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *block,
+		uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w, uint32_t nw,
+		char *why, uint32_t len)
+{
+	const struct ft_real *r = c->real;
+	struct ft_vmm *vmm = c->vmm;
+	int mode = c->mode;
 	memset(o, 0, sizeof(*o));
 	pthread_mutex_init(&o->lock, NULL);
-	o->real = real;
+	o->real = c->real;
 	o->vmm = vmm;
-	o->stats = stats;
-	o->gpu = verify;
+	o->stats = c->stats;
+	o->gpu = c->verify;
 	o->mode = mode;
-	o->pageable = !pinned;
+	o->pageable = !c->pinned;
+	o->captures = c->captures;
 	o->chunk = vmm->chunk;
 	o->cur = -1;
 	o->gcur = -1;
@@ -253,10 +303,23 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 	if (!o->saved || r->cuEventCreate(&o->fork, CU_EVENT_DISABLE_TIMING) ||
 	    r->cuEventCreate(&o->join, CU_EVENT_DISABLE_TIMING))
 		FAIL("out of memory");
+	for (uint32_t t = 0; c->shared && t < ntraps; t++)
+		o->t[t].shared = c->shared[t];
+	return 0;
+fail:
+	release_all(o);
+	return -1;
+}
+
+int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
+{
+	const struct ft_real *r = o->real;
+	struct ft_vmm *vmm = o->vmm;
+	int pinned = !o->pageable;
 	/* the host store: touched, registered, filled */
 	if (r->cuCtxSynchronize())
 		FAIL("the device reported an error before offloading");
-	for (uint32_t t = 0; t < ntraps; t++) {
+	for (uint32_t t = 0; t < o->ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];
 		if (x->block < 0)
 			continue;
@@ -282,7 +345,7 @@ int ft_off_apply(struct ft_offload *o, const struct ft_real *real, struct ft_vmm
 		}
 	}
 	/* re-back: chunk j of a trap onto chunk j of its block */
-	for (uint32_t t = 0; t < ntraps; t++) {
+	for (uint32_t t = 0; t < o->ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];
 		if (x->block < 0)
 			continue;

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ft/engine.h"
+#include "ft/offload.h"
 #include "ft/log.h"
 #include "offload_int.h"
 

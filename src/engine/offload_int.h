@@ -1,10 +1,115 @@
-/* What the offloading files share beyond include/ft/engine.h. */
+/* The block engine's state and what its files share beyond
+ * include/ft/offload.h (private: only src/engine/ and the engine's own
+ * unit test include it). */
 #ifndef FT_OFFLOAD_INT_H
 #define FT_OFFLOAD_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 
-#include "ft/engine.h"
+#include "ft/offload.h"
+
+/* FT_OFFLOAD_TIMING events of one trap, in eager passes or in one graph */
+struct ft_off_tev {
+	CUevent cs, ce, ws, we, ts[2], te[2];
+	int slot;                           /* transfer events of the latest load */
+	int served;                         /* slot that served this pass, -1 none */
+	int entered, waited, ended;
+	uint64_t reported;                  /* loads when a transfer was last reported */
+};
+
+/* A captured graph's timing (FT_OFFLOAD_TIMING=cuda_graph): its events are
+ * recorded as external event nodes, so each replay re-records them; done
+ * is recorded last. */
+#define FT_OFF_TIMED_GRAPHS 512 /* captures timed at most (a server captures one per
+				  batch size; vLLM about 70) */
+
+struct ft_off_gtime {
+	struct ft_off_tev *tev;             /* per trap */
+	CUevent done;
+	int pending;                        /* replayed, not read yet */
+};
+
+struct ft_off_trap {
+	int block;                          /* -1: resident */
+	uint32_t nchunks;
+	uint32_t nruns;
+	struct ft_span *runs;               /* covered address runs, in order */
+	unsigned char *dead;                /* per run: its allocation was freed */
+	unsigned char *host;                /* the store: nchunks x chunk bytes */
+	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
+	uint64_t loads;                     /* copies into its block so far */
+	int shared;                         /* read all over the pass (resident): its
+					       references never place the pass */
+	int pending;                        /* comes back to the GPU for good when the
+					       capture in progress ends (a launch of it
+					       read this trap with another of its block) */
+};
+
+#define FT_OFF_READERS 8
+
+struct ft_off_block {
+	uint32_t nchunks;
+	CUmemGenericAllocationHandle *h;
+	CUdeviceptr va;                     /* the chunks mapped contiguously (raw mode) */
+	int occupant;                       /* trap whose bytes it holds or will; -1 */
+	CUevent ready;                      /* recorded after the occupant's copies */
+	/* ready's stand-in while a capture pages: an event last recorded in
+	 * a capture cannot be waited on once it is over, so a capture gets
+	 * its own and the eager one keeps the eager copies' record */
+	CUevent ready_cap;
+	uint32_t nreaders;
+	CUstream readers[FT_OFF_READERS];   /* streams that waited for this occupant */
+	CUevent release[FT_OFF_READERS];
+	const char *last_kernel;            /* the latest launch that read the occupant */
+};
+
+struct ft_offload {
+	pthread_mutex_t lock;
+	const struct ft_real *real;
+	struct ft_vmm *vmm;
+	struct ft_stats *stats;             /* offload_copies, offload_misses */
+	struct ft_gpu *gpu;                 /* FT_VERIFY's checksums; NULL = no verify */
+	int timed;                          /* per-trap events around launches and copies */
+	int events;                         /* those events exist */
+	struct ft_off_tev *etev;            /* per trap, eager passes */
+	int graph_timing;                   /* captures get events too */
+	struct ft_off_gtime *gt;            /* per timed capture */
+	uint32_t ngt;
+	int gcur;                           /* gt of the capture in progress, -1 */
+	struct ft_timing_store *timing;     /* FT_OFFLOAD_TIMING=eager; NULL = none */
+	struct ft_timing_store *window;     /* the last FT_TIMING_LOG_EVERY passes */
+	/* ft_off_on_pass's observer of timed passes */
+	int (*pass_done)(void *arg, const float *v, uint32_t ntraps, int kind);
+	void *pass_arg;
+	CUstream last_stream;               /* of the latest launch that read a trap */
+	/* a capture in progress that reads offloaded weights: the executor
+	 * works for it with the graph's own block state (every block unknown
+	 * at its start); the eager state waits in saved */
+	uint64_t cap_id;
+	int cap_tag;                        /* what ft_off_capture_launch returns for it */
+	CUevent fork, join;
+	int cap_first;                      /* the capture's first position, -1 */
+	int saved_cur;
+	struct ft_off_saved {
+		int occupant;
+		uint32_t nreaders;
+		CUstream readers[FT_OFF_READERS];
+	} *saved;
+	const _Atomic int *captures;        /* captures in progress, any thread */
+	int active, mode;
+	int pageable;                       /* FT_PINNED_MEMORY=0: the store is not registered */
+	size_t chunk;
+	uint32_t ntraps, nblocks;
+	struct ft_off_trap *t;
+	struct ft_off_block *b;
+	CUstream copy;
+	uint32_t nw;
+	struct ft_off_weight *w;            /* every weight, sorted by lo */
+	int cur;                            /* trap of the latest launch that read one */
+	uint64_t offloaded_bytes, block_bytes;
+};
+
 
 /* Synchronising calls would invalidate a capture in progress (any
  * thread's, in global mode): the steps that need one wait for none. */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ft/engine.h"
+#include "ft/vmm.h"
 #include "ft/plan.h"
 #include "ft/log.h"
 #include "search.h"

@@ -12,8 +12,8 @@
  * first (engine.h, ft_off_copy).  Host addresses never meet them (UVA). */
 #define GUARD(stream, dst, dbytes, src, sbytes)                                \
 	do {                                                                   \
-		if (ft_g.off.active)                                           \
-			ft_off_copy(&ft_g.off, stream, dst, dbytes, src, sbytes); \
+		if (ft_off_active(ft_g.off))                                           \
+			ft_off_copy(ft_g.off, stream, dst, dbytes, src, sbytes); \
 	} while (0)
 
 #define COPY_BODY(sym, stream, ...)                                            \

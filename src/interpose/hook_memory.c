@@ -90,7 +90,7 @@ CUresult cuMemFree_v2(CUdeviceptr dptr)
 	size_t size;
 	CUresult rc;
 	if (ft_vmm_range(&ft_g.vmm, dptr, &base, &size) && base == dptr) {
-		ft_off_freed(&ft_g.off, base, size);
+		ft_off_freed(ft_g.off, base, size);
 		if (ft_vmm_free(&ft_g.vmm, dptr, &rc))
 			return rc;
 	}

@@ -121,14 +121,15 @@ static void fork_child(void)
 	/* nor do the parent's VMM allocations and blocks (CUDA does not cross fork) */
 	pthread_mutex_init(&ft_g.vmm.lock, NULL);
 	ft_g.vmm.n = 0;
-	ft_g.off.active = 0;
+	ft_off_after_fork(ft_g.off);
 }
 
 static int start_observers(void)
 {
 	ft_g.tmaps = calloc(1, sizeof(*ft_g.tmaps));
 	ft_g.graphs = calloc(1, sizeof(*ft_g.graphs));
-	if (!ft_g.tmaps || !ft_g.graphs || ft_registry_init(&ft_g.reg) ||
+	ft_g.off = ft_off_new();
+	if (!ft_g.tmaps || !ft_g.graphs || !ft_g.off || ft_registry_init(&ft_g.reg) ||
 	    ft_kernels_init(&ft_g.kernels, &ft_g.real)) {
 		ft_error("out of memory while starting; passing every call through");
 		return -1;
@@ -140,7 +141,7 @@ static int start_observers(void)
 		    ft_g.opt.max_gpu_mem_fraction, (int)ft_g.opt.gpu_device);
 	const struct ft_learn_env env = {
 		.real = &ft_g.real, .opt = &ft_g.opt, .stats = &ft_g.stats, .reg = &ft_g.reg,
-		.graphs = ft_g.graphs, .trace = &ft_g.trace, .vmm = &ft_g.vmm, .off = &ft_g.off,
+		.graphs = ft_g.graphs, .trace = &ft_g.trace, .vmm = &ft_g.vmm, .off = ft_g.off,
 		.timing = &ft_g.timing, .timing_window = &ft_g.timing_window,
 		.captures = &ft_g.active_captures,
 	};
@@ -281,9 +282,9 @@ FT_EXPORT int ft_load_profile(const char *dir)
 FT_EXPORT long ft_offload_timing_collect(char *buf, unsigned long len)
 {
 	ft_lib_ensure();
-	if (!ft_is_observing() || !ft_g.off.timing)
+	if (!ft_is_observing() || !ft_off_timed(ft_g.off))
 		return -1;
-	ft_off_timing_flush(&ft_g.off);
+	ft_off_timing_flush(ft_g.off);
 	struct ft_timing_report r;
 	if (ft_timing_report(&ft_g.timing, 1, &r))
 		return -1;
@@ -295,9 +296,9 @@ FT_EXPORT long ft_offload_timing_collect(char *buf, unsigned long len)
 FT_EXPORT int ft_offload_timing_reset(void)
 {
 	ft_lib_ensure();
-	if (!ft_is_observing() || !ft_g.off.timing)
+	if (!ft_is_observing() || !ft_off_timed(ft_g.off))
 		return -1;
-	ft_off_timing_reset(&ft_g.off);
+	ft_off_timing_reset(ft_g.off);
 	ft_timing_reset(&ft_g.timing);
 	ft_timing_reset(&ft_g.timing_window);
 	return 0;
@@ -306,9 +307,9 @@ FT_EXPORT int ft_offload_timing_reset(void)
 FT_EXPORT int ft_offload_timing_update(void)
 {
 	ft_lib_ensure();
-	if (!ft_is_observing() || !ft_g.off.timing)
+	if (!ft_is_observing() || !ft_off_timed(ft_g.off))
 		return -1;
-	return ft_off_timing_update(&ft_g.off);
+	return ft_off_timing_update(ft_g.off);
 }
 
 FT_EXPORT int ft_flush_trace(void)

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "ft/cuda.h"
-#include "ft/engine.h"
+#include "ft/offload.h"
 #include "ft/learn.h"
 #include "ft/kernels.h"
 #include "ft/log.h"
@@ -45,7 +45,7 @@ struct ft_lib {
 	struct ft_graphs *graphs;
 	struct ft_learn learn;      /* pass detection and the phase machine */
 	struct ft_vmm vmm;
-	struct ft_offload off;
+	struct ft_offload *off;     /* the block engine (ft_off_new) */
 	struct ft_timing_store timing, timing_window; /* FT_OFFLOAD_TIMING */
 };
 

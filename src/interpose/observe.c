@@ -210,13 +210,13 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 	s->cap = ft_obs_capture_id(l->stream, l->ptsz);
 	if (s->scanned && !s->cap)
 		ft_learn_before(&ft_g.learn, l->stream, l->ptsz, &s->refs, s->seq);
-	if (!ft_g.off.active)
+	if (!ft_off_active(ft_g.off))
 		return;
 	const char *name = s->k ? s->k->name : "?";
 	if (!s->scanned) {
 		ft_warn_once("kernel %s cannot be scanned while weights are offloaded: if it reads "
 			     "one, it reads whatever the block holds", name);
-	} else if (s->refs.n || ft_off_verifying(&ft_g.off)) {
+	} else if (s->refs.n || ft_off_verifying(ft_g.off)) {
 		/* the references the kernel reads, then the stale ones (any
 		 * launch with FT_VERIFY: it releases the blocks it does not read) */
 		uint64_t a[FT_MAX_REFS];
@@ -231,14 +231,14 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 		int trap;
 		uint64_t w;
 		if (!s->cap) {
-			ft_off_launch(&ft_g.off, l->stream, a, word, n, s->refs.n - n, kern, name);
+			ft_off_launch(ft_g.off, l->stream, a, word, n, s->refs.n - n, kern, name);
 		} else {
 			/* the copies and waits go into the capture */
-			int paged = ft_off_capture_launch(&ft_g.off, l->stream, s->cap, a, word, n,
+			int paged = ft_off_capture_launch(ft_g.off, l->stream, s->cap, a, word, n,
 							  s->refs.n - n, kern, name);
 			if (paged > 0)
 				ft_graphs_capture_paged(ft_g.graphs, s->cap, (uint32_t)paged);
-			else if (paged < 0 && ft_off_offloaded(&ft_g.off, a, n, &trap, &w))
+			else if (paged < 0 && ft_off_offloaded(ft_g.off, a, n, &trap, &w))
 				ft_obs_hidden("a captured launch the executor cannot page (another "
 					      "capture pages weights, or the host store is pageable)",
 					      name, trap, w);

@@ -272,15 +272,21 @@ void ft_learn_offload(struct ft_learn *L)
 		else
 			verify = &L->gpu;
 	}
-	if (ft_off_apply(L->env.off, L->env.real, L->env.vmm, L->env.stats, verify,
-			 L->env.opt->transfer_mode, L->env.opt->pinned_memory, block,
-			 p->ntraps, nblocks, w, L->nwmap, why, sizeof(why))) {
+	uint8_t *shared = calloc(p->ntraps + 1, 1);
+	for (uint32_t t = 0; shared && kept && all && t < p->ntraps; t++)
+		shared[t] = all[t] && kept[t] == all[t];
+	const struct ft_off_config c = {
+		.real = L->env.real, .vmm = L->env.vmm, .stats = L->env.stats, .verify = verify,
+		.mode = (int)L->env.opt->transfer_mode, .pinned = L->env.opt->pinned_memory,
+		.captures = L->env.captures, .shared = shared,
+	};
+	int rc = ft_off_init(L->env.off, &c, block, p->ntraps, nblocks, w, L->nwmap, why,
+			     sizeof(why));
+	free(shared);
+	if (rc || ft_off_stage(L->env.off, why, sizeof(why))) {
 		ft_error("offloading failed, every weight stays on the GPU: %s", why);
 		goto out;
 	}
-	L->env.off->captures = L->env.captures;
-	for (uint32_t t = 0; kept && all && t < p->ntraps; t++)
-		L->env.off->t[t].shared = all[t] && kept[t] == all[t];
 	/* the planner keeps the weights within the budget from here on: the
 	 * limit on all large allocations, which stood in for it while weights
 	 * could not be told apart, ends */
@@ -297,13 +303,16 @@ void ft_learn_offload(struct ft_learn *L)
 		free(labels);
 	}
 	ft_learn_arm_refresh(L, p);
-	FT_STAT_ADD(L->env.stats, offloaded_bytes, L->env.off->offloaded_bytes);
-	FT_STAT_ADD(L->env.stats, block_bytes, L->env.off->block_bytes);
+	uint64_t moved, blocks;
+	uint32_t nb;
+	ft_off_sizes(L->env.off, &moved, &blocks, &nb);
+	FT_STAT_ADD(L->env.stats, offloaded_bytes, moved);
+	FT_STAT_ADD(L->env.stats, block_bytes, blocks);
 	ft_info("offloading (%s%s%s): %.1f MiB of weights moved to the host store, %u blocks of "
-		"%.1f MiB in all on the GPU", ft_options_choice(FT_OPT_transfer_mode, (int)L->env.opt->transfer_mode),
+		"%.1f MiB in all on the GPU",
+		ft_options_choice(FT_OPT_transfer_mode, (int)L->env.opt->transfer_mode),
 		saved ? ", plan from the saved profile" : "", verify ? ", FT_VERIFY" : "",
-		(double)L->env.off->offloaded_bytes / 1048576.0, L->env.off->nblocks,
-		(double)L->env.off->block_bytes / 1048576.0);
+		(double)moved / 1048576.0, nb, (double)blocks / 1048576.0);
 out:
 	free(kept);
 	free(all);

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ft/engine.h"
+#include "ft/vmm.h"
 #include "../common/check.h"
 #include "../fake/fake.h"
 

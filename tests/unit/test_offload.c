@@ -15,8 +15,9 @@
 
 #include <cmocka.h>
 
-#include "ft/engine.h"
+#include "ft/offload.h"
 #include "ft/kernels.h"
+#include "../../src/engine/offload_int.h" /* the engine's own state */
 
 #define MB (1ull << 20)
 #define CHUNK (2 * MB)
@@ -144,11 +145,6 @@ static CUresult f_copy(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 	return CUDA_SUCCESS;
 }
 
-static CUresult f_ok(void)
-{
-	return CUDA_SUCCESS;
-}
-
 /* A demotion's synchronous copy into the trap's own memory: no block. */
 static CUresult f_copy_sync(CUdeviceptr dst, const void *src, size_t n)
 {
@@ -201,13 +197,64 @@ static struct ft_real real;
 static struct ft_stats stats;
 static struct ft_vmm vmm;
 
-/* An engine over ntraps traps of one chunk each, traps with block[t] >= 0
- * offloaded, the copy stream id 0. */
-static struct ft_offload *engine(int ntraps, const int *block, int nblocks, int mode)
+static CUresult f_stream(CUstream *st, unsigned flags)
 {
-	memset(&S, 0, sizeof(S));
-	S.ntraps = ntraps;
-	real = (struct ft_real){ 0 };
+	(void)flags;
+	*st = (CUstream)0; /* the copy stream is stream 0 */
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_release(CUmemGenericAllocationHandle h)
+{
+	(void)h;
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_register(void *p, size_t n, unsigned flags)
+{
+	(void)p, (void)n, (void)flags;
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_unregister(void *p)
+{
+	(void)p;
+	return CUDA_SUCCESS;
+}
+
+static CUresult f_dtoh(void *dst, CUdeviceptr src, size_t n)
+{
+	(void)dst, (void)src, (void)n;
+	return CUDA_SUCCESS;
+}
+
+/* The VMM's allocations of a test: one chunk-aligned range each, every
+ * chunk with memory of its own. */
+static struct ft_vmm_alloc va[64];
+static CUmemGenericAllocationHandle own[64][4];
+static unsigned char hostflag[64][4];
+
+/* The default layout: trap t's one weight is one chunk at base[t], an
+ * allocation of its own. */
+static uint32_t layout(int ntraps, struct ft_off_weight *w, struct ft_span *allocs)
+{
+	for (int t = 0; t < ntraps; t++) {
+		S.base[t] = (uint64_t)(t + 1) * 16 * MB;
+		w[t] = (struct ft_off_weight){ S.base[t], S.base[t] + CHUNK, (uint32_t)t, 0 };
+		allocs[t] = (struct ft_span){ S.base[t], S.base[t] + CHUNK };
+	}
+	return (uint32_t)ntraps;
+}
+
+/* An engine made by ft_off_init and ft_off_stage (the stubs above stand
+ * for the driver) over ntraps traps, traps with block[t] >= 0 offloaded,
+ * the weights w[0..nw) in the VMM allocations allocs[0..na) (sorted, at
+ * most 4 chunks each), the copy stream id 0.  S.base[t] is where trap t's
+ * copies land (its first run). */
+static struct ft_offload *engine_of(int ntraps, const int *block, int nblocks, int mode,
+				    const struct ft_off_weight *w, uint32_t nw,
+				    const struct ft_span *allocs, uint32_t na)
+{
 	real.cuEventCreate = f_event_create;
 	real.cuEventRecord = f_record;
 	real.cuStreamWaitEvent = f_wait;
@@ -218,80 +265,72 @@ static struct ft_offload *engine(int ntraps, const int *block, int nblocks, int 
 	real.cuMemUnmap = f_unmap;
 	real.cuMemMap = f_map;
 	real.cuMemSetAccess = f_access;
-	(void)f_ok;
+	real.cuMemRelease = f_release;
+	real.cuStreamCreate = f_stream;
+	real.cuMemHostRegister_v2 = f_register;
+	real.cuMemcpyDtoH_v2 = f_dtoh;
+	real.cuMemHostUnregister = f_unregister;
 	memset(&stats, 0, sizeof(stats));
-	/* one VMM allocation per trap's chunk, so that a trap can come back
-	 * to the GPU (ft_vmm_own) */
-	static struct ft_vmm_alloc va[64];
-	static CUmemGenericAllocationHandle own[64];
 	memset(&vmm, 0, sizeof(vmm));
 	pthread_mutex_init(&vmm.lock, NULL);
 	vmm.real = &real;
 	vmm.chunk = CHUNK;
+	vmm.state = 1;
 	vmm.a = va;
-	vmm.n = (uint32_t)ntraps;
-	for (int t = 0; t < ntraps; t++) {
-		own[t] = 0;
-		va[t] = (struct ft_vmm_alloc){ .base = (uint64_t)(t + 1) * 16 * MB, .size = CHUNK,
-					       .nchunks = 1, .own = &own[t] };
+	vmm.n = na;
+	for (uint32_t i = 0; i < na; i++) {
+		uint32_t n = (uint32_t)((allocs[i].hi - allocs[i].lo) / CHUNK);
+		assert_true(n >= 1 && n <= 4);
+		for (uint32_t k = 0; k < n; k++)
+			own[i][k] = 1 + i * 4 + k, hostflag[i][k] = 0;
+		va[i] = (struct ft_vmm_alloc){ .base = allocs[i].lo, .size = n * CHUNK, .nchunks = n,
+					       .own = own[i], .host = hostflag[i] };
 	}
-	struct ft_offload *o = calloc(1, sizeof(*o));
-	pthread_mutex_init(&o->lock, NULL);
-	o->real = &real;
-	o->vmm = &vmm;
-	o->stats = &stats;
-	o->mode = mode;
-	o->chunk = CHUNK;
-	o->cur = -1;
-	o->ntraps = (uint32_t)ntraps;
-	o->nblocks = (uint32_t)nblocks;
-	o->copy = (CUstream)0;
-	o->t = calloc((size_t)ntraps, sizeof(*o->t));
-	o->b = calloc((size_t)nblocks, sizeof(*o->b));
-	o->w = calloc((size_t)ntraps, sizeof(*o->w));
-	for (int t = 0; t < ntraps; t++) {
-		S.base[t] = (uint64_t)(t + 1) * 16 * MB;
-		o->w[t] = (struct ft_off_weight){ S.base[t], S.base[t] + CHUNK, (uint32_t)t, 0 };
-		struct ft_off_trap *x = &o->t[t];
-		x->block = block[t];
-		x->nchunks = 1;
-		x->nruns = 1;
-		x->runs = calloc(1, sizeof(*x->runs));
-		x->runs[0] = (struct ft_span){ S.base[t], S.base[t] + CHUNK };
-		x->dead = calloc(1, 1);
-		x->host = malloc(8);
-	}
-	o->nw = (uint32_t)ntraps;
-	for (int k = 0; k < nblocks; k++) {
-		struct ft_off_block *b = &o->b[k];
-		b->occupant = -1;
-		b->nchunks = 1;
-		real.cuEventCreate(&b->ready, 0);
-		real.cuEventCreate(&b->ready_cap, 0);
-		for (int i = 0; i < FT_OFF_READERS; i++)
-			real.cuEventCreate(&b->release[i], 0);
-	}
-	/* capture state, as ft_off_apply makes it */
-	o->saved = calloc((size_t)nblocks, sizeof(*o->saved));
-	real.cuEventCreate(&o->fork, 0);
-	real.cuEventCreate(&o->join, 0);
-	o->active = 1;
+	const struct ft_off_config c = { .real = &real, .vmm = &vmm, .stats = &stats,
+					 .mode = mode, .pinned = 1 };
+	struct ft_offload *o = ft_off_new();
+	char why[256];
+	if (ft_off_init(o, &c, block, (uint32_t)ntraps, (uint32_t)nblocks, w, nw, why, sizeof(why)) ||
+	    ft_off_stage(o, why, sizeof(why)))
+		fail_msg("the engine's set-up failed: %s", why);
+	memset(&stats, 0, sizeof(stats));
 	O = o;
 	return o;
 }
 
+/* An engine over ntraps traps of one chunk each (layout). */
+static struct ft_offload *engine(int ntraps, const int *block, int nblocks, int mode)
+{
+	struct ft_off_weight w[64];
+	struct ft_span a[64];
+	memset(&S, 0, sizeof(S));
+	S.ntraps = ntraps;
+	uint32_t n = layout(ntraps, w, a);
+	return engine_of(ntraps, block, nblocks, mode, w, n, a, n);
+}
+
+/* The default layout of ntraps traps, with extra weights w[0..nw) added
+ * and allocations moved by edit (NULL: none) before the engine is made. */
+static struct ft_offload *engine_edit(int ntraps, const int *block, int nblocks,
+				      const struct ft_off_weight *extra, uint32_t nextra,
+				      uint32_t (*edit)(struct ft_off_weight *, uint32_t,
+						       struct ft_span *, uint32_t))
+{
+	struct ft_off_weight w[64];
+	struct ft_span a[64];
+	memset(&S, 0, sizeof(S));
+	S.ntraps = ntraps;
+	uint32_t n = layout(ntraps, w, a), na = n;
+	for (uint32_t i = 0; i < nextra; i++)
+		w[n++] = extra[i];
+	if (edit)
+		na = edit(w, n, a, na);
+	return engine_of(ntraps, block, nblocks, FT_TM_ALLOCATION_BLOCK, w, n, a, na);
+}
+
 static void done(struct ft_offload *o)
 {
-	for (uint32_t t = 0; t < o->ntraps; t++) {
-		free(o->t[t].runs);
-		free(o->t[t].dead);
-		free(o->t[t].host);
-	}
-	free(o->t);
-	free(o->b);
-	free(o->saved);
-	free(o->w);
-	free(o);
+	ft_off_destroy(o);
 }
 
 /* A kernel op after the executor saw it: the blocks its reads had then (a
@@ -382,10 +421,9 @@ static void regular_passes(void **state)
 static void activations_in_a_resident_weights_extent(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
-	uint64_t norm = S.base[9] + 4 * CHUNK;
-	o->w = realloc(o->w, (o->nw + 1) * sizeof(*o->w));
-	o->w[o->nw++] = (struct ft_off_weight){ norm, norm + CHUNK, 9, 0 };
+	uint64_t norm = 10 * 16 * MB + 4 * CHUNK; /* beside trap 9's weight, in no allocation */
+	const struct ft_off_weight small = { norm, norm + CHUNK, 9, 0 };
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, &small, 1, NULL);
 	for (int pass = 0; pass < 5; pass++)
 		for (int t = 0; t < 10; t++) {
 			kernel(o, 1, &t, 1);
@@ -514,6 +552,15 @@ static void two_traps_of_one_block_in_a_capture(void **state)
 	done(o);
 }
 
+/* Trap 1's allocation begins a chunk earlier, with trap 0's v_proj. */
+static uint32_t v_proj_segment(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
+			       uint32_t na)
+{
+	(void)w, (void)nw;
+	a[1].lo -= CHUNK;
+	return na;
+}
+
 /* The H200's Qwen2 failure.  Trap 0 (resident: the embedding with layer
  * 0's attention, and small regions every layer reads, biases and norms)
  * holds layer 0's v_proj, which the allocator put right before layer 1's
@@ -527,21 +574,14 @@ static void a_link_is_followed_from_its_weight_only(void **state)
 {
 	(void)state;
 	static const int blocks[] = { -1, 0, 1, 2, 3, 0, 1, 2, 3, 0 };
-	struct ft_offload *o = engine(10, blocks, 4, FT_TM_ALLOCATION_BLOCK);
-	/* trap 0's v_proj: the chunk before trap 1's weight, one allocation */
-	uint64_t v0 = S.base[1] - CHUNK, bias = S.base[0] + 4 * CHUNK;
-	o->w = realloc(o->w, (o->nw + 2) * sizeof(*o->w));
-	o->w[o->nw++] = (struct ft_off_weight){ v0, S.base[1], 0, 0 };
-	o->w[o->nw++] = (struct ft_off_weight){ bias, bias + CHUNK, 0, 0 };
-	for (uint32_t i = 1; i < o->nw; i++) /* sorted by address again */
-		for (uint32_t j = i; j > 0 && o->w[j - 1].lo > o->w[j].lo; j--) {
-			struct ft_off_weight x = o->w[j];
-			o->w[j] = o->w[j - 1];
-			o->w[j - 1] = x;
-		}
-	vmm.a[1].base = v0;
-	vmm.a[1].size = 2 * CHUNK;
-	assert_int_equal(ft_off_links(o), 0);
+	/* trap 0's v_proj: the chunk before trap 1's weight, one allocation;
+	 * a small region of trap 0 (biases) in none */
+	uint64_t v0 = 2 * 16 * MB - CHUNK, bias = 16 * MB + 4 * CHUNK;
+	const struct ft_off_weight extra[] = { { v0, v0 + CHUNK, 0, 0 },
+					       { bias, bias + CHUNK, 0, 0 } };
+	struct ft_offload *o = engine_edit(10, blocks, 4, extra, 2, v_proj_segment);
+	for (uint32_t i = 0; i < o->nw; i++) /* only v_proj runs on into trap 1 */
+		assert_int_equal(o->w[i].link, o->w[i].lo == v0 ? 2 : 0);
 	for (int pass = 0; pass < 4; pass++)
 		for (int t = 0; t < 10; t++) {
 			kernel(o, 1, &t, 1);
@@ -583,26 +623,26 @@ static void tied_weight_read_at_both_ends(void **state)
 
 /* Trap 7's weight placed right after trap 2's; with one_allocation, both
  * lie in one VMM allocation (else in two that abut). */
-static void abut(struct ft_offload *o, int one_allocation)
+static int one_allocation;
+
+static uint32_t abut(struct ft_off_weight *w, uint32_t nw, struct ft_span *a, uint32_t na)
 {
-	static struct ft_vmm_alloc a[2];
-	S.base[7] = S.base[2] + CHUNK;
-	a[0] = (struct ft_vmm_alloc){ .base = S.base[2], .size = (one_allocation ? 2 : 1) * CHUNK };
-	a[1] = (struct ft_vmm_alloc){ .base = S.base[7], .size = CHUNK };
-	pthread_mutex_init(&vmm.lock, NULL);
-	vmm.a = a;
-	vmm.n = one_allocation ? 1 : 2;
-	o->t[7].runs[0] = (struct ft_span){ S.base[7], S.base[7] + CHUNK };
-	for (uint32_t i = 0; i < o->nw; i++)
-		if (o->w[i].trap == 7)
-			o->w[i] = (struct ft_off_weight){ S.base[7], S.base[7] + CHUNK, 7, 0 };
-	/* sorted by address again: trap 7 right after trap 2 */
-	for (uint32_t i = 1; i < o->nw; i++)
-		for (uint32_t j = i; j > 0 && o->w[j - 1].lo > o->w[j].lo; j--) {
-			struct ft_off_weight x = o->w[j];
-			o->w[j] = o->w[j - 1];
-			o->w[j - 1] = x;
-		}
+	uint64_t at = 3 * 16 * MB + CHUNK; /* where trap 2's weight ends */
+	for (uint32_t i = 0; i < nw; i++)
+		if (w[i].trap == 7)
+			w[i] = (struct ft_off_weight){ at, at + CHUNK, 7, 0 };
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < na; i++) {
+		if (a[i].lo == 8 * 16 * MB)
+			continue; /* trap 7's own allocation moves */
+		if (a[i].lo == 3 * 16 * MB && one_allocation)
+			a[i].hi += CHUNK;
+		a[k++] = a[i];
+		if (a[i].lo == 3 * 16 * MB && !one_allocation)
+			a[k++] = (struct ft_span){ at, at + CHUNK };
+	}
+	S.base[7] = at;
+	return k;
 }
 
 /* Trap 7's weight begins where trap 2's ends in one allocation (a stale
@@ -612,9 +652,8 @@ static void adjacent_weights_are_linked(void **state)
 {
 	(void)state;
 	static const int blocks[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1 };
-	struct ft_offload *o = engine(10, blocks, 4, FT_TM_ALLOCATION_BLOCK);
-	abut(o, 1);
-	assert_int_equal(ft_off_links(o), 0);
+	one_allocation = 1;
+	struct ft_offload *o = engine_edit(10, blocks, 4, NULL, 0, abut);
 	for (uint32_t i = 0; i < o->nw; i++) /* trap 2's weight runs on into trap 7's */
 		assert_int_equal(o->w[i].link, o->w[i].trap == 2 ? 8 : 0);
 	for (int pass = 0; pass < 4; pass++)
@@ -627,7 +666,6 @@ static void adjacent_weights_are_linked(void **state)
 			launched(&k);
 		}
 	check();
-	vmm.n = 0;
 	done(o);
 }
 
@@ -638,12 +676,10 @@ static void abutting_allocations_are_not_linked(void **state)
 {
 	(void)state;
 	static const int blocks[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1 };
-	struct ft_offload *o = engine(10, blocks, 4, FT_TM_ALLOCATION_BLOCK);
-	abut(o, 0);
-	assert_int_equal(ft_off_links(o), 0);
+	one_allocation = 0;
+	struct ft_offload *o = engine_edit(10, blocks, 4, NULL, 0, abut);
 	for (uint32_t i = 0; i < o->nw; i++)
 		assert_int_equal(o->w[i].link, 0);
-	vmm.n = 0;
 	done(o);
 }
 
