@@ -288,24 +288,33 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 		int t = (int)o->w[k].trap;
 		if (o->cap_id && o->t[t].pending)
 			continue; /* its own memory holds it once the capture ends */
+		if (o->t[t].block >= 0 && addr[i] != o->w[k].lo) {
+			/* inside an offloaded weight's extent at an address
+			 * discovery never saw: in chunks that left the GPU, a
+			 * tensor the allocator placed in the extent's tail, which
+			 * comes back (ft_off_return_tail); in chunks that stayed
+			 * (such a tail already back, a chunk shared with other
+			 * tensors), resident bytes: nothing to load either way,
+			 * and nothing said of the pass (on the H200 a decode
+			 * GEMM's workspace in layer 0's q_proj tail loaded a
+			 * 1 GiB trap again and again, and made its words look
+			 * roaming) */
+			if (ft_off_foreign(o, addr[i], k))
+				ft_off_return_tail(o, t, k, addr[i]);
+			continue;
+		}
+		/* a weight that stayed on the GPU whole (a small one in a
+		 * segment shared with activations or other layers' biases,
+		 * read all over the pass): nothing to load, and it says
+		 * nothing of where the pass is */
+		if (o->t[t].block >= 0 && !ft_off_weight_offloaded(o, k)) {
+			nt = follow_link(o, k, touched, moves, nt);
+			continue;
+		}
 		int where = turn(o, kern, words, i, t);
 		if (where < 0) {
 			if (o->t[t].block >= 0)
 				FT_STAT_INC(o->stats, offload_roaming_refs);
-			continue;
-		}
-		if (o->t[t].block >= 0 && ft_off_foreign(o, addr[i], k)) {
-			ft_off_return_tail(o, t, k, addr[i]);
-			if (addr[i] >= o->w[k].hi)
-				continue; /* the tensor in the tail, not the weight */
-		}
-		/* a weight that stayed on the GPU whole (a small one in a
-		 * segment shared with activations or other layers' biases,
-		 * read all over the pass; or inside its extent, over such
-		 * tensors): nothing to load, and it says nothing of where the
-		 * pass is */
-		if (o->t[t].block >= 0 && !ft_off_weight_offloaded(o, k)) {
-			nt = follow_link(o, k, touched, moves, nt);
 			continue;
 		}
 		/* inside a resident weight, not at its start: perhaps a tensor
@@ -463,6 +472,15 @@ int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int
 	return 0;
 }
 
+/* Whether [a, a + n) meets chunks of x that left the GPU. */
+static int reads_runs(const struct ft_off_trap *x, uint64_t a, uint64_t n)
+{
+	for (uint32_t i = 0; i < x->nruns; i++)
+		if (!x->dead[i] && a < x->runs[i].hi && a + n > x->runs[i].lo)
+			return 1;
+	return 0;
+}
+
 void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes, uint64_t src,
 		 uint64_t sbytes)
 {
@@ -482,11 +500,13 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 				break;
 			}
 	}
-	/* weights the copy reads: their traps are loaded first */
+	/* weights the copy reads, in chunks that left the GPU: their traps
+	 * are loaded first */
 	for (uint32_t k = first_after(o, src); sbytes && k < o->nw && o->w[k].lo < src + sbytes;
 	     k++) {
 		const struct ft_off_weight *w = &o->w[k];
-		if (w->trap < o->ntraps && o->t[w->trap].block >= 0)
+		if (w->trap < o->ntraps && o->t[w->trap].block >= 0 &&
+		    reads_runs(&o->t[w->trap], src, sbytes))
 			ensure(o, (int)w->trap, s);
 	}
 	pthread_mutex_unlock(&o->lock);

@@ -607,6 +607,51 @@ static void a_link_is_followed_from_its_weight_only(void **state)
 	done(o);
 }
 
+/* Trap 1's weight spans two chunks, the second its allocator segment's
+ * free tail. */
+static uint32_t two_chunk_weight(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
+				 uint32_t na)
+{
+	for (uint32_t i = 0; i < nw; i++)
+		if (w[i].trap == 1)
+			w[i].hi += CHUNK;
+	a[1].hi += CHUNK;
+	return na;
+}
+
+/* The H200's Qwen2 run, layer 0's q_proj: the allocator put tensors in the
+ * free tail of an offloaded weight's segment (a decode GEMM's workspace,
+ * the output of another).  The first brings the tail's chunk back to the
+ * GPU; a later one, lower in that chunk, must load nothing: it once counted
+ * as a read of trap 1, so every GEMM that used it while the pass was in
+ * trap 5 (trap 1's block) brought trap 5 back to the GPU, and others loaded
+ * trap 1 (1 GiB there) again and again.  A copy out of it loads nothing
+ * either. */
+static void tensors_in_a_weights_tail_load_nothing(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, NULL, 0, two_chunk_weight);
+	uint64_t first = S.base[1] + CHUNK + 4096, second = S.base[1] + CHUNK;
+	for (int pass = 0; pass < 4; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (t == 5) {
+				uint64_t a[2] = { S.base[5], pass ? second : first };
+				struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 1 };
+				k.reads[0] = 5;
+				ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 2, 0, NULL, "gemm");
+				launched(&k);
+				ft_off_copy(o, (CUstream)(uintptr_t)1, 0, 0, second, 4096);
+			}
+		}
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_tails], 1);
+	assert_int_equal(stats.v[FT_STAT_offload_conflicts], 0);
+	assert_int_equal(stats.v[FT_STAT_offload_demoted], 0);
+	assert_int_equal(stats.v[FT_STAT_offload_copies], 4 * 10 + 1);
+	done(o);
+}
+
 static void tied_weight_read_at_both_ends(void **state)
 {
 	(void)state;
@@ -864,6 +909,7 @@ int main(void)
 		cmocka_unit_test(a_launch_reading_two_traps_of_one_block_reads_both),
 		cmocka_unit_test(two_traps_of_one_block_in_a_capture),
 		cmocka_unit_test(a_link_is_followed_from_its_weight_only),
+		cmocka_unit_test(tensors_in_a_weights_tail_load_nothing),
 		cmocka_unit_test(tied_weight_read_at_both_ends),
 		cmocka_unit_test(adjacent_weights_are_linked),
 		cmocka_unit_test(abutting_allocations_are_not_linked),
