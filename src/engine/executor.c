@@ -264,12 +264,16 @@ static int touch(int *touched, int *moves, int nt, int t, int move)
 	return nt;
 }
 
-/* Weight k runs on into another trap's weight (engine.h, ft_off_links):
- * a read of it reads that trap too. */
+/* Weight k runs on into the next weight, of another trap (offload.h,
+ * ft_off_links): a read of it reads that trap too, when bytes of the next
+ * weight left the GPU (else they are where they always were: on the H200 a
+ * bias packed beside another layer's in one small segment, read by every
+ * layer, loaded a 1 GiB trap each time). */
 static int follow_link(const struct ft_offload *o, int k, int *touched, int *moves, int nt)
 {
 	int l = (int)o->w[k].link - 1;
-	if (l >= 0 && !(o->cap_id && o->t[l].pending))
+	if (l >= 0 && !(o->cap_id && o->t[l].pending) && (uint32_t)k + 1 < o->nw &&
+	    ft_off_weight_offloaded(o, k + 1))
 		nt = touch(touched, moves, nt, l, 0);
 	return nt;
 }

@@ -71,6 +71,8 @@ int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k)
 int ft_off_weight_offloaded(const struct ft_offload *o, int k)
 {
 	const struct ft_off_weight *w = &o->w[k];
+	if (w->trap >= o->ntraps)
+		return 0;
 	const struct ft_off_trap *x = &o->t[w->trap];
 	for (uint32_t i = 0; i < x->nruns; i++)
 		if (!x->dead[i] && x->runs[i].lo < w->hi && x->runs[i].hi > w->lo)

@@ -652,6 +652,48 @@ static void tensors_in_a_weights_tail_load_nothing(void **state)
 	done(o);
 }
 
+/* Two small weights side by side in one small allocator segment (one
+ * chunk, so neither leaves the GPU): layer 0's bias (trap 1) and a region
+ * of trap 0 (the embedding's trap, offloaded in block 0). */
+static uint32_t small_segment(struct ft_off_weight *w, uint32_t nw, struct ft_span *a, uint32_t na)
+{
+	uint64_t seg = 12 * 16 * MB;
+	w[nw++] = (struct ft_off_weight){ seg + 4096, seg + 65536, 1, 0 };
+	w[nw++] = (struct ft_off_weight){ seg + 65536, seg + CHUNK, 0, 0 };
+	a[na++] = (struct ft_span){ seg, seg + CHUNK };
+	return na;
+}
+
+/* The H200's Qwen2 run once more: every layer's kernels read layer 0's
+ * bias, which abuts a small region of trap 0 in the segment the allocator
+ * packs biases into: a link.  Neither weight left the GPU, so a read of the
+ * bias reads nothing offloaded; it loaded trap 0 (1 GiB) at every layer
+ * and sent the layers sharing its block back to the GPU. */
+static void a_link_between_resident_bytes_loads_nothing(void **state)
+{
+	(void)state;
+	struct ft_off_weight w[64];
+	struct ft_span a[64];
+	memset(&S, 0, sizeof(S));
+	S.ntraps = 10;
+	uint32_t n = layout(10, w, a), na = small_segment(w, n, a, n);
+	struct ft_offload *o = engine_of(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK, w, n + 2, a, na);
+	uint64_t bias = 12 * 16 * MB + 4096;
+	for (int pass = 0; pass < 4; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			uint64_t r[2] = { S.base[t], bias };
+			struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 1 };
+			k.reads[0] = t;
+			ft_off_launch(o, (CUstream)(uintptr_t)1, r, NULL, 2, 0, NULL, "bias_add");
+			launched(&k);
+		}
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_conflicts], 0);
+	assert_int_equal(stats.v[FT_STAT_offload_copies], 4 * 10 + 1);
+	done(o);
+}
+
 static void tied_weight_read_at_both_ends(void **state)
 {
 	(void)state;
@@ -910,6 +952,7 @@ int main(void)
 		cmocka_unit_test(two_traps_of_one_block_in_a_capture),
 		cmocka_unit_test(a_link_is_followed_from_its_weight_only),
 		cmocka_unit_test(tensors_in_a_weights_tail_load_nothing),
+		cmocka_unit_test(a_link_between_resident_bytes_loads_nothing),
 		cmocka_unit_test(tied_weight_read_at_both_ends),
 		cmocka_unit_test(adjacent_weights_are_linked),
 		cmocka_unit_test(abutting_allocations_are_not_linked),
