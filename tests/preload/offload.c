@@ -2,11 +2,12 @@
  * Offloading end to end against the fake driver (whose VMM aliases for
  * real): a small model, each weight its own 4 MiB allocation (two chunks),
  * run for STEPS forwards; every forward's output goes to OUT (a file).
- * offload.sh runs it without the library and with it in each transfer mode
- * and with FT_VERIFY, and compares the files byte for byte.  Kernels run on
- * the host here, so this checks the data path (host store, aliases, the
- * copies into the right addresses, guards), not the ordering on streams
- * (test_offload simulates that).
+ * offload_case.sh runs it without the library and with it in each transfer
+ * mode, with FT_VERIFY and in the modes below (one test a scenario), and
+ * compares the files byte for byte.  Kernels run on the host here, so this
+ * checks the data path (host store, aliases, the copies into the right
+ * addresses, guards), not the ordering on streams (test_offload simulates
+ * that).
  * With FT_OFFLOAD_TIMING=eager it prints ft_offload_timing_collect's
  * report on stderr at the end.
  * OFFLOAD_MIB=n makes every tensor n MiB (default 4).

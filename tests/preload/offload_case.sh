@@ -1,0 +1,338 @@
+#!/bin/sh
+# One scenario of offloading end to end against the fake driver (see
+# offload.c), each registered as its own test (tests/preload/meson.build),
+# each in its own temporary directory, so that they run in parallel and
+# none depends on another having run.  Every run under the library writes
+# an FT_TRACE file; checks read the counters from its closing "stats"
+# record (src/common/stats.def), and log wording only where no counter
+# says the same (marked "log:").  Outputs are compared byte for byte with
+# a run of the same program without the library, made here.
+#
+# The scenarios: the outputs of every forward are byte-identical without
+# the library and with it in each transfer mode (allocation_block_transfer,
+# raw_block_transfer, strategy), with a pageable store (pageable), with
+# FT_OFFLOAD_TIMING=eager, whose tables appear (timing), with a forward
+# captured as a CUDA graph after offloading began and replayed, in each mode
+# (graph-*), replays and eager forwards in turn (mixed-*), with FT_VERIFY=1
+# (verify), and when the program rewrites a weight and saves another mid-run
+# (modify); a graph captured before any plan keeps what it reads resident
+# (early); a stray reference to a weight in a minority of the profiled
+# passes does not keep its trap resident (stale), one in every pass does
+# (shared); a stale pointer to a later layer's weight neither moves it in
+# the pass nor loads it out of turn (stray), nor does one that a new kernel
+# always carries to weights out of the pass's turn (roam); a tensor placed
+# in a weight's free tail brings back only that tail (tail-*); profile.json
+# is written (prof), adopted and left as it was with decode, read-only, or
+# too few passes (prof-decode, prof-read_only, prof-incomplete), written per
+# rank (prof-rank), its timings refreshed from eager passes (prof-refresh)
+# or from graph replays (prof-graph); FT_OFFLOAD_TIMING=cuda_graph times
+# every replay (gtime-*); over a budget smaller than the model, before any
+# plan, allocations get host memory and results stay the same (over); a
+# model bigger than the budget is offloaded and its profile's timings,
+# slowed by the host memory while profiled, are refreshed after the plan
+# (big); a worker on device 1 offloads there (device1), and leaves it to
+# the driver when FT_GPU_DEVICE names another (gpu_device); two ranks of
+# one job running at once on one device each offload and write their own
+# profile.rank<r>.json (two_ranks).
+# usage: offload_case.sh <libflextensor.so> <offload> <case>
+set -u
+lib=$1 prog=$2 case=$3
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for v in $(env | sed -n 's/^\(FT_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
+fail=0
+no() { echo "FAIL: $case: $*"; fail=1; }
+
+# plain <name> [mode] [VAR=value...]: the program without the library
+plain() {
+	n=$1 mod=${2:-}
+	shift
+	[ $# -gt 0 ] && shift
+	env "$@" "$prog" "$tmp/$n.bin" $mod || { echo "FAIL: $case: plain $n run"; exit 1; }
+}
+# launch <name> <mode or ""> VAR=value...: under the library, with a trace
+launch() {
+	n=$1 mod=$2
+	shift 2
+	env FT_PROFILING_ITERS=2 "$@" LD_PRELOAD="$lib" FT_ENABLED=1 FT_LOG_LEVEL=info \
+		FT_TRACE="$tmp/$n.trace" "$prog" "$tmp/$n.bin" $mod 2>"$tmp/$n.log"
+}
+# stat <name> <counter>: the counter in the last "stats" record of the trace
+stat() {
+	sed -n '/"ev":"stats"/h; ${x;p;}' "$tmp/$1.trace" 2>/dev/null |
+		sed -n "s/.*\"$2\":\([0-9][0-9]*\)[,}].*/\1/p"
+}
+# is <name> <counter> <test operator> <value>
+is() {
+	v=$(stat "$1" "$2")
+	[ -n "$v" ] && test "$v" "$3" "$4" || { no "$1: $2 is ${v:-missing}, not $3 $4"; return 1; }
+}
+# same <reference> <name>: byte-identical outputs
+same() { cmp -s "$tmp/$1.bin" "$tmp/$2.bin" || no "$2: outputs differ from $1"; }
+# logs <name> <pattern>, nologs <name> <pattern>: checks on log wording that
+# no counter says yet
+logs() { grep -q "$2" "$tmp/$1.log" || { no "$1: log: no \"$2\""; return 1; }; }
+nologs() { ! grep -q "$2" "$tmp/$1.log" || { no "$1: log: \"$2\""; return 1; }; }
+# run <name> <mode or ""> VAR=value...: launch, which must succeed, enter
+# INFERENCE (the trace's pass record), wait on no event recorded in a capture
+# that is over (the fake driver's message), offload and copy weights back
+run() {
+	n=$1
+	launch "$@" FT_TRANSFER_BUDGET_SCALE=1000 ||
+		{ echo "FAIL: $case: $n exited $?"; tail -5 "$tmp/$n.log"; fail=1; return 1; }
+	grep -qs '"ev":"pass".*"phase":"INFERENCE"' "$tmp/$n.trace" || no "$n: no INFERENCE"
+	! grep -m1 "CUDA_ERROR_CAPTURED_EVENT" "$tmp/$n.log" ||
+		no "$n: waited on an event recorded in a capture that is over"
+	is "$n" offloaded_bytes -gt 0
+	is "$n" offload_copies -gt 0
+	echo "$n: offloaded $(stat "$n" offloaded_bytes) bytes, $(stat "$n" offload_copies) copies"
+}
+# the profile a first run writes, kept as prof-first.json
+profile_first() {
+	run prof "" FT_PROFILE_STORAGE_DIR="$tmp/prof" &&
+		cp "$tmp/prof/profile.json" "$tmp/prof-first.json" ||
+		{ echo "FAIL: $case: the first run wrote no profile.json"; exit 1; }
+}
+# the distinct "samples" of a profile's timings
+samples() { grep -o '"samples":[[:space:]]*[0-9]*' "$1" | awk '{print $NF}' | sort -nu | tr '\n' ' '; }
+
+case $case in
+allocation_block_transfer | raw_block_transfer | strategy)
+	plain plain
+	run "$case" "" FT_TRANSFER_MODE="$case"
+	same plain "$case"
+	;;
+pageable)
+	plain plain
+	run pageable "" FT_PINNED_MEMORY=0
+	same plain pageable
+	;;
+timing)
+	plain plain
+	run timing "" FT_OFFLOAD_TIMING=eager FT_ENABLE_DIAGNOSTICS=1
+	same plain timing
+	logs timing "plan diagnostics: trap.13" # the FT_ENABLE_DIAGNOSTICS=1 plan table
+	logs timing "offload timing, the last 10 passes" # a table every 10 passes
+	# ft_offload_timing_collect's report, which the program prints
+	grep -q "^Offload Timing (" "$tmp/timing.log" && grep -q "^Avg/pass" "$tmp/timing.log" ||
+		no "timing: ft_offload_timing_collect gave no report"
+	;;
+graph-allocation_block_transfer | graph-raw_block_transfer | graph-strategy)
+	# a forward captured after offloading began, replayed: the graph pages
+	plain plain-graph graph
+	run "$case" graph FT_TRANSFER_MODE="${case#graph-}"
+	same plain-graph "$case"
+	is "$case" hidden_readers -eq 0 # every replay paged
+	;;
+mixed-allocation_block_transfer | mixed-raw_block_transfer)
+	# graph replays and eager forwards in turn, checked by FT_VERIFY too
+	plain plain-mixed mixed
+	run "$case" mixed FT_TRANSFER_MODE="${case#mixed-}" FT_VERIFY=1
+	same plain-mixed "$case"
+	is "$case" hidden_readers -eq 0
+	is "$case" verify_failures -eq 0
+	;;
+early)
+	# a graph captured before any plan: what it reads stays resident
+	plain plain-early early
+	launch early early FT_TRANSFER_BUDGET_SCALE=1000 ||
+		{ echo "FAIL: early: early graph run"; tail -5 "$tmp/early.log"; fail=1; }
+	same plain-early early
+	logs early "read by a CUDA graph captured before offloading began"
+	is early hidden_readers -eq 0 # no replay read offloaded weights
+	;;
+stale)
+	# a stray reference to layer 1's weight in a minority of the profiled
+	# passes: still offloaded
+	plain plain
+	run stale stale FT_PROFILING_ITERS=4
+	same plain stale
+	nologs stale "read again after later traps began"
+	;;
+shared)
+	# the same reference in every pass: layer 1 stays resident
+	plain plain
+	run shared shared FT_PROFILING_ITERS=4
+	same plain shared
+	logs shared "read again after later traps began"
+	;;
+stray)
+	# a stale pointer to layer 4's weight after layer 0, every forward:
+	# layer 4 keeps its place in the pass and is copied no more often
+	plain plain
+	run base "" FT_TRANSFER_MODE=allocation_block_transfer
+	run stray stray
+	same plain stray
+	c0=$(stat base offload_copies)
+	is stray offload_copies -eq "${c0:-missing}"
+	is stray refs_stale -gt 0
+	;;
+roam)
+	# a new kernel whose word always points three layers on: four loads (a
+	# few misses each), then the word is taken for stale
+	plain plain-roam roam
+	run base "" FT_TRANSFER_MODE=allocation_block_transfer
+	run roam roam
+	same plain-roam roam
+	c0=$(stat base offload_copies)
+	is roam offload_copies -le $((${c0:-0} + 16))
+	is roam offload_roaming_refs -gt 0
+	;;
+tail-allocation_block_transfer | tail-raw_block_transfer)
+	# a tensor placed in a weight's free tail after discovery: that tail
+	# comes back to the GPU, the trap stays offloaded
+	plain plain-tail tail
+	run "$case" tail FT_TRANSFER_MODE="${case#tail-}" FT_VERIFY=1
+	same plain-tail "$case"
+	is "$case" offload_tails -eq 1
+	is "$case" offload_demoted -eq 0
+	is "$case" verify_failures -eq 0
+	;;
+prof)
+	# a first run writes profile.json (2 profiled passes)
+	profile_first
+	;;
+prof-decode | prof-read_only | prof-incomplete)
+	# a second run adopts profile.json; with decode (no graph replays in
+	# this program), read-only, or too few passes before exit, the file
+	# stays as it was
+	profile_first
+	case $case in
+	prof-decode) run "$case" "" FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=3 ;;
+	prof-read_only) run "$case" "" FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=3 \
+		FT_VLLM_TIMING_BATCH=prefill FT_PROFILE_READ_ONLY=1 ;;
+	prof-incomplete) run "$case" "" FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=500 \
+		FT_VLLM_TIMING_BATCH=prefill ;;
+	esac
+	logs "$case" "profiling skipped" # adopted
+	cmp -s "$tmp/prof/profile.json" "$tmp/prof-first.json" || no "profile.json changed"
+	case $case in
+	prof-decode) logs "$case" "not refreshed: 0 of the 3 passes" ;;
+	prof-incomplete) logs "$case" "not refreshed: [0-9]* of the 500 passes" ;;
+	esac
+	;;
+prof-rank)
+	# rank 1 of a job of two writes its own file, beside rank 0's
+	profile_first
+	run prof-rank "" FT_PROFILE_STORAGE_DIR="$tmp/prof" RANK=1 WORLD_SIZE=2
+	[ -f "$tmp/prof/profile.rank1.json" ] && cmp -s "$tmp/prof/profile.json" "$tmp/prof-first.json" ||
+		no "no profile.rank1.json, or profile.json changed"
+	;;
+prof-refresh)
+	# an adopted profile.json's timings rewritten, with
+	# FT_VLLM_TIMING_BATCH=prefill, from 3 timed eager passes
+	plain plain
+	profile_first
+	run prof-refresh "" FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=3 \
+		FT_VLLM_TIMING_BATCH=prefill
+	same plain prof-refresh
+	logs prof-refresh "compute timings refreshed from 3 passes"
+	[ "$(samples "$tmp/prof/profile.json")" = "3 " ] && [ "$(samples "$tmp/prof-first.json")" != "3 " ] &&
+		[ "$(grep '"fingerprint"' "$tmp/prof/profile.json")" = "$(grep '"fingerprint"' "$tmp/prof-first.json")" ] ||
+		no "samples $(samples "$tmp/prof-first.json")-> $(samples "$tmp/prof/profile.json")"
+	;;
+prof-graph)
+	# with decode, a program replaying a graph captured after the plan
+	# rewrites them from 3 replays
+	plain plain-graph graph
+	profile_first
+	run prof-graph graph FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILING_ITERS=3
+	same plain-graph prof-graph
+	logs prof-graph "refreshed from the first 3 CUDA graph replays" &&
+		logs prof-graph "compute timings refreshed from 3 passes"
+	! cmp -s "$tmp/prof/profile.json" "$tmp/prof-first.json" ||
+		no "profile.json not refreshed from graph replays"
+	;;
+gtime-allocation_block_transfer | gtime-raw_block_transfer)
+	# FT_OFFLOAD_TIMING=cuda_graph: every replay of the graph captured after
+	# the plan is a timed pass (published at the next replay, the last by
+	# collect)
+	plain plain-graph graph
+	run "$case" graph FT_TRANSFER_MODE="${case#gtime-}" FT_OFFLOAD_TIMING=cuda_graph
+	same plain-graph "$case"
+	is "$case" timed_replays -eq 12
+	is "$case" timing_dropped -eq 0
+	grep -q "^Offload Timing (" "$tmp/$case.log" || no "ft_offload_timing_collect gave no report"
+	;;
+verify)
+	plain plain
+	run verify "" FT_VERIFY=1
+	same plain verify
+	is verify verify_failures -eq 0 # FT_VERIFY reported nothing of a correct program
+	;;
+modify)
+	# the program rewrites a weight and saves another mid-run: the
+	# rewritten weight's trap comes back to the GPU for good
+	plain plain-modify modify
+	run modify modify
+	same plain-modify modify
+	is modify offload_demoted -gt 0
+	;;
+over)
+	# a GPU budget smaller than the model before any plan exists:
+	# allocations over it get host memory at their address, results stay
+	# the same (the planner then refuses a budget under its 256 MiB
+	# minimum: nothing offloaded)
+	plain plain
+	launch over "" FT_MAX_GPU_MEM_FRACTION=0.003 ||
+		{ echo "FAIL: over budget run"; tail -5 "$tmp/over.log"; fail=1; }
+	is over vmm_host_bytes -gt 0 # something got host memory over the budget
+	same plain over
+	echo "over budget: $(stat over vmm_host_bytes) bytes in host memory"
+	;;
+big)
+	# bigger than the budget before the plan (32 MiB tensors, a 300 MiB
+	# budget) with FT_PROFILE_STORAGE_DIR: offloaded, same outputs, and the
+	# timings taken while weights were in host memory are replaced in
+	# profile.json by those of the first passes after the plan
+	# (the longest case: its reference is made meanwhile)
+	plain plain-big "" OFFLOAD_MIB=32 &
+	ref=$!
+	launch big "" OFFLOAD_MIB=32 FT_MAX_GPU_MEM_FRACTION=0.0366 \
+		FT_PROFILE_STORAGE_DIR="$tmp/prof-big" ||
+		{ echo "FAIL: big run"; tail -5 "$tmp/big.log"; fail=1; }
+	wait $ref || exit 1
+	same plain-big big
+	is big vmm_host_bytes -gt 0
+	is big offloaded_bytes -gt 0
+	logs big "timed with weights in host memory"
+	logs big "compute timings refreshed from 2 passes"
+	;;
+device1)
+	# a worker on device 1 offloads there
+	plain plain
+	run device1 "" FAKE_DEVICE=1
+	same plain device1
+	;;
+gpu_device)
+	# told FT_GPU_DEVICE=0, a worker on device 1 leaves device 1's
+	# allocations to the driver and offloads nothing
+	plain plain
+	launch device1-not "" FAKE_DEVICE=1 FT_GPU_DEVICE=0 ||
+		{ echo "FAIL: gpu_device: run exited $?"; tail -5 "$tmp/device1-not.log"; fail=1; }
+	same plain device1-not
+	logs device1-not "allocations on CUDA device 1 are left to the driver.*FT_GPU_DEVICE"
+	is device1-not vmm_allocs -eq 0
+	;;
+two_ranks)
+	# two ranks of one job at once, one storage directory (two processes
+	# on one device): each learns, offloads and writes its own profile
+	plain plain
+	for r in 0 1; do
+		launch "two-$r" "" RANK=$r WORLD_SIZE=2 FT_PROFILE_STORAGE_DIR="$tmp/two" \
+			FT_TRANSFER_BUDGET_SCALE=1000 &
+	done
+	wait
+	for r in 0 1; do
+		same plain "two-$r"
+		[ -f "$tmp/two/profile.rank$r.json" ] || no "rank $r wrote no profile.rank$r.json"
+		is "two-$r" offload_copies -gt 0
+	done
+	;;
+*)
+	echo "offload_case.sh: no case $case"
+	exit 2
+	;;
+esac
+[ $fail = 0 ] && echo "offload $case: ok"
+exit $fail
