@@ -1,6 +1,6 @@
 /*
  * Configuration: FT_* environment variables and an INI file, declared once in
- * src/common/options.def.  Precedence: environment > file > default.
+ * include/ft/options.def.  Precedence: environment > file > default.
  * Loading never exits: it reports every problem through a callback and
  * returns how many there were; the caller decides (the library exits with
  * status 2, flextensor-config prints them).
@@ -22,7 +22,7 @@
 enum ft_opt_id {
 #define FT_OPT(name, ...) FT_OPT_##name,
 #define FT_OPT_REFUSED(name, why)
-#include "../../src/common/options.def"
+#include "ft/options.def"
 #undef FT_OPT
 #undef FT_OPT_REFUSED
 	FT_OPT_COUNT
@@ -33,7 +33,7 @@ enum ft_opt_source { FT_SRC_DEFAULT, FT_SRC_FILE, FT_SRC_ENV };
 struct ft_options {
 #define FT_OPT(name, type, ...) FT_CTYPE_##type name;
 #define FT_OPT_REFUSED(name, why)
-#include "../../src/common/options.def"
+#include "ft/options.def"
 #undef FT_OPT
 #undef FT_OPT_REFUSED
 	unsigned char source[FT_OPT_COUNT];
@@ -50,7 +50,7 @@ struct ft_options {
 #define FT_OPT(name, type, def, min, max, choices, state, help) \
 	enum { choices(FT_CHOICE_ENUM) FT_OPT_CHOICES_END_##name };
 #define FT_OPT_REFUSED(name, why)
-#include "../../src/common/options.def"
+#include "ft/options.def"
 #undef FT_OPT
 #undef FT_OPT_REFUSED
 #undef FT_CHOICE_ENUM

@@ -1,5 +1,5 @@
 /*
- * Counters (src/common/stats.def).  Relaxed atomics: they are statistics, not
+ * Counters (include/ft/stats.def).  Relaxed atomics: they are statistics, not
  * synchronisation.  Safe inside hooks.
  */
 #ifndef FT_STATS_H
@@ -10,7 +10,7 @@
 
 enum ft_stat_id {
 #define FT_STAT(name, help) FT_STAT_##name,
-#include "../../src/common/stats.def"
+#include "ft/stats.def"
 #undef FT_STAT
 	FT_STAT_COUNT
 };

@@ -39,7 +39,7 @@ static const struct desc descs[FT_OPT_COUNT] = {
 #define FT_OPT(n, t, d, mn, mx, ch, st, h) \
 	{ #n, T_##t, offsetof(struct ft_options, n), d, mn, mx, CHOICES(ch), S_##st, h },
 #define FT_OPT_REFUSED(n, why)
-#include "options.def"
+#include "ft/options.def"
 #undef FT_OPT
 #undef FT_OPT_REFUSED
 };
@@ -49,13 +49,13 @@ static const struct desc descs[FT_OPT_COUNT] = {
 #define FT_OPT(n, t, d, mn, mx, ch, st, h) \
 	static const char *const names_##n[] = { ch(FT_CHOICE_STR) NULL };
 #define FT_OPT_REFUSED(n, why)
-#include "options.def"
+#include "ft/options.def"
 #undef FT_OPT
 #undef FT_OPT_REFUSED
 static const char *const *const choice_names[FT_OPT_COUNT] = {
 #define FT_OPT(n, ...) names_##n,
 #define FT_OPT_REFUSED(n, why)
-#include "options.def"
+#include "ft/options.def"
 #undef FT_OPT
 #undef FT_OPT_REFUSED
 };
@@ -76,7 +76,7 @@ static const struct {
 } refused[] = {
 #define FT_OPT(n, ...)
 #define FT_OPT_REFUSED(n, w) { #n, w },
-#include "options.def"
+#include "ft/options.def"
 #undef FT_OPT
 #undef FT_OPT_REFUSED
 };

@@ -5,13 +5,13 @@
 
 static const char *const names[] = {
 #define FT_STAT(name, help) #name,
-#include "stats.def"
+#include "ft/stats.def"
 #undef FT_STAT
 };
 
 static const char *const helps[] = {
 #define FT_STAT(name, help) help,
-#include "stats.def"
+#include "ft/stats.def"
 #undef FT_STAT
 };
 

@@ -14,7 +14,7 @@
 	FT_EXPORT extern __typeof__(*(PFN_##base##_v##ver##sfx)0) sym;
 #define FT_USE(sym, base, ver, sfx)
 #define FT_RT_HOOK(sym)
-#include "hooks.def"
+#include "ft/hooks.def"
 #undef FT_HOOK
 #undef FT_USE
 #undef FT_RT_HOOK

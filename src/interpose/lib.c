@@ -47,7 +47,7 @@ static void load_real(void)
 	ft_g.real.sym = (__typeof__(ft_g.real.sym))ft_real_dlsym(h, #sym);
 #define FT_USE FT_HOOK
 #define FT_RT_HOOK(sym)
-#include "hooks.def"
+#include "ft/hooks.def"
 #undef FT_HOOK
 #undef FT_USE
 #undef FT_RT_HOOK

@@ -23,7 +23,7 @@ static const struct hook_row rows[] = {
 #define FT_HOOK(sym, base, ver, sfx) { #sym, (void *)&sym, 0 },
 #define FT_USE(sym, base, ver, sfx)
 #define FT_RT_HOOK(sym) { #sym, (void *)&sym, 1 },
-#include "hooks.def"
+#include "ft/hooks.def"
 #undef FT_HOOK
 #undef FT_USE
 #undef FT_RT_HOOK
@@ -52,7 +52,7 @@ void ft_routes_build(const struct ft_real *real)
 #define FT_HOOK(sym, base, ver, sfx) reals[i++] = (void *)real->sym;
 #define FT_USE(sym, base, ver, sfx)
 #define FT_RT_HOOK(sym) reals[i++] = NULL;
-#include "hooks.def"
+#include "ft/hooks.def"
 #undef FT_HOOK
 #undef FT_USE
 #undef FT_RT_HOOK

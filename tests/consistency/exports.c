@@ -18,7 +18,7 @@ static const char *const expected[] = {
 #define FT_HOOK(sym, base, ver, sfx) #sym,
 #define FT_USE(sym, base, ver, sfx)
 #define FT_RT_HOOK(sym) #sym,
-#include "../../src/interpose/hooks.def"
+#include "ft/hooks.def"
 	"dlsym",
 	"ft_version", "ft_is_observing", "ft_stat_get", "ft_flush_trace",
 	"ft_mark_pass", "ft_phase", "ft_iters_before_inference", "ft_save_profile",

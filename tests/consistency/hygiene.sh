@@ -33,7 +33,7 @@ done
 stub="$cuda_inc/../lib64/stubs/libcuda.so"
 if [ -f "$stub" ] && command -v nm >/dev/null; then
 	nm -D --defined-only "$stub" | awk '{print $3}' | sort >/tmp/ft-stub.$$
-	for s in $(sed -n 's/^FT_\(HOOK\|USE\)(\([A-Za-z0-9_]*\),.*/\2/p' "$src/src/interpose/hooks.def"); do
+	for s in $(sed -n 's/^FT_\(HOOK\|USE\)(\([A-Za-z0-9_]*\),.*/\2/p' "$src/include/ft/hooks.def"); do
 		grep -qx "$s" /tmp/ft-stub.$$ || bad "hooks.def names $s, which libcuda does not export"
 	done
 	rm -f /tmp/ft-stub.$$

@@ -4,7 +4,7 @@
 # each in its own temporary directory, so that they run in parallel and
 # none depends on another having run.  Every run under the library writes
 # an FT_TRACE file; checks read the counters from its closing "stats"
-# record (src/common/stats.def), and log wording only where no counter
+# record (include/ft/stats.def), and log wording only where no counter
 # says the same (marked "log:").  Outputs are compared byte for byte with
 # a run of the same program without the library, made here.
 #
