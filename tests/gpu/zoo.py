@@ -30,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "scripts"))
-from bench_offload import budget_fraction, h2d_bandwidth, median, write_table  # noqa: E402
+from bench_offload import Lib, budget_fraction, h2d_bandwidth, median, write_table  # noqa: E402
 
 PREFILLS = int(os.environ.get("ZOO_PREFILLS", "32"))
 LEN = int(os.environ.get("ZOO_LEN", "1024"))
@@ -50,25 +50,6 @@ MODELS = {
                    num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
                    max_position_embeddings=4096, tie_word_embeddings=False)),
 }
-
-
-class Lib:
-    """The library's counters and phase, when it is preloaded."""
-
-    def __init__(self):
-        self.c = ctypes.CDLL(None)
-        self.on = hasattr(self.c, "ft_phase")
-        if self.on:
-            self.c.ft_stat_get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulonglong)]
-
-    def stat(self, name):
-        v = ctypes.c_ulonglong(0)
-        if not self.on or self.c.ft_stat_get(name.encode(), ctypes.byref(v)):
-            return 0
-        return v.value
-
-    def phase(self):
-        return self.c.ft_phase() if self.on else -1
 
 
 def deterministic(torch):

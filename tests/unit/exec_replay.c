@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../common/read_file.h"
+#include "../common/stub_driver.h"
 #include "ft/kernels.h"
 #include "ft/offload.h"
 #include "../../src/engine/offload_int.h"
@@ -30,71 +31,17 @@
 
 static uint64_t ptr_of[MAX_ID], size_of[MAX_ID];
 
-/* ---- the driver, stubbed: every call succeeds, nothing moves ---- */
-static CUresult ok_event_create(CUevent *e, unsigned f)
+/* the copy stream: none of the recorded streams */
+static CUresult copy_stream(CUstream *s, unsigned f)
 {
-	static uintptr_t n;
 	(void)f;
-	*e = (CUevent)++n;
+	*s = (CUstream)0x5000;
 	return CUDA_SUCCESS;
 }
-static CUresult ok_record(CUevent e, CUstream s) { (void)e, (void)s; return CUDA_SUCCESS; }
-static CUresult ok_wait(CUstream s, CUevent e, unsigned f) { (void)s, (void)e, (void)f; return CUDA_SUCCESS; }
-static CUresult ok_copy(CUdeviceptr d, const void *p, size_t n, CUstream s)
-{
-	(void)d, (void)p, (void)n, (void)s;
-	return CUDA_SUCCESS;
-}
-static CUresult ok_copy_sync(CUdeviceptr d, const void *p, size_t n) { (void)d, (void)p, (void)n; return CUDA_SUCCESS; }
-static CUresult ok_sync(void) { return CUDA_SUCCESS; }
-static CUresult ok_create(CUmemGenericAllocationHandle *h, size_t n, const CUmemAllocationProp *p,
-			  unsigned long long f)
-{
-	static CUmemGenericAllocationHandle next = 1 << 20;
-	(void)n, (void)p, (void)f;
-	*h = next++;
-	return CUDA_SUCCESS;
-}
-static CUresult ok_unmap(CUdeviceptr c, size_t n) { (void)c, (void)n; return CUDA_SUCCESS; }
-static CUresult ok_map(CUdeviceptr c, size_t n, size_t o, CUmemGenericAllocationHandle h,
-		       unsigned long long f)
-{
-	(void)c, (void)n, (void)o, (void)h, (void)f;
-	return CUDA_SUCCESS;
-}
-static CUresult ok_access(CUdeviceptr c, size_t n, const CUmemAccessDesc *d, size_t k)
-{
-	(void)c, (void)n, (void)d, (void)k;
-	return CUDA_SUCCESS;
-}
-static CUresult ok_release(CUmemGenericAllocationHandle h) { (void)h; return CUDA_SUCCESS; }
-static CUresult ok_stream(CUstream *s, unsigned f) { (void)f; *s = (CUstream)0x5000; return CUDA_SUCCESS; }
-static CUresult ok_register(void *p, size_t n, unsigned f) { (void)p, (void)n, (void)f; return CUDA_SUCCESS; }
-static CUresult ok_unregister(void *p) { (void)p; return CUDA_SUCCESS; }
-static CUresult ok_dtoh(void *d, CUdeviceptr s, size_t n) { (void)d, (void)s, (void)n; return CUDA_SUCCESS; }
 
 static struct ft_real real;
 static struct ft_stats stats;
 static struct ft_vmm vmm;
-
-static void stub_driver(void)
-{
-	real.cuEventCreate = ok_event_create;
-	real.cuEventRecord = ok_record;
-	real.cuStreamWaitEvent = ok_wait;
-	real.cuMemcpyHtoDAsync_v2 = ok_copy;
-	real.cuMemcpyHtoD_v2 = ok_copy_sync;
-	real.cuCtxSynchronize = ok_sync;
-	real.cuMemCreate = ok_create;
-	real.cuMemUnmap = ok_unmap;
-	real.cuMemMap = ok_map;
-	real.cuMemSetAccess = ok_access;
-	real.cuMemRelease = ok_release;
-	real.cuStreamCreate = ok_stream;
-	real.cuMemHostRegister_v2 = ok_register;
-	real.cuMemHostUnregister = ok_unregister;
-	real.cuMemcpyDtoH_v2 = ok_dtoh;
-}
 
 /* ---- the recording ---- */
 static cJSON **recs;
@@ -231,7 +178,8 @@ int main(int argc, char **argv)
 			va[j] = va[j - 1];
 			va[j - 1] = x;
 		}
-	stub_driver();
+	stub_engine_driver(&real);
+	real.cuStreamCreate = copy_stream;
 	pthread_mutex_init(&vmm.lock, NULL);
 	vmm.real = &real;
 	vmm.chunk = CHUNK;

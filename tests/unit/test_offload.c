@@ -17,6 +17,7 @@
 
 #include "ft/offload.h"
 #include "ft/kernels.h"
+#include "../common/stub_driver.h"
 #include "../../src/engine/offload_int.h" /* the engine's own state */
 
 #define MB (1ull << 20)
@@ -145,41 +146,6 @@ static CUresult f_copy(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 	return CUDA_SUCCESS;
 }
 
-/* A demotion's synchronous copy into the trap's own memory: no block. */
-static CUresult f_copy_sync(CUdeviceptr dst, const void *src, size_t n)
-{
-	(void)dst, (void)src, (void)n;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_create(CUmemGenericAllocationHandle *h, size_t n,
-			 const CUmemAllocationProp *p, unsigned long long flags)
-{
-	(void)n, (void)p, (void)flags;
-	static CUmemGenericAllocationHandle next = 1000;
-	*h = next++;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_unmap(CUdeviceptr c, size_t n)
-{
-	(void)c, (void)n;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_map(CUdeviceptr c, size_t n, size_t off, CUmemGenericAllocationHandle h,
-		      unsigned long long flags)
-{
-	(void)c, (void)n, (void)off, (void)h, (void)flags;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_access(CUdeviceptr c, size_t n, const CUmemAccessDesc *d, size_t k)
-{
-	(void)c, (void)n, (void)d, (void)k;
-	return CUDA_SUCCESS;
-}
-
 static CUresult f_sync(void)
 {
 	/* every stream waits for everything */
@@ -196,37 +162,6 @@ static CUresult f_sync(void)
 static struct ft_real real;
 static struct ft_stats stats;
 static struct ft_vmm vmm;
-
-static CUresult f_stream(CUstream *st, unsigned flags)
-{
-	(void)flags;
-	*st = (CUstream)0; /* the copy stream is stream 0 */
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_release(CUmemGenericAllocationHandle h)
-{
-	(void)h;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_register(void *p, size_t n, unsigned flags)
-{
-	(void)p, (void)n, (void)flags;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_unregister(void *p)
-{
-	(void)p;
-	return CUDA_SUCCESS;
-}
-
-static CUresult f_dtoh(void *dst, CUdeviceptr src, size_t n)
-{
-	(void)dst, (void)src, (void)n;
-	return CUDA_SUCCESS;
-}
 
 /* The VMM's allocations of a test: one chunk-aligned range each, every
  * chunk with memory of its own. */
@@ -255,21 +190,12 @@ static struct ft_offload *engine_of(int ntraps, const int *block, int nblocks, i
 				    const struct ft_off_weight *w, uint32_t nw,
 				    const struct ft_span *allocs, uint32_t na)
 {
+	stub_engine_driver(&real); /* then the calls the simulation watches */
 	real.cuEventCreate = f_event_create;
 	real.cuEventRecord = f_record;
 	real.cuStreamWaitEvent = f_wait;
 	real.cuMemcpyHtoDAsync_v2 = f_copy;
 	real.cuCtxSynchronize = f_sync;
-	real.cuMemcpyHtoD_v2 = f_copy_sync;
-	real.cuMemCreate = f_create;
-	real.cuMemUnmap = f_unmap;
-	real.cuMemMap = f_map;
-	real.cuMemSetAccess = f_access;
-	real.cuMemRelease = f_release;
-	real.cuStreamCreate = f_stream;
-	real.cuMemHostRegister_v2 = f_register;
-	real.cuMemcpyDtoH_v2 = f_dtoh;
-	real.cuMemHostUnregister = f_unregister;
 	memset(&stats, 0, sizeof(stats));
 	memset(&vmm, 0, sizeof(vmm));
 	pthread_mutex_init(&vmm.lock, NULL);
