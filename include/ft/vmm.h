@@ -39,6 +39,7 @@ struct ft_vmm {
 	int device;                         /* the one served (once started) */
 	int want;                           /* FT_GPU_DEVICE; -1: the first allocated on */
 	int state;                          /* 0 untried, 1 usable, -1 unusable */
+	uint64_t other_device;              /* allocations left to the driver: another device */
 	uint32_t n, cap;
 	struct ft_vmm_alloc *a;             /* sorted by base */
 };

@@ -222,6 +222,7 @@ int ft_vmm_alloc(struct ft_vmm *v, CUdeviceptr *out, size_t size, uint64_t *host
 		goto out;
 	int want = v->want >= 0 ? v->want : v->state > 0 ? v->device : (int)d;
 	if ((int)d != want) {
+		v->other_device++;
 		ft_info_once("allocations on CUDA device %d are left to the driver: the library "
 			     "offloads on device %d only (%s)", (int)d, want,
 			     v->want >= 0 ? "FT_GPU_DEVICE" : "the first this process allocated on");

@@ -70,6 +70,9 @@ static void at_exit(void)
 	if (!ft_g.enabled)
 		return;
 	ft_learn_exit(&ft_g.learn);
+	pthread_mutex_lock(&ft_g.vmm.lock);
+	FT_STAT_ADD(&ft_g.stats, vmm_other_device, ft_g.vmm.other_device);
+	pthread_mutex_unlock(&ft_g.vmm.lock);
 	print_stats();
 	if (ft_trace_on(&ft_g.trace)) {
 		struct cJSON *rec = ft_trace_begin("stats");

@@ -206,6 +206,7 @@ void ft_learn_offload(struct ft_learn *L)
 		 * reload the trap within every pass */
 		if (shared_weight(p, L->wmap[i].order)) {
 			w[i].trap = UINT32_MAX;
+			FT_STAT_INC(L->env.stats, shared_weights);
 			kept[t]++;
 			kept_bytes[t] += L->wmap[i].extent;
 		}
@@ -234,6 +235,7 @@ void ft_learn_offload(struct ft_learn *L)
 				"stays on the GPU (graphs captured from now on page their weights)",
 				p->traps[t].label);
 			cov[t] = 0;
+			FT_STAT_INC(L->env.stats, graph_kept_traps);
 		}
 	}
 	if (p->plan)

@@ -239,6 +239,7 @@ static void exclude_bus(struct ft_learn *L)
 			ft_info("profile %s: %.3f ms measured with %.1f MiB of its weights in host "
 				"memory; planned with %.3f ms", p->traps[t].label, was[t],
 				(double)host[t] / 1048576.0, p->traps[t].compute.median);
+	FT_STAT_ADD(L->env.stats, estimated_traps, n);
 	if (n)
 		ft_info("profiling: %u traps were timed with weights in host memory (the budget "
 			"was full before the plan): their compute is estimated without the bus "

@@ -21,11 +21,14 @@ static int refresh_pass(void *arg, const float *v, uint32_t ntraps, int kind)
 		return 1;
 	if (kind != L->refresh_kind)
 		return 0;
+	uint32_t got = L->refresh.got;
 	int done = ft_refresh_add(&L->refresh, v, FT_T_COLS, FT_T_COMPUTE);
+	FT_STAT_ADD(L->env.stats, refresh_passes, L->refresh.got - got);
 	if (done != 1)
 		return done < 0;
 	if (ft_refresh_apply(&L->refresh, L->prof.traps))
 		return 1;
+	FT_STAT_INC(L->env.stats, profile_refreshes);
 	double sum = 0;
 	for (uint32_t t = 0; t < L->prof.ntraps; t++)
 		sum += L->prof.traps[t].compute.median;

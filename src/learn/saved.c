@@ -41,6 +41,7 @@ int ft_learn_adopt_saved(struct ft_learn *L, int trial)
 	mine.weights = NULL;
 	ft_profile_free(&mine);
 	L->adopted = 1;
+	FT_STAT_INC(L->env.stats, profile_adopted);
 	ft_info("%s/%s describes this model on this device: %u traps and their timings "
 		"taken, profiling skipped", L->env.opt->profile_storage_dir, FT_PROFILE_FILE, p->ntraps);
 	return 1;
