@@ -181,25 +181,20 @@ static void plan_blocks(const struct ft_plan *pl, int *block, uint32_t *nblocks)
 	*nblocks = pl->nblocks;
 }
 
-void ft_learn_offload(struct ft_learn *L)
+/* The weights for the engine, w[0..L->nwmap): those read all over the
+ * pass stay on the GPU, out of their traps; shared[t]: every weight of
+ * trap t is such (it stays whole).  0, or -1 when out of memory. */
+static int engine_weights(struct ft_learn *L, struct ft_off_weight *w, uint8_t *shared)
 {
 	struct ft_profile *p = &L->prof;
-	if (!p->ntraps || !L->nwmap)
-		return;
-	unsigned char *in_graph = NULL;
-	struct ft_off_weight *w = malloc(L->nwmap * sizeof(*w));
-	uint64_t *cov = calloc(p->ntraps, sizeof(*cov));
-	int *block = malloc(p->ntraps * sizeof(*block));
 	uint32_t *kept = calloc(p->ntraps + 1, sizeof(*kept)), *all = calloc(p->ntraps + 1, sizeof(*all));
 	uint64_t *kept_bytes = calloc(p->ntraps + 1, sizeof(*kept_bytes));
-	if (!w || !cov || !block)
-		goto out;
-	for (uint32_t i = 0; i < L->nwmap; i++) {
-		w[i] = (struct ft_off_weight){ .lo = L->wmap[i].va,
-					       .hi = L->wmap[i].va + L->wmap[i].extent,
-					       .trap = L->wmap[i].trap };
+	int rc = kept && all && kept_bytes ? 0 : -1;
+	for (uint32_t i = 0; !rc && i < L->nwmap; i++) {
 		uint32_t t = L->wmap[i].trap;
-		if (t >= p->ntraps || !kept || !all || !kept_bytes)
+		w[i] = (struct ft_off_weight){ .lo = L->wmap[i].va,
+					       .hi = L->wmap[i].va + L->wmap[i].extent, .trap = t };
+		if (t >= p->ntraps)
 			continue;
 		all[t]++;
 		/* read all over the pass: offloading it with its trap would
@@ -211,14 +206,26 @@ void ft_learn_offload(struct ft_learn *L)
 			kept_bytes[t] += L->wmap[i].extent;
 		}
 	}
-	for (uint32_t t = 0; kept && kept_bytes && t < p->ntraps; t++)
+	for (uint32_t t = 0; !rc && t < p->ntraps; t++) {
+		shared[t] = all[t] && kept[t] == all[t];
 		if (kept[t])
 			ft_info("%s: %u of its weights (%.1f MiB) are read again after later traps "
 				"began (shared across the pass): they stay on the GPU", p->traps[t].label,
 				kept[t], (double)kept_bytes[t] / 1048576.0);
-	/* graphs captured before offloading began read their weights where
-	 * they are now: those traps stay resident */
-	in_graph = calloc(p->ntraps, 1);
+	}
+	free(kept);
+	free(all);
+	free(kept_bytes);
+	return rc;
+}
+
+/* cov[t]: the bytes of trap t that can leave the GPU (whole chunks of
+ * VMM-backed allocations), 0 for a trap a graph captured before offloading
+ * began reads (it reads its weights where they are now). */
+static void coverable(struct ft_learn *L, const struct ft_off_weight *w, uint64_t *cov)
+{
+	struct ft_profile *p = &L->prof;
+	unsigned char *in_graph = calloc(p->ntraps, 1);
 	struct ft_region_ref *gr = NULL;
 	uint32_t ngr = ft_graphs_unpaged_refs(L->env.graphs, &gr);
 	for (uint32_t i = 0; in_graph && i < ngr; i++) {
@@ -238,22 +245,32 @@ void ft_learn_offload(struct ft_learn *L)
 			FT_STAT_INC(L->env.stats, graph_kept_traps);
 		}
 	}
+	free(in_graph);
+}
+
+/* The plan's block per trap (-1: resident), the saved profile's when it
+ * still holds (same settings, no two traps read together in one block),
+ * else a new one.  Returns how many traps it offloads; *saved: the saved
+ * plan was taken. */
+static uint32_t choose_plan(struct ft_learn *L, const uint64_t *cov, int *block,
+			    uint32_t *nblocks, int *saved)
+{
+	struct ft_profile *p = &L->prof;
 	if (p->plan)
 		check_saved_plan(L, p);
-	int saved = p->plan != NULL;
-	if (!saved)
+	*saved = p->plan != NULL;
+	if (!*saved)
 		make_plan(L, cov);
-	uint32_t nblocks = 0;
 	if (!p->plan)
-		goto out;
-	plan_blocks(p->plan, block, &nblocks);
-	if (saved && shares_a_block(p, block)) {
+		return 0;
+	plan_blocks(p->plan, block, nblocks);
+	if (*saved && shares_a_block(p, block)) {
 		drop_plan(p);
-		saved = 0;
+		*saved = 0;
 		make_plan(L, cov);
 		if (!p->plan)
-			goto out;
-		plan_blocks(p->plan, block, &nblocks);
+			return 0;
+		plan_blocks(p->plan, block, nblocks);
 	}
 	uint32_t off = 0;
 	for (uint32_t t = 0; t < p->ntraps; t++) {
@@ -261,11 +278,30 @@ void ft_learn_offload(struct ft_learn *L)
 			block[t] = -1; /* nothing of it can leave, or it must stay */
 		off += block[t] >= 0;
 	}
-	if (!off) {
-		ft_info("the plan offloads nothing: every weight stays on the GPU");
-		goto out;
-	}
-	char why[256];
+	return off;
+}
+
+/* FT_OFFLOAD_TIMING: the stores and the engine's events. */
+static void start_timing(struct ft_learn *L)
+{
+	struct ft_profile *p = &L->prof;
+	char (*labels)[32] = calloc(p->ntraps, sizeof(*labels));
+	for (uint32_t t = 0; labels && t < p->ntraps; t++)
+		snprintf(labels[t], sizeof(labels[t]), "%s", p->traps[t].label);
+	if (!labels || ft_timing_init(L->env.timing, p->ntraps, (const char (*)[32])labels) ||
+	    ft_timing_init(L->env.timing_window, p->ntraps, (const char (*)[32])labels) ||
+	    ft_off_timing(L->env.off, L->env.timing, L->env.timing_window,
+			  L->env.opt->offload_timing == FT_TIMING_CUDA_GRAPH))
+		ft_warn("FT_OFFLOAD_TIMING: cannot set up the timing events; no timing");
+	free(labels);
+}
+
+/* The block engine set up for the plan and staged: 0, or -1 (said; every
+ * weight stays on the GPU). */
+static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
+			const struct ft_off_weight *w, const uint8_t *shared, int saved)
+{
+	struct ft_profile *p = &L->prof;
 	struct ft_gpu *verify = NULL;
 	if (L->env.opt->verify) {
 		if (ft_gpu_start(&L->gpu, L->env.real))
@@ -274,37 +310,17 @@ void ft_learn_offload(struct ft_learn *L)
 		else
 			verify = &L->gpu;
 	}
-	uint8_t *shared = calloc(p->ntraps + 1, 1);
-	for (uint32_t t = 0; shared && kept && all && t < p->ntraps; t++)
-		shared[t] = all[t] && kept[t] == all[t];
 	const struct ft_off_config c = {
 		.real = L->env.real, .vmm = L->env.vmm, .stats = L->env.stats, .verify = verify,
 		.mode = (int)L->env.opt->transfer_mode, .pinned = L->env.opt->pinned_memory,
 		.captures = L->env.captures, .shared = shared,
 	};
-	int rc = ft_off_init(L->env.off, &c, block, p->ntraps, nblocks, w, L->nwmap, why,
-			     sizeof(why));
-	free(shared);
-	if (rc || ft_off_stage(L->env.off, why, sizeof(why))) {
+	char why[256];
+	if (ft_off_init(L->env.off, &c, block, p->ntraps, nblocks, w, L->nwmap, why, sizeof(why)) ||
+	    ft_off_stage(L->env.off, why, sizeof(why))) {
 		ft_error("offloading failed, every weight stays on the GPU: %s", why);
-		goto out;
+		return -1;
 	}
-	/* the planner keeps the weights within the budget from here on: the
-	 * limit on all large allocations, which stood in for it while weights
-	 * could not be told apart, ends */
-	ft_vmm_unlimit(L->env.vmm);
-	if (L->env.opt->offload_timing != FT_TIMING_OFF) {
-		char (*labels)[32] = calloc(p->ntraps, sizeof(*labels));
-		for (uint32_t t = 0; labels && t < p->ntraps; t++)
-			snprintf(labels[t], sizeof(labels[t]), "%s", p->traps[t].label);
-		if (!labels || ft_timing_init(L->env.timing, p->ntraps, (const char (*)[32])labels) ||
-		    ft_timing_init(L->env.timing_window, p->ntraps, (const char (*)[32])labels) ||
-		    ft_off_timing(L->env.off, L->env.timing, L->env.timing_window,
-				  L->env.opt->offload_timing == FT_TIMING_CUDA_GRAPH))
-			ft_warn("FT_OFFLOAD_TIMING: cannot set up the timing events; no timing");
-		free(labels);
-	}
-	ft_learn_arm_refresh(L, p);
 	uint64_t moved, blocks;
 	uint32_t nb;
 	ft_off_sizes(L->env.off, &moved, &blocks, &nb);
@@ -315,14 +331,42 @@ void ft_learn_offload(struct ft_learn *L)
 		ft_options_choice(FT_OPT_transfer_mode, (int)L->env.opt->transfer_mode),
 		saved ? ", plan from the saved profile" : "", verify ? ", FT_VERIFY" : "",
 		(double)moved / 1048576.0, nb, (double)blocks / 1048576.0);
+	return 0;
+}
+
+void ft_learn_offload(struct ft_learn *L)
+{
+	struct ft_profile *p = &L->prof;
+	if (!p->ntraps || !L->nwmap)
+		return;
+	struct ft_off_weight *w = malloc(L->nwmap * sizeof(*w));
+	uint64_t *cov = calloc(p->ntraps, sizeof(*cov));
+	int *block = malloc(p->ntraps * sizeof(*block));
+	uint8_t *shared = calloc(p->ntraps + 1, 1);
+	uint32_t nblocks = 0;
+	int saved = 0;
+	if (!w || !cov || !block || !shared || engine_weights(L, w, shared))
+		goto out;
+	coverable(L, w, cov);
+	if (!choose_plan(L, cov, block, &nblocks, &saved)) {
+		if (p->plan)
+			ft_info("the plan offloads nothing: every weight stays on the GPU");
+		goto out;
+	}
+	if (start_engine(L, block, nblocks, w, shared, saved))
+		goto out;
+	/* the planner keeps the weights within the budget from here on: the
+	 * limit on all large allocations, which stood in for it while weights
+	 * could not be told apart, ends */
+	ft_vmm_unlimit(L->env.vmm);
+	if (L->env.opt->offload_timing != FT_TIMING_OFF)
+		start_timing(L);
+	ft_learn_arm_refresh(L, p);
 out:
-	free(kept);
-	free(all);
-	free(kept_bytes);
 	free(w);
 	free(cov);
 	free(block);
-	free(in_graph);
+	free(shared);
 	/* what went to host memory while the budget was full, before the
 	 * plan, comes to the GPU as far as the budget now allows */
 	if (ft_vmm_host_bytes(L->env.vmm)) {

@@ -194,14 +194,11 @@ static uint32_t keep_movable(struct ft_learn *L, uint32_t (*pairs)[2], uint32_t 
 	return k;
 }
 
-/* Returns 1 when a saved profile was adopted (INFERENCE comes now).  trial:
- * FT_SKIP_DISCOVERY after one pass, contents taken on the saved profile's
- * word; when it does not match, nothing is kept and discovery goes on
- * (returns -1). */
-int ft_learn_finish_discovery(struct ft_learn *L, int trial)
+/* Every region's verdict, counted in reasons; the bytes of the regions
+ * whose content could not be checked (they stay, and count against the
+ * budget); large regions that are not weights are named. */
+static void classify(struct ft_learn *L, unsigned *reasons)
 {
-	struct ft_profile *p = &L->prof;
-	unsigned reasons[FT_DISC_REASONS] = { 0 };
 	ft_disc_extents(&L->disc);
 	L->unchecked_bytes = 0;
 	for (uint32_t i = 0; i < L->disc.n; i++) {
@@ -218,19 +215,13 @@ int ft_learn_finish_discovery(struct ft_learn *L, int trial)
 				(double)r->extent / 1048576.0, (unsigned long long)r->alloc_id,
 				(unsigned long long)r->offset, ft_disc_reason_name(why));
 	}
-	uint32_t *idx;
-	uint32_t n = ft_disc_weights(&L->disc, &idx);
-	if (trial && idx) {
-		/* one pass proves nothing about contents: take exactly the saved
-		 * sizes, in order, from what the pass read */
-		uint32_t m = ft_disc_match(&L->disc, idx, n, L->saved.weights, L->saved.nweights);
-		if (!m)
-			ft_warn("FT_SKIP_DISCOVERY=1: the first pass did not read regions of the "
-				"%u sizes %s/%s lists, in its order; discovery runs",
-				L->saved.nweights, L->env.opt->profile_storage_dir, FT_PROFILE_FILE);
-		n = m;
-	}
+}
 
+/* The weights, regions idx[0..n) in first-touch order, into the profile
+ * and L->wmap (in that order for now); their bytes. */
+static uint64_t take_weights(struct ft_learn *L, const uint32_t *idx, uint32_t n)
+{
+	struct ft_profile *p = &L->prof;
 	p->schema = FT_PROFILE_SCHEMA;
 	snprintf(p->library, sizeof(p->library), "%s", FT_VERSION);
 	ft_gpu_device(&L->gpu, p->device.name, sizeof(p->device.name), &p->device.total_bytes,
@@ -247,34 +238,12 @@ int ft_learn_finish_discovery(struct ft_learn *L, int trial)
 	}
 	p->nweights = p->weights && L->wmap ? n : 0;
 	p->fingerprint = ft_profile_fingerprint(p->weights, p->nweights);
-	uint32_t (*pairs)[2] = NULL;
-	uint32_t npairs = p->nweights ? ft_disc_weight_pairs(&L->disc, idx, n, &pairs) : 0;
-	if (L->disc.pairs_full)
-		ft_info("discovery: too many regions read together to keep them all; launches "
-			"that read two traps of one block then bring one back to the GPU");
-	int t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
-	p->ntraps = t > 0 ? (uint32_t)t : 0;
-	/* only weights with bytes that can leave the GPU are read together
-	 * in a way that matters: a small one in a shared segment stays */
-	npairs = keep_movable(L, pairs, npairs);
-	split_for_budget(L, p, (const uint32_t (*)[2])pairs, npairs);
-	int adopted = L->have_saved && p->nweights && ft_learn_adopt_saved(L, trial);
-	if (trial && !adopted) {
-		free(pairs);
-		drop_discovery(L);
-		free(idx);
-		return -1;
-	}
-	npairs = keep_movable(L, pairs, npairs); /* with the final traps */
-	/* traps read together (with a saved profile's, when adopted) */
-	if (ft_coread_from_weights(p, (const uint32_t (*)[2])pairs, npairs))
-		ft_warn_once("out of memory for the traps read together");
-	free(pairs);
-	L->nwmap = p->nweights;
-	trace_discovery(L, reasons, total);
-	qsort(L->wmap, L->nwmap, sizeof(*L->wmap), ft_learn_wmap_cmp);
-	free(idx);
+	return total;
+}
 
+static void log_discovery(struct ft_learn *L, const unsigned *reasons, uint64_t total)
+{
+	const struct ft_profile *p = &L->prof;
 	uint32_t layers = 0, period = 0;
 	for (uint32_t k = 0; k < p->ntraps; k++)
 		if (!strcmp(p->traps[k].role, "layer") && ++layers == 1)
@@ -289,10 +258,13 @@ int ft_learn_finish_discovery(struct ft_learn *L, int trial)
 	if (!p->nweights)
 		ft_warn("discovery found no weights (nothing read every pass with unchanged "
 			"content); there is nothing to offload or profile");
+}
 
-	if (adopted)
-		return 1;
-	/* The host-to-device copy curve, as upstream measures it: pinned memory. */
+/* Profiling comes next: the copy curve (pinned memory, as upstream
+ * measures it) and room for the samples. */
+static void prepare_profiling(struct ft_learn *L)
+{
+	struct ft_profile *p = &L->prof;
 	static const uint64_t sizes[] = { 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
 					  64 << 20 };
 	p->curve = atomic_load(L->env.captures) ? NULL : calloc(6, sizeof(*p->curve));
@@ -313,5 +285,59 @@ int ft_learn_finish_discovery(struct ft_learn *L, int trial)
 	L->revisited = calloc(L->nwmap + 1, sizeof(*L->revisited));
 	if (!L->samples)
 		L->prof_failed = 1;
+}
+
+/* Returns 1 when a saved profile was adopted (INFERENCE comes now).  trial:
+ * FT_SKIP_DISCOVERY after one pass, contents taken on the saved profile's
+ * word; when it does not match, nothing is kept and discovery goes on
+ * (returns -1). */
+int ft_learn_finish_discovery(struct ft_learn *L, int trial)
+{
+	struct ft_profile *p = &L->prof;
+	unsigned reasons[FT_DISC_REASONS] = { 0 };
+	classify(L, reasons);
+	uint32_t *idx;
+	uint32_t n = ft_disc_weights(&L->disc, &idx);
+	if (trial && idx) {
+		/* one pass proves nothing about contents: take exactly the saved
+		 * sizes, in order, from what the pass read */
+		uint32_t m = ft_disc_match(&L->disc, idx, n, L->saved.weights, L->saved.nweights);
+		if (!m)
+			ft_warn("FT_SKIP_DISCOVERY=1: the first pass did not read regions of the "
+				"%u sizes %s/%s lists, in its order; discovery runs",
+				L->saved.nweights, L->env.opt->profile_storage_dir, FT_PROFILE_FILE);
+		n = m;
+	}
+	uint64_t total = take_weights(L, idx, n);
+	uint32_t (*pairs)[2] = NULL;
+	uint32_t npairs = p->nweights ? ft_disc_weight_pairs(&L->disc, idx, n, &pairs) : 0;
+	free(idx);
+	if (L->disc.pairs_full)
+		ft_info("discovery: too many regions read together to keep them all; launches "
+			"that read two traps of one block then bring one back to the GPU");
+	int t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
+	p->ntraps = t > 0 ? (uint32_t)t : 0;
+	/* only weights with bytes that can leave the GPU are read together
+	 * in a way that matters: a small one in a shared segment stays */
+	npairs = keep_movable(L, pairs, npairs);
+	split_for_budget(L, p, (const uint32_t (*)[2])pairs, npairs);
+	int adopted = L->have_saved && p->nweights && ft_learn_adopt_saved(L, trial);
+	if (trial && !adopted) {
+		free(pairs);
+		drop_discovery(L);
+		return -1;
+	}
+	npairs = keep_movable(L, pairs, npairs); /* with the final traps */
+	/* traps read together (with a saved profile's, when adopted) */
+	if (ft_coread_from_weights(p, (const uint32_t (*)[2])pairs, npairs))
+		ft_warn_once("out of memory for the traps read together");
+	free(pairs);
+	L->nwmap = p->nweights;
+	trace_discovery(L, reasons, total);
+	qsort(L->wmap, L->nwmap, sizeof(*L->wmap), ft_learn_wmap_cmp);
+	log_discovery(L, reasons, total);
+	if (adopted)
+		return 1;
+	prepare_profiling(L);
 	return 0;
 }
