@@ -284,6 +284,50 @@ static void read_plan(struct rd *rd, const cJSON *o, struct ft_profile *p)
 	pl->floor_ms = num(rd, o, "floor_ms", 0, MAX_MS);
 }
 
+/* Traps read together (absent in profiles of 0.2: none known then). */
+static void read_coread(struct rd *rd, const cJSON *co, struct ft_profile *p)
+{
+	const cJSON *x;
+	uint32_t i = 0;
+	if (co && !cJSON_IsArray(co))
+		bad(rd, FT_PROFILE_CORRUPT, "field \"coread\" is not an array");
+	cJSON_ArrayForEach(x, co) {
+		const cJSON *a = cJSON_GetArrayItem(x, 0), *b = cJSON_GetArrayItem(x, 1);
+		if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) != 2 || !cJSON_IsNumber(a) ||
+		    !cJSON_IsNumber(b) || a->valuedouble < 0 || b->valuedouble <= a->valuedouble ||
+		    b->valuedouble >= p->ntraps || a->valuedouble != (uint32_t)a->valuedouble ||
+		    b->valuedouble != (uint32_t)b->valuedouble) {
+			bad(rd, FT_PROFILE_INCONSISTENT, "coread[%u] is not a pair of traps a < b", i);
+			return;
+		}
+		if (ft_coread_add(p, (uint32_t)a->valuedouble, (uint32_t)b->valuedouble) < 0)
+			bad(rd, FT_PROFILE_UNREADABLE, "out of memory");
+		i++;
+	}
+}
+
+/* Weights that stay on the GPU (absent in profiles of 0.2). */
+static void read_shared(struct rd *rd, const cJSON *sh, struct ft_profile *p)
+{
+	const cJSON *x;
+	uint32_t i = 0;
+	if (sh && !cJSON_IsArray(sh))
+		bad(rd, FT_PROFILE_CORRUPT, "field \"shared_weights\" is not an array");
+	p->nshared = cJSON_IsArray(sh) ? (uint32_t)cJSON_GetArraySize(sh) : 0;
+	p->shared = p->nshared ? calloc(p->nshared, sizeof(*p->shared)) : NULL;
+	const cJSON *list = p->shared ? sh : NULL;
+	cJSON_ArrayForEach(x, list) {
+		if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= p->nweights ||
+		    x->valuedouble != (uint32_t)x->valuedouble ||
+		    (i && (uint32_t)x->valuedouble <= p->shared[i - 1])) {
+			bad(rd, FT_PROFILE_INCONSISTENT, "shared_weights[%u] is not a weight index "
+			    "(increasing)", i);
+			return;
+		}
+		p->shared[i++] = (uint32_t)x->valuedouble;
+	}
+}
+
 static void read_body(struct rd *rd, const cJSON *root, struct ft_profile *p)
 {
 	str(rd, root, "library", p->library, sizeof(p->library));
@@ -355,42 +399,8 @@ static void read_body(struct rd *rd, const cJSON *root, struct ft_profile *p)
 			bad(rd, FT_PROFILE_INCONSISTENT, "copy_curve sizes must increase");
 		i++;
 	}
-	/* traps read together: absent in profiles of 0.2 (none known then) */
-	const cJSON *co = cJSON_GetObjectItemCaseSensitive(root, "coread");
-	if (co && !cJSON_IsArray(co))
-		bad(rd, FT_PROFILE_CORRUPT, "field \"coread\" is not an array");
-	i = 0;
-	cJSON_ArrayForEach(x, co) {
-		const cJSON *a = cJSON_GetArrayItem(x, 0), *b = cJSON_GetArrayItem(x, 1);
-		if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) != 2 || !cJSON_IsNumber(a) ||
-		    !cJSON_IsNumber(b) || a->valuedouble < 0 || b->valuedouble <= a->valuedouble ||
-		    b->valuedouble >= p->ntraps || a->valuedouble != (uint32_t)a->valuedouble ||
-		    b->valuedouble != (uint32_t)b->valuedouble) {
-			bad(rd, FT_PROFILE_INCONSISTENT, "coread[%u] is not a pair of traps a < b", i);
-			break;
-		}
-		if (ft_coread_add(p, (uint32_t)a->valuedouble, (uint32_t)b->valuedouble) < 0)
-			bad(rd, FT_PROFILE_UNREADABLE, "out of memory");
-		i++;
-	}
-	/* weights that stay on the GPU: absent in profiles of 0.2 */
-	const cJSON *sh = cJSON_GetObjectItemCaseSensitive(root, "shared_weights");
-	if (sh && !cJSON_IsArray(sh))
-		bad(rd, FT_PROFILE_CORRUPT, "field \"shared_weights\" is not an array");
-	p->nshared = cJSON_IsArray(sh) ? (uint32_t)cJSON_GetArraySize(sh) : 0;
-	p->shared = p->nshared ? calloc(p->nshared, sizeof(*p->shared)) : NULL;
-	i = 0;
-	const cJSON *shl = p->shared ? sh : NULL;
-	cJSON_ArrayForEach(x, shl) {
-		if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= p->nweights ||
-		    x->valuedouble != (uint32_t)x->valuedouble ||
-		    (i && (uint32_t)x->valuedouble <= p->shared[i - 1])) {
-			bad(rd, FT_PROFILE_INCONSISTENT, "shared_weights[%u] is not a weight index "
-			    "(increasing)", i);
-			break;
-		}
-		p->shared[i++] = (uint32_t)x->valuedouble;
-	}
+	read_coread(rd, cJSON_GetObjectItemCaseSensitive(root, "coread"), p);
+	read_shared(rd, cJSON_GetObjectItemCaseSensitive(root, "shared_weights"), p);
 	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(root, "plan");
 	if (plan && !cJSON_IsNull(plan) && rd->r == FT_PROFILE_OK)
 		read_plan(rd, plan, p);
