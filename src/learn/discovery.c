@@ -286,15 +286,7 @@ static int holds_no_weight(void *arg, CUdeviceptr base)
  * the reads over the bus of weights alone. */
 static void non_weights_to_gpu(struct ft_learn *L)
 {
-	if (!ft_vmm_host_bytes(L->env.vmm))
-		return;
-	uint64_t moved = ft_vmm_migrate_if(L->env.vmm, holds_no_weight, L);
-	if (moved) {
-		FT_STAT_ADD(L->env.stats, vmm_migrated_bytes, moved);
-		ft_info("discovery: %.1f MiB that hold no weight moved from host memory to the GPU; "
-			"%.1f MiB of weights stay in host memory until the plan",
-			(double)moved / 1048576.0, (double)ft_vmm_host_bytes(L->env.vmm) / 1048576.0);
-	}
+	ft_learn_to_gpu(L, holds_no_weight, "that hold no weight");
 }
 
 /* Profiling comes next: the copy curve (pinned memory, as upstream

@@ -5,8 +5,12 @@
 #include "ft/learn.h"
 #include "ft/log.h"
 
-/* passes.c: a pass completed (source: enum ft_pass_source), under L->lock. */
+/* passes.c: a pass completed (source: enum ft_pass_source), under L->lock.
+ * The host-backed allocations pick(L, base) chooses (not weights) move to
+ * the GPU, said with what they are. */
 void ft_learn_pass(struct ft_learn *L, int source, uint64_t start);
+void ft_learn_to_gpu(struct ft_learn *L, int (*pick)(void *L, CUdeviceptr base),
+		     const char *what);
 
 /* discovery.c.  Regions read (one launch's when launch is set: read
  * together too).  A content sample of the candidates at a boundary.  The

@@ -67,14 +67,20 @@ static int since_cutoff(void *arg, CUdeviceptr base)
 static void activations_to_gpu(struct ft_learn *L)
 {
 	ft_vmm_exempt_new(L->env.vmm);
+	ft_learn_to_gpu(L, since_cutoff, "allocated during the passes so far (not weights)");
+}
+
+void ft_learn_to_gpu(struct ft_learn *L, int (*pick)(void *L, CUdeviceptr base),
+		     const char *what)
+{
 	if (!ft_vmm_host_bytes(L->env.vmm))
 		return;
-	uint64_t moved = ft_vmm_migrate_if(L->env.vmm, since_cutoff, L);
+	uint64_t moved = ft_vmm_migrate_if(L->env.vmm, pick, L);
 	if (moved) {
 		FT_STAT_ADD(L->env.stats, vmm_migrated_bytes, moved);
-		ft_info("discovery: %.1f MiB allocated during the passes so far (not weights) moved "
-			"from host memory to the GPU; %.1f MiB stay in host memory until the plan",
-			(double)moved / 1048576.0, (double)ft_vmm_host_bytes(L->env.vmm) / 1048576.0);
+		ft_info("discovery: %.1f MiB %s moved from host memory to the GPU; %.1f MiB stay "
+			"in host memory until the plan", (double)moved / 1048576.0, what,
+			(double)ft_vmm_host_bytes(L->env.vmm) / 1048576.0);
 	}
 }
 
