@@ -45,6 +45,7 @@ const char *ft_log_level_name(int level);
 #define ft_warn(...)  FT_LOG(FT_LOG_WARN, __VA_ARGS__)
 #define ft_info(...)  FT_LOG(FT_LOG_INFO, __VA_ARGS__)
 #define ft_debug(...) FT_LOG(FT_LOG_DEBUG, __VA_ARGS__)
+#define ft_error_once(...) FT_LOG_ONCE(FT_LOG_ERROR, __VA_ARGS__)
 #define ft_warn_once(...) FT_LOG_ONCE(FT_LOG_WARN, __VA_ARGS__)
 #define ft_info_once(...) FT_LOG_ONCE(FT_LOG_INFO, __VA_ARGS__)
 #define ft_debug_once(...) FT_LOG_ONCE(FT_LOG_DEBUG, __VA_ARGS__)

@@ -87,10 +87,10 @@ uint64_t ft_vmm_host_bytes(struct ft_vmm *v);
  * the physical handle h, releasing the chunk's own memory: 0, or -1 with
  * the chunk unchanged. */
 int ft_vmm_rebind(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle h);
-/* The reverse: the chunk at c gets physical memory of its own again (its
- * contents are undefined): 0 or -1 (then it may be unmapped: the caller
- * has nowhere to put the bytes). */
-int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c);
+/* The reverse: the chunk at c, now backed by the handle back, gets
+ * physical memory of its own again (its contents are undefined): 0, or -1
+ * with the chunk still backed by back. */
+int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle back);
 /* A new physical chunk on the device (counted against the budget): 0 or
  * -1; and its release. */
 int ft_vmm_chunk_handle(struct ft_vmm *v, CUmemGenericAllocationHandle *h);

@@ -214,10 +214,11 @@ static int victim(const struct ft_offload *o, int a, int b)
  * plan did not know: a kernel new since profiling, or a word never seen
  * holding a pointer): one block cannot hold both, so one comes back to the
  * GPU for good before the launch runs, whatever that costs in memory,
- * rather than the launch reading the other's bytes.  Inside a capture the
- * device cannot be waited for: the trap is left out of the capture's loads
- * and comes back when the capture is over, before any replay (then its own
- * memory holds it wherever the graph reads it).  Returns the traps left. */
+ * rather than the launch reading the other's bytes.  While a capture is
+ * under way the device cannot be waited for: the trap is left out of the
+ * capture's loads and comes back when the capture is over, before any
+ * replay (then its own memory holds it wherever the graph reads it).
+ * Returns the traps left. */
 static int one_per_block(struct ft_offload *o, int *touched, int *moves, int nt,
 			 const char *kernel)
 {
@@ -229,20 +230,12 @@ static int one_per_block(struct ft_offload *o, int *touched, int *moves, int nt,
 			int v = victim(o, ta, tb), keep = v == ta ? tb : ta;
 			char why[256];
 			snprintf(why, sizeof(why), "kernel %s reads it with trap %d, which shares "
-				 "its block%s", kernel ? kernel : "?", keep,
-				 o->cap_id ? " (in a CUDA graph capture: when the capture ends)" : "");
+				 "its block", kernel ? kernel : "?", keep);
 			FT_STAT_INC(o->stats, offload_conflicts);
-			if (o->cap_id) {
-				if (!o->t[v].pending)
-					ft_warn("trap %d comes back to the GPU for good (%zu MiB): %s",
-						v, (size_t)(o->t[v].nchunks * o->chunk) >> 20, why);
-				o->t[v].pending = 1;
-			} else {
-				ft_off_demote(o, v, why);
-			}
+			ft_off_demote(o, v, why);
 			if (o->t[v].block >= 0) {
-				/* pending, or it could not come back now (another
-				 * thread captures): the launch waits for the other */
+				/* pending (a capture is under way), or no memory:
+				 * the launch waits for the other */
 				int drop = v == ta ? a : b;
 				touched[drop] = touched[--nt];
 				moves[drop] = moves[nt];
@@ -254,13 +247,18 @@ static int one_per_block(struct ft_offload *o, int *touched, int *moves, int nt,
 }
 
 /* Adds trap t to touched[0..nt) (moves: whether it places the pass). */
-static int touch(int *touched, int *moves, int nt, int t, int move)
+static int touch(struct ft_offload *o, int *touched, int *moves, int nt, int t, int move)
 {
 	int seen = among(touched, nt, t);
-	if (seen >= 0)
+	if (seen >= 0) {
 		moves[seen] |= move;
-	else if (nt < 8)
+	} else if (nt < FT_OFF_TOUCHED) {
 		touched[nt] = t, moves[nt++] = move;
+	} else if (o->t[t].block >= 0) {
+		FT_STAT_INC(o->stats, offload_stuck);
+		ft_error_once("a launch reads more than %d traps: trap %d is not loaded for it, "
+			      "and results may be wrong", FT_OFF_TOUCHED, t);
+	}
 	return nt;
 }
 
@@ -269,22 +267,24 @@ static int touch(int *touched, int *moves, int nt, int t, int move)
  * weight left the GPU (else they are where they always were: on the H200 a
  * bias packed beside another layer's in one small segment, read by every
  * layer, loaded a 1 GiB trap each time). */
-static int follow_link(const struct ft_offload *o, int k, int *touched, int *moves, int nt)
+static int follow_link(struct ft_offload *o, int k, int *touched, int *moves, int nt)
 {
 	int l = (int)o->w[k].link - 1;
 	if (l >= 0 && !(o->cap_id && o->t[l].pending) && (uint32_t)k + 1 < o->nw &&
-	    ft_off_weight_offloaded(o, k + 1))
-		nt = touch(touched, moves, nt, l, 0);
+	    ft_off_weight_offloaded(o, k + 1, o->w[k + 1].lo))
+		nt = touch(o, touched, moves, nt, l, 0);
 	return nt;
 }
 
-/* The traps a launch reads, at most 8, into touched[0..): moves[k] says
- * whether a reference to touched[k] places the pass.  Under o->lock. */
+/* The traps a launch reads, at most FT_OFF_TOUCHED, into touched[0..):
+ * moves[k] says whether a reference to touched[k] places the pass.  The
+ * traps linked to the weights read come last: they cannot crowd out the
+ * ones read directly.  Under o->lock. */
 static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *words,
 		  unsigned n, unsigned nstale, struct ft_kernel *kern, const char *kernel,
 		  int *touched, int *moves)
 {
-	int nt = 0;
+	int nt = 0, nl = 0, linked[FT_OFF_TOUCHED];
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k < 0)
@@ -294,25 +294,30 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 			continue; /* its own memory holds it once the capture ends */
 		if (o->t[t].block >= 0 && addr[i] != o->w[k].lo) {
 			/* inside an offloaded weight's extent at an address
-			 * discovery never saw: in chunks that left the GPU, a
+			 * discovery never saw.  In chunks that left the GPU: a
 			 * tensor the allocator placed in the extent's tail, which
-			 * comes back (ft_off_return_tail); in chunks that stayed
+			 * comes back (ft_off_return_tail).  In chunks that stayed
 			 * (such a tail already back, a chunk shared with other
-			 * tensors), resident bytes: nothing to load either way,
-			 * and nothing said of the pass (on the H200 a decode
-			 * GEMM's workspace in layer 0's q_proj tail loaded a
-			 * 1 GiB trap again and again, and made its words look
-			 * roaming) */
+			 * tensors): resident bytes, nothing to load and nothing
+			 * said of the pass (on the H200 a decode GEMM's
+			 * workspace in layer 0's q_proj tail loaded a 1 GiB trap
+			 * again and again, and made its words look roaming) --
+			 * unless bytes of the weight after it left the GPU: a
+			 * view into the weight, perhaps, which reads on into
+			 * them (a load costs time, not results) */
 			if (ft_off_foreign(o, addr[i], k))
 				ft_off_return_tail(o, t, k, addr[i]);
+			else if (ft_off_weight_offloaded(o, k, addr[i]))
+				nt = touch(o, touched, moves, nt, t, 0);
 			continue;
 		}
 		/* a weight that stayed on the GPU whole (a small one in a
 		 * segment shared with activations or other layers' biases,
 		 * read all over the pass): nothing to load, and it says
 		 * nothing of where the pass is */
-		if (o->t[t].block >= 0 && !ft_off_weight_offloaded(o, k)) {
-			nt = follow_link(o, k, touched, moves, nt);
+		if (o->t[t].block >= 0 && !ft_off_weight_offloaded(o, k, o->w[k].lo)) {
+			if (o->w[k].link && nl < FT_OFF_TOUCHED)
+				linked[nl++] = k;
 			continue;
 		}
 		int where = turn(o, kern, words, i, t);
@@ -325,13 +330,16 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 		 * in its free tail; the pass is not placed by it */
 		if (o->t[t].block < 0 && addr[i] != o->w[k].lo)
 			where = 0;
-		nt = touch(touched, moves, nt, t, where > 0);
-		nt = follow_link(o, k, touched, moves, nt);
+		nt = touch(o, touched, moves, nt, t, where > 0);
+		if (o->w[k].link && nl < FT_OFF_TOUCHED)
+			linked[nl++] = k;
 	}
+	for (int i = 0; i < nl; i++)
+		nt = follow_link(o, linked[i], touched, moves, nt);
 	/* a stale address in the trap the pass is in, while that is in its
 	 * block: it is held for the launch too (harmless if the word is not
 	 * read, right if it is) */
-	for (unsigned i = n; i < n + nstale && o->cur >= 0 && nt < 8; i++) {
+	for (unsigned i = n; i < n + nstale && o->cur >= 0 && nt < FT_OFF_TOUCHED; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k < 0 || (int)o->w[k].trap != o->cur || o->t[o->cur].block < 0 ||
 		    o->b[o->t[o->cur].block].occupant != o->cur)
@@ -411,8 +419,9 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 {
 	if (!o->active || !(n + nstale || o->gpu))
 		return;
-	int touched[8], moves[8];
+	int touched[FT_OFF_TOUCHED], moves[FT_OFF_TOUCHED];
 	pthread_mutex_lock(&o->lock);
+	ft_off_demote_pending(o); /* traps that had to come back while a capture was under way */
 	int nt = gather(o, addr, words, n, nstale, kern, kernel, touched, moves);
 	verify_others(o, touched, nt);
 	if (!nt) {

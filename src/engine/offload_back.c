@@ -1,5 +1,5 @@
 /* Weights that come back to the GPU: whole traps, and the tails of weights
- * where the allocator placed other tensors (include/ft/engine.h; the
+ * where the allocator placed other tensors (include/ft/offload.h; the
  * executor's, under o->lock). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,29 +9,95 @@
 #include "ft/log.h"
 #include "offload_int.h"
 
+/* Gives the chunks of trap x's live runs in [lo, hi) memory of their own,
+ * all or none: when one cannot have it, those already moved go back onto
+ * the block's chunks (chunk j of the trap's runs is chunk j of its
+ * block).  0 or -1; nothing is copied. */
+static int own_chunks(struct ft_offload *o, const struct ft_off_trap *x, uint64_t lo,
+		      uint64_t hi)
+{
+	const CUmemGenericAllocationHandle *h = o->b[x->block].h;
+	uint64_t failed = 0;
+	for (int undo = 0; undo < 2; undo++) {
+		uint32_t j = 0;
+		for (uint32_t i = 0; i < x->nruns; i++) {
+			for (uint64_t c = x->runs[i].lo; c < x->runs[i].hi; c += o->chunk, j++) {
+				if (x->dead[i] || c < lo || c >= hi)
+					continue;
+				if (undo && c == failed)
+					return -1;
+				if (undo)
+					ft_vmm_rebind(o->vmm, c, h[j]);
+				else if (ft_vmm_own(o->vmm, c, h[j])) {
+					failed = c;
+					goto next;
+				}
+			}
+		}
+		return 0;
+next:;
+	}
+	return -1;
+}
+
+/* Trap t must come back to the GPU while a capture is under way, where the
+ * device cannot be waited for: it does when none is (ft_off_demote_pending,
+ * before any replay).  The capture in progress, when it is the executor's,
+ * leaves the trap out of its loads: its graph reads the trap's own memory
+ * then.  An eager launch while another thread captures cannot be served
+ * right: an error says so. */
+static void defer(struct ft_offload *o, int t, const char *why)
+{
+	struct ft_off_trap *x = &o->t[t];
+	if (!x->pending) {
+		x->pending = 1;
+		o->npending++;
+		ft_warn("trap %d comes back to the GPU for good (%zu MiB) when the CUDA graph "
+			"capture under way ends: %s", t, (size_t)(x->nchunks * o->chunk) >> 20, why);
+	}
+	if (!o->cap_id) {
+		FT_STAT_INC(o->stats, offload_stuck);
+		ft_error_once("trap %d must come back to the GPU (%s) while another thread "
+			      "captures a CUDA graph: launches until the capture ends may read "
+			      "another trap's bytes", t, why);
+	}
+}
+
+void ft_off_demote_pending(struct ft_offload *o)
+{
+	if (!o->npending || ft_off_capturing(o))
+		return;
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		if (o->t[t].pending) {
+			o->t[t].pending = 0;
+			ft_off_demote(o, (int)t, "as said when a capture was under way");
+		}
+	o->npending = 0;
+}
+
 void ft_off_demote(struct ft_offload *o, int t, const char *why)
 {
 	struct ft_off_trap *x = &o->t[t];
 	if (x->block < 0)
 		return;
 	if (ft_off_capturing(o)) {
-		ft_warn_once("trap %d should come back to the GPU (%s) during a CUDA graph "
-			     "capture, where the device cannot be waited for: it stays offloaded",
-			     t, why);
+		defer(o, t, why);
 		return;
 	}
 	const struct ft_real *r = o->real;
 	struct ft_off_block *b = &o->b[x->block];
 	r->cuCtxSynchronize();
+	if (own_chunks(o, x, 0, UINT64_MAX)) {
+		FT_STAT_INC(o->stats, offload_stuck);
+		ft_error("trap %d must come back to the GPU (%s) but device memory ran out: it "
+			 "stays offloaded, and results may be wrong", t, why);
+		return;
+	}
 	size_t off = 0;
-	int lost = 0;
 	for (uint32_t i = 0; i < x->nruns; i++) {
 		size_t n = x->runs[i].hi - x->runs[i].lo;
-		if (!x->dead[i]) {
-			for (uint64_t c = x->runs[i].lo; c < x->runs[i].hi; c += o->chunk)
-				lost |= ft_vmm_own(o->vmm, c) != 0;
+		if (!x->dead[i])
 			r->cuMemcpyHtoD_v2(x->runs[i].lo, x->host + off, n);
-		}
 		off += n;
 	}
 	if (b->occupant == t) {
@@ -41,12 +107,8 @@ void ft_off_demote(struct ft_offload *o, int t, const char *why)
 	x->block = -1;
 	FT_STAT_INC(o->stats, offload_demoted);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(uint64_t)(x->nchunks * o->chunk));
-	if (lost)
-		ft_error("trap %d must come back to the GPU (%s) but device memory ran out: its "
-			 "weights are unreadable now", t, why);
-	else
-		ft_warn("trap %d is back on the GPU for good (%zu MiB): %s", t,
-			(size_t)(x->nchunks * o->chunk) >> 20, why);
+	ft_warn("trap %d is back on the GPU for good (%zu MiB): %s", t,
+		(size_t)(x->nchunks * o->chunk) >> 20, why);
 }
 
 /* A reference inside an offloaded weight's extent but not at a weight
@@ -66,16 +128,14 @@ int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k)
 	return 0;
 }
 
-/* Whether any byte of weight k's extent left the GPU (lies in a run its
- * trap still copies). */
-int ft_off_weight_offloaded(const struct ft_offload *o, int k)
+int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from)
 {
 	const struct ft_off_weight *w = &o->w[k];
 	if (w->trap >= o->ntraps)
 		return 0;
 	const struct ft_off_trap *x = &o->t[w->trap];
 	for (uint32_t i = 0; i < x->nruns; i++)
-		if (!x->dead[i] && x->runs[i].lo < w->hi && x->runs[i].hi > w->lo)
+		if (!x->dead[i] && x->runs[i].lo < w->hi && x->runs[i].hi > from)
 			return 1;
 	return 0;
 }
@@ -98,9 +158,8 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a)
 	if (i == x->nruns || x->dead[i])
 		return;
 	if (ft_off_capturing(o)) {
-		ft_warn_once("a tensor was placed in the tail of an offloaded weight during a CUDA "
-			     "graph capture, where the device cannot be waited for: it shares "
-			     "the block's memory");
+		/* its tail cannot come back alone now: the whole trap does */
+		ft_off_demote(o, t, "a tensor was placed in a weight's free tail");
 		return;
 	}
 	struct ft_span r = x->runs[i];
@@ -122,6 +181,13 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a)
 		ft_off_demote(o, t, "a tensor was placed in a weight's free tail (and memory ran out)");
 		return;
 	}
+	o->real->cuCtxSynchronize();
+	if (own_chunks(o, x, c0, c1)) {
+		FT_STAT_INC(o->stats, offload_stuck);
+		ft_error("trap %d: a tensor was placed in a weight's free tail, but device memory "
+			 "ran out for it: it shares the block's memory, and results may be wrong", t);
+		return;
+	}
 	memmove(&x->runs[i + 1 + extra], &x->runs[i + 1], (x->nruns - i - 1) * sizeof(*x->runs));
 	memmove(&x->dead[i + 1 + extra], &x->dead[i + 1], x->nruns - i - 1);
 	if (x->sums)
@@ -141,20 +207,11 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a)
 		j++;
 	}
 	x->nruns = m;
-	const struct ft_real *rl = o->real;
-	rl->cuCtxSynchronize();
-	int lost = 0;
-	for (uint64_t c = c0; c < c1; c += o->chunk)
-		lost |= ft_vmm_own(o->vmm, c) != 0;
-	rl->cuMemcpyHtoD_v2(c0, x->host + off + (c0 - r.lo), c1 - c0);
+	o->real->cuMemcpyHtoD_v2(c0, x->host + off + (c0 - r.lo), c1 - c0);
 	o->w[k].hi = a; /* references from a on are the tensor's */
 	FT_STAT_INC(o->stats, offload_tails);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(c1 - c0));
-	if (lost)
-		ft_error("trap %d: a tensor was placed in a weight's free tail, but device memory "
-			 "ran out for it: the weight's last bytes are unreadable now", t);
-	else
-		ft_info("trap %d: %llu KiB at the end of a weight's extent are back on the GPU: "
+	ft_info("trap %d: %llu KiB at the end of a weight's extent are back on the GPU: "
 			"the allocator placed a tensor there", t,
 			(unsigned long long)((c1 - c0) >> 10));
 }

@@ -101,12 +101,7 @@ void ft_off_capture_over(struct ft_offload *o)
 	if (!o->active)
 		return;
 	pthread_mutex_lock(&o->lock);
-	for (uint32_t t = 0; t < o->ntraps && !ft_off_capturing(o); t++)
-		if (o->t[t].pending) {
-			o->t[t].pending = 0;
-			ft_off_demote(o, (int)t, "a captured launch read it with another trap of "
-				      "its block");
-		}
+	ft_off_demote_pending(o);
 	pthread_mutex_unlock(&o->lock);
 }
 
@@ -116,6 +111,15 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 		return;
 	const struct ft_real *r = o->real;
 	pthread_mutex_lock(&o->lock);
+	if (!after && o->npending) {
+		/* graphs captured while traps had to come back read their
+		 * own memory: they come back first */
+		ft_off_demote_pending(o);
+		if (o->npending)
+			ft_error_once("a CUDA graph replays while another thread captures one, "
+				      "before %u traps could come back to the GPU: it may read "
+				      "other traps' bytes", o->npending);
+	}
 	ft_off_timing_replay(o, tag, after);
 	if (!after && o->mode != FT_TM_STRATEGY) {
 		/* nor may they race eager copies still in flight on the copy

@@ -41,12 +41,13 @@ struct ft_off_trap {
 	uint64_t loads;                     /* copies into its block so far */
 	int shared;                         /* read all over the pass (resident): its
 					       references never place the pass */
-	int pending;                        /* comes back to the GPU for good when the
-					       capture in progress ends (a launch of it
-					       read this trap with another of its block) */
+	int pending;                        /* comes back to the GPU for good when no
+					       capture is under way (it had to while one
+					       was: ft_off_demote) */
 };
 
 #define FT_OFF_READERS 8
+#define FT_OFF_TOUCHED 8 /* traps one launch reads, at most */
 
 struct ft_off_block {
 	uint32_t nchunks;
@@ -108,6 +109,7 @@ struct ft_offload {
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
 	int cur;                            /* trap of the latest launch that read one */
 	uint64_t offloaded_bytes, block_bytes;
+	uint32_t npending;                  /* traps pending */
 };
 
 
@@ -120,14 +122,17 @@ static inline int ft_off_capturing(const struct ft_offload *o)
 
 /* Weights back on the GPU (offload_back.c).  Trap t leaves its block for
  * good: its chunks get memory of their own, filled from the host store
- * (the device is idle first).  A reference a inside weight k's extent,
- * past its start, in chunks that left the GPU: 1 (a tensor placed in the
- * extent's tail, perhaps).  Whether any byte of weight k left the GPU.
- * The tail of weight k from a's chunk on comes back to the GPU and the
- * weight ends at a. */
+ * (the device is idle first); while a capture is under way, only once
+ * none is (pending; ft_off_demote_pending brings pending traps back when
+ * none is).  A reference a inside weight k's extent, past its start, in
+ * chunks that left the GPU: 1 (a tensor placed in the extent's tail,
+ * perhaps).  Whether bytes of weight k from address from on left the
+ * GPU.  The tail of weight k from a's chunk on comes back to the GPU and
+ * the weight ends at a. */
 void ft_off_demote(struct ft_offload *o, int t, const char *why);
+void ft_off_demote_pending(struct ft_offload *o);
 int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k);
-int ft_off_weight_offloaded(const struct ft_offload *o, int k);
+int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from);
 void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a);
 
 /* Timing (offload_timing.c).  Trap t's events where the executor works

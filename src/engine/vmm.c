@@ -380,7 +380,7 @@ int ft_vmm_map_block(struct ft_vmm *v, const CUmemGenericAllocationHandle *h, ui
 	return 0;
 }
 
-int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c)
+int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle back)
 {
 	pthread_mutex_lock(&v->lock);
 	uint32_t k;
@@ -391,7 +391,7 @@ int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c)
 	if (a && a->own[k]) {
 		rc = 0;
 	} else if (a && !v->real->cuMemCreate(&h, v->chunk, &p, 0)) {
-		if (remap(v, c, h, 0)) {
+		if (remap(v, c, h, back)) {
 			v->real->cuMemRelease(h);
 		} else {
 			a->own[k] = h;

@@ -578,6 +578,178 @@ static void tensors_in_a_weights_tail_load_nothing(void **state)
 	done(o);
 }
 
+/* The weights of traps 1 and 5 (block 1's) span two chunks each. */
+static uint32_t two_chunk_block1(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
+				 uint32_t na)
+{
+	for (uint32_t i = 0; i < nw; i++)
+		if (w[i].trap == 1 || w[i].trap == 5)
+			w[i].hi += CHUNK;
+	a[1].hi += CHUNK;
+	a[5].hi += CHUNK;
+	return na;
+}
+
+static int creates_left = -1; /* device chunks cuMemCreate still makes, -1: any */
+static int sync_copies;
+
+static CUresult create_until_out(CUmemGenericAllocationHandle *h, size_t n,
+				 const CUmemAllocationProp *p, unsigned long long f)
+{
+	if (!creates_left)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	if (creates_left > 0)
+		creates_left--;
+	return stub_create(h, n, p, f);
+}
+
+static CUresult count_sync_copy(CUdeviceptr d, const void *p, size_t n)
+{
+	(void)d, (void)p, (void)n;
+	sync_copies++;
+	return CUDA_SUCCESS;
+}
+
+/* Trap 5 (two chunks) must come back to the GPU when one launch reads it
+ * with trap 1, its block's other trap (as large, and nearer the pass), but device memory runs out after
+ * one chunk.  Its chunks are still the block's memory then: filling them
+ * from the store would overwrite trap 1's bytes.  It stays offloaded
+ * whole, nothing is copied, the chunk it got goes back; once memory is
+ * there again, the next such launch brings it back. */
+static void a_trap_that_finds_no_memory_stays_offloaded_whole(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, NULL, 0, two_chunk_block1);
+	real.cuMemCreate = create_until_out;
+	real.cuMemcpyHtoD_v2 = count_sync_copy;
+	sync_copies = 0;
+	uint64_t held = vmm.device_bytes;
+	for (int pass = 0; pass < 2; pass++) {
+		creates_left = pass ? -1 : 1;
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (t == 1) {
+				int both[] = { 1, 5 };
+				kernel(o, 1, both, 2);
+			}
+			if (!pass && t == 1) {
+				assert_int_equal(stats.v[FT_STAT_offload_stuck], 1);
+				assert_int_equal(stats.v[FT_STAT_offload_demoted], 0);
+				assert_int_equal(o->t[5].block, 1);
+				assert_int_equal(sync_copies, 0);
+				assert_int_equal(vmm.device_bytes, held);
+				assert_int_equal(va[5].own[0], 0);
+				assert_int_equal(va[5].own[1], 0);
+			}
+		}
+	}
+	assert_int_equal(stats.v[FT_STAT_offload_demoted], 1);
+	assert_int_equal(o->t[5].block, -1);
+	assert_int_equal(sync_copies, 1);
+	assert_int_equal(vmm.device_bytes, held + 2 * CHUNK);
+	assert_true(va[5].own[0] && va[5].own[1]);
+	creates_left = -1;
+	done(o);
+}
+
+/* Trap 2's weight starts half-way into its allocation's first chunk,
+ * which other tensors share (it stays on the GPU), and runs on through
+ * the second, which leaves it: its copies land there. */
+static uint32_t shared_first_chunk(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
+				   uint32_t na)
+{
+	for (uint32_t i = 0; i < nw; i++)
+		if (w[i].trap == 2)
+			w[i].lo += CHUNK / 2, w[i].hi += CHUNK;
+	a[2].hi += CHUNK;
+	S.base[2] += CHUNK;
+	return na;
+}
+
+/* A launch reads trap 2 only through a view into its weight that begins
+ * in the resident first chunk (a slice of a fused weight): the bytes it
+ * reads go on into the chunk that left the GPU, so the trap is loaded
+ * (it once loaded nothing: the reference was taken for a tensor in a
+ * resident chunk). */
+static void a_view_from_a_resident_chunk_into_offloaded_ones_loads_the_trap(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, NULL, 0, shared_first_chunk);
+	uint64_t view = S.base[2] - CHUNK / 2 + 4096;
+	for (int pass = 0; pass < 3; pass++)
+		for (int t = 0; t < 10; t++) {
+			if (t != 2) {
+				kernel(o, 1, &t, 1);
+				continue;
+			}
+			struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 1, .reads = { 2 } };
+			ft_off_launch(o, (CUstream)(uintptr_t)1, &view, NULL, 1, 0, NULL, "slice");
+			launched(&k);
+		}
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_tails], 0);
+	done(o);
+}
+
+/* A tensor placed in a weight's free tail, first referred to inside a
+ * capture: the tail cannot come back alone (the device cannot be waited
+ * for), so the whole trap comes back when the capture is over, before any
+ * replay; the capture leaves it out of its loads. */
+static void a_tail_tensor_in_a_capture_brings_the_trap_back_after_it(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, NULL, 0, two_chunk_weight);
+	uint64_t tail = S.base[1] + CHUNK + 4096;
+	for (int t = 0; t < 10; t++)
+		kernel(o, 1, &t, 1);
+	S.capturing = 1;
+	for (int t = 0; t < 10; t++) {
+		uint64_t a[2] = { S.base[t], tail };
+		ft_off_capture_launch(o, (CUstream)(uintptr_t)1, 9, a, NULL, t == 4 ? 2 : 1, 0,
+				      NULL, "k");
+	}
+	ft_off_capture_end(o, (CUstream)(uintptr_t)1, 9);
+	S.capturing = 0;
+	assert_int_equal(o->t[1].pending, 1);
+	assert_true(o->t[1].block >= 0);
+	ft_off_capture_over(o);
+	assert_int_equal(o->t[1].block, -1);
+	assert_int_equal(stats.v[FT_STAT_offload_demoted], 1);
+	assert_int_equal(stats.v[FT_STAT_offload_tails], 0);
+	for (int t = 0; t < 10; t++)
+		kernel(o, 1, &t, 1);
+	check();
+	done(o);
+}
+
+/* An eager launch reads two traps of one block while another thread
+ * captures a graph: the device cannot be waited for, so the trap cannot
+ * come back now.  It is pending (an error says the launch may read wrong),
+ * and comes back at the first launch after the capture. */
+static void a_conflict_while_another_thread_captures_waits_for_its_end(void **state)
+{
+	(void)state;
+	static _Atomic int others;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
+	o->captures = &others;
+	for (int t = 0; t < 10; t++)
+		kernel(o, 1, &t, 1);
+	atomic_store(&others, 1);
+	int both[] = { 1, 5 };
+	kernel(o, 1, both, 2);
+	int gone = o->t[1].pending ? 1 : o->t[5].pending ? 5 : -1;
+	assert_true(gone >= 0);
+	assert_true(o->t[gone].block >= 0);
+	assert_int_equal(stats.v[FT_STAT_offload_stuck], 1);
+	atomic_store(&others, 0);
+	int zero = 0;
+	kernel(o, 1, &zero, 1);
+	assert_int_equal(o->t[gone].block, -1);
+	assert_int_equal(o->t[gone].pending, 0);
+	assert_int_equal(stats.v[FT_STAT_offload_demoted], 1);
+	done(o);
+}
+
 /* Two small weights side by side in one small allocator segment (one
  * chunk, so neither leaves the GPU): layer 0's bias (trap 1) and a region
  * of trap 0 (the embedding's trap, offloaded in block 0). */
@@ -885,6 +1057,10 @@ int main(void)
 		cmocka_unit_test(capture_loads_each_trap_once),
 		cmocka_unit_test(eager_passes_between_replays),
 		cmocka_unit_test(a_tail_reference_does_not_place_the_pass),
+		cmocka_unit_test(a_trap_that_finds_no_memory_stays_offloaded_whole),
+		cmocka_unit_test(a_view_from_a_resident_chunk_into_offloaded_ones_loads_the_trap),
+		cmocka_unit_test(a_tail_tensor_in_a_capture_brings_the_trap_back_after_it),
+		cmocka_unit_test(a_conflict_while_another_thread_captures_waits_for_its_end),
 		cmocka_unit_test(strategy_mode),
 		cmocka_unit_test(random_sequences),
 	};
