@@ -98,6 +98,9 @@ struct ft_learn {
 	struct ft_profile saved;  /* FT_PROFILE_STORAGE_DIR/profile.json, if loaded */
 	int have_saved;
 	int skip_tried;           /* FT_SKIP_DISCOVERY was tried (once) */
+	/* the plan was ready while a capture was under way (staging waits for
+	 * the device): it is applied at the first launch or replay after */
+	_Atomic int offload_deferred;
 	struct ft_wmap {
 		uint64_t alloc_id, offset;
 		uint64_t va, extent;  /* address and extent when discovered */

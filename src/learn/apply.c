@@ -339,6 +339,15 @@ void ft_learn_offload(struct ft_learn *L)
 	struct ft_profile *p = &L->prof;
 	if (!p->ntraps || !L->nwmap)
 		return;
+	if (atomic_load(L->env.captures) > 0) {
+		/* staging waits for the device, which would invalidate the
+		 * capture (any thread's, in global mode) */
+		if (!atomic_exchange(&L->offload_deferred, 1))
+			ft_info("the plan is ready while a CUDA graph capture is under way: "
+				"offloading begins at the first launch after it");
+		return;
+	}
+	atomic_store(&L->offload_deferred, 0);
 	struct ft_off_weight *w = malloc(L->nwmap * sizeof(*w));
 	uint64_t *cov = calloc(p->ntraps, sizeof(*cov));
 	int *block = malloc(p->ntraps * sizeof(*block));

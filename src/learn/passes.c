@@ -73,7 +73,9 @@ static void activations_to_gpu(struct ft_learn *L)
 void ft_learn_to_gpu(struct ft_learn *L, int (*pick)(void *L, CUdeviceptr base),
 		     const char *what)
 {
-	if (!ft_vmm_host_bytes(L->env.vmm))
+	/* moving waits for the device, which would invalidate a capture
+	 * (any thread's): what stays in host memory moves with the plan */
+	if (!ft_vmm_host_bytes(L->env.vmm) || atomic_load(L->env.captures) > 0)
 		return;
 	uint64_t moved = ft_vmm_migrate_if(L->env.vmm, pick, L);
 	if (moved) {
@@ -167,12 +169,27 @@ unsigned ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out)
 	return n;
 }
 
+/* A plan deferred by a capture (ft_learn_offload) is applied once none is
+ * under way. */
+static void deferred_offload(struct ft_learn *L)
+{
+	if (!atomic_load_explicit(&L->offload_deferred, memory_order_relaxed) ||
+	    atomic_load(L->env.captures) > 0)
+		return;
+	pthread_mutex_lock(&L->lock);
+	if (atomic_load(&L->offload_deferred))
+		ft_learn_offload(L);
+	pthread_mutex_unlock(&L->lock);
+}
+
 void ft_learn_after(struct ft_learn *L, CUstream s, int ptsz, const struct ft_refs *refs,
 		    uint64_t seq)
 {
 	int phase = atomic_load_explicit(&L->phase, memory_order_relaxed);
-	if (phase == FT_PHASE_INFERENCE)
+	if (phase == FT_PHASE_INFERENCE) {
+		deferred_offload(L);
 		return;
+	}
 	struct ft_region_ref r[FT_MAX_REFS];
 	unsigned nr = ft_learn_regions(refs, r);
 	pthread_mutex_lock(&L->lock);
@@ -189,6 +206,7 @@ void ft_learn_after(struct ft_learn *L, CUstream s, int ptsz, const struct ft_re
 
 void ft_learn_replay(struct ft_learn *L, uint64_t exec)
 {
+	deferred_offload(L);
 	struct ft_region_ref *r = NULL;
 	uint32_t n = ft_graphs_exec_refs(L->env.graphs, exec, &r);
 	pthread_mutex_lock(&L->lock);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -440,11 +441,14 @@ int ft_profile_save(const struct ft_profile *p, const char *dir)
 	if (mkdir(dir, 0755) && errno != EEXIST)
 		return -errno;
 	snprintf(path, sizeof(path), "%s/%s", dir, FT_PROFILE_FILE);
-	snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path, (int)getpid());
+	/* one temporary file per save: threads of one process may save at
+	 * once (a refresh while the plan's profile is written) */
+	static _Atomic unsigned saves;
+	snprintf(tmp, sizeof(tmp), "%s.tmp.%d.%u", path, (int)getpid(), atomic_fetch_add(&saves, 1));
 	char *text = ft_profile_to_json(p);
 	if (!text)
 		return -ENOMEM;
-	int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	int rc = 0, fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		rc = -errno;
 	} else {

@@ -8,10 +8,15 @@
  * curve) are stubs (every checksum 0: contents never change).  Checks that
  * learning reaches INFERENCE, and that the weights it finds and their
  * traps are those the library found there (the recording's discovery
- * record), ordered the same.
- * usage: learn_replay TRACE.jsonl
+ * record), ordered the same.  With "capture-profiling", a CUDA graph
+ * capture (another thread's) is under way from profiling's first launch
+ * to the recording's end: the plan, ready during it, must wait for its
+ * end (staging waits for the device), and be applied at the first launch
+ * after it.
+ * usage: learn_replay TRACE.jsonl [capture-profiling]
  */
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,8 +111,9 @@ static double num(const cJSON *o, const char *k)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2)
+	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "capture-profiling")))
 		return 2;
+	int capture_profiling = argc == 3;
 	FILE *f = fopen(argv[1], "r");
 	if (!f)
 		return 2;
@@ -123,7 +129,7 @@ int main(int argc, char **argv)
 	static struct ft_learn L;
 	ft_options_defaults(&opt);
 	opt.profiling_iters = 3; /* as the recording was made */
-	ft_log_configure(FT_LOG_WARN, NULL);
+	ft_log_configure(getenv("LEARN_REPLAY_INFO") ? FT_LOG_INFO : FT_LOG_WARN, NULL);
 	trace.fd = -1;
 	ft_registry_init(&reg);
 	ft_graphs_init(&graphs);
@@ -193,6 +199,8 @@ int main(int argc, char **argv)
 			CUstream s = (CUstream)(uintptr_t)strtoull(
 				cJSON_GetObjectItem(r, "stream")->valuestring, NULL, 16);
 			ft_learn_before(&L, s, 0, &refs, seq);
+			if (capture_profiling && ft_learn_phase(&L) == FT_PHASE_PROFILING)
+				atomic_store(&captures, 1); /* until the recording ends */
 			ft_learn_after(&L, s, 0, &refs, seq);
 			launches++;
 		} else if (!strcmp(ev, "copy") || !strcmp(ev, "memset")) {
@@ -213,6 +221,19 @@ int main(int argc, char **argv)
 	if (ft_learn_phase(&L) != FT_PHASE_INFERENCE) {
 		fprintf(stderr, "FAIL: learning did not reach INFERENCE\n");
 		failures++;
+	}
+	if (capture_profiling) {
+		/* the plan waits for the capture's end, then for a launch */
+		int waited = atomic_load(&L.offload_deferred);
+		atomic_store(&captures, 0);
+		struct ft_refs none = { 0 };
+		ft_learn_after(&L, NULL, 0, &none, launches + 1);
+		printf("plan during a capture: %s, then %s\n", waited ? "deferred" : "applied",
+		       atomic_load(&L.offload_deferred) ? "still deferred" : "applied");
+		if (!waited || atomic_load(&L.offload_deferred)) {
+			fprintf(stderr, "FAIL: a plan ready during a capture must wait for its end\n");
+			failures++;
+		}
 	}
 	const cJSON *ws = disc ? cJSON_GetObjectItem(disc, "weights_in_order") : NULL;
 	if (!ws || (uint32_t)cJSON_GetArraySize(ws) != L.prof.nweights ||
