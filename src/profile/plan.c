@@ -55,8 +55,9 @@ static int free_for(const struct ft_plan *p, const struct ft_profile *pr, uint32
 /* Blocks round-robin over the offloaded traps; the last one must differ
  * from the first too (the pass wraps), and traps read together
  * (pr->coread) never share one: such a trap takes the next block that
- * fits.  A trap with no bytes that can leave is never offloaded.  0, or -1
- * when b blocks cannot. */
+ * fits, and stays on the GPU when none does (memory pays for the pair, not
+ * the plan).  A trap with no bytes that can leave is never offloaded.  0,
+ * or -1 when b blocks cannot (the pass cannot wrap). */
 static int assign(struct ft_plan *p, const struct ft_profile *pr, uint32_t b)
 {
 	uint32_t m = 0, last = 0, first = 0;
@@ -75,8 +76,10 @@ static int assign(struct ft_plan *p, const struct ft_profile *pr, uint32_t b)
 			if (x != prev && free_for(p, pr, i, x, 0))
 				c = x;
 		}
-		if (c < 0)
-			return -1;
+		if (c < 0) {
+			p->t[i].offloaded = 0;
+			continue;
+		}
 		p->t[i].block = c;
 		prev = c;
 		if (!m++)
@@ -304,10 +307,18 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 		uint64_t total = 0;
 		for (uint32_t i = 0; i < n; i++)
 			total += pr->traps[i].bytes;
-		snprintf(why, len, "the budget of %.0f MiB cannot hold the traps: offloading every "
-			 "one still needs %.0f MiB of blocks (the largest traps, %u blocks or more), "
-			 "of %.0f MiB of weights; raise FT_MAX_GPU_MEM_FRACTION or lower FT_MIN_BLOCKS",
-			 (double)in->budget / MIB, (double)least_peak / MIB, bmin, (double)total / MIB);
+		if (least_peak == UINT64_MAX)
+			snprintf(why, len, "the budget of %.0f MiB cannot hold the traps: no way to "
+				 "give %u to %u blocks to the traps lets the pass wrap (traps read "
+				 "together cannot share one); raise FT_MAX_GPU_MEM_FRACTION or "
+				 "FT_NUM_BLOCKS", (double)in->budget / MIB, bmin, bmax);
+		else
+			snprintf(why, len, "the budget of %.0f MiB cannot hold the traps: offloading "
+				 "every one still needs %.0f MiB of blocks (the largest traps, %u "
+				 "blocks or more), of %.0f MiB of weights; raise "
+				 "FT_MAX_GPU_MEM_FRACTION or lower FT_MIN_BLOCKS",
+				 (double)in->budget / MIB, (double)least_peak / MIB, bmin,
+				 (double)total / MIB);
 		free(best);
 		ft_plan_free(out);
 		return -1;

@@ -238,6 +238,19 @@ static void traps_read_together_get_blocks_of_their_own(void **state)
 	assert_true(pl.t[1].block < 0 || pl.t[1].block != pl.t[3].block);
 	ft_plan_free(&pl);
 	ft_profile_free(&p);
+	/* the same triangle inside a 32-layer model, with a budget and two
+	 * blocks at most: trap 3 finds no block (2's is the previous one, 1's
+	 * is read with it) and stays on the GPU; the plan is made all the
+	 * same (it once failed whole, so nothing was offloaded) */
+	make(&p, 32, 4096, 14336, 1024, 3.3e9);
+	ft_coread_add(&p, 1, 2), ft_coread_add(&p, 2, 3), ft_coread_add(&p, 1, 3);
+	struct ft_plan_input two = { &p, total(&p) / 4, 2, 2, 1.0, 0 };
+	assert_int_equal(ft_plan_make(&two, &pl, why, sizeof(why)), 0);
+	check(&pl, &p, two.budget);
+	assert_true(pl.t[1].block < 0 || pl.t[2].block < 0 || pl.t[3].block < 0);
+	assert_true(pl.offloaded_bytes > total(&p) / 2);
+	ft_plan_free(&pl);
+	ft_profile_free(&p);
 }
 
 static void refusals(void **state)
