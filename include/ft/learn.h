@@ -109,6 +109,11 @@ struct ft_learn {
 		uint8_t movable;      /* bytes of it would leave the GPU with its trap */
 	} *wmap;                  /* weights sorted by (alloc_id, offset) */
 	uint32_t nwmap;
+	/* pairs of weights one launch read (first-touch indices, sorted):
+	 * discovery's and profiling's, kept until the weights read all over
+	 * the pass are known (ft_learn_coread) */
+	uint32_t (*wpairs)[2];
+	uint32_t nwpairs;
 	/* regions read in every discovery pass, never written by copies, but
 	 * not checksummed twice at one extent: unknown content, so never
 	 * offloaded, but on the GPU, so counted against the budget */

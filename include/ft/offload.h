@@ -12,7 +12,7 @@
  * physical memory; which one's bytes it holds is the executor's business.
  * Mappings never change after that.
  *
- * The executor (offload.c, ft_off_launch): before each launch, the traps
+ * The executor (executor.c, ft_off_launch): before each launch, the traps
  * whose weights it reads are looked up; an offloaded trap not in its block
  * is loaded (the copy stream waits until the block's previous occupant's
  * readers are done, then copies), the launch stream waits on the trap's
@@ -21,11 +21,14 @@
  * strategy mode copies on the launch stream itself at first use and
  * prefetches nothing.
  *
- * Guards.  A launch that refers into an offloaded trap's chunks at an
+ * Guards (offload_back.c).  A copy or memset that writes into an offloaded
+ * trap's chunks, or a launch that reads two traps of one block, brings a
+ * trap back to the GPU for good before it runs (own memory, filled from
+ * the host store); a launch that refers into offloaded chunks at an
  * address discovery never saw (a tensor the allocator later placed in a
- * weight's free tail), or a copy or memset that writes into them, brings the
- * trap back to the GPU for good before it runs (own memory, filled from the
- * host store): nothing but the weights may live in a block.  A copy that
+ * weight's free tail) brings back only the chunks from there to the end of
+ * that weight: nothing but the weights may live in a block.  While a
+ * capture is under way these wait for its end (pending).  A copy that
  * reads an offloaded weight (a checkpoint save) waits for its trap.
  *
  * FT_VERIFY (config.verify set): nothing is prefetched, and before
@@ -82,8 +85,6 @@ struct ft_off_config {
 	int mode;                           /* FT_TM_* (FT_TRANSFER_MODE) */
 	int pinned;                         /* FT_PINNED_MEMORY: the store is registered */
 	const _Atomic int *captures;        /* stream captures in progress, any thread */
-	const uint8_t *shared;              /* per trap: read all over the pass (resident):
-					       its references never place the pass; NULL */
 };
 
 /* A new engine, inactive (every call passes through): NULL when out of

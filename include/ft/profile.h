@@ -101,8 +101,10 @@ struct ft_profile {
 /* Whether traps a and b are read together. */
 int ft_coread_has(const struct ft_profile *p, uint32_t a, uint32_t b);
 /* Adds the pair (a, b) (nothing when a == b): 1 added, 0 known, -1 out of
- * memory. */
+ * memory.  ft_pairs_add does the same for any sorted set of pairs
+ * (*v)[0..*n), grown as it fills. */
 int ft_coread_add(struct ft_profile *p, uint32_t a, uint32_t b);
+int ft_pairs_add(uint32_t (**v)[2], uint32_t *n, uint32_t a, uint32_t b);
 /* Adds the traps of n pairs of weights read together (indices into
  * p->weights, ft_disc_weight_pairs): 0 or -1. */
 int ft_coread_from_weights(struct ft_profile *p, const uint32_t (*pairs)[2], uint32_t n);

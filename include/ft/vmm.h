@@ -45,10 +45,11 @@ struct ft_vmm {
 };
 
 /* fraction: FT_MAX_GPU_MEM_FRACTION (NAN: none).  With one, allocations
- * that would take the chunks VMM holds on the device over fraction x the
- * device's memory, before any plan exists, get host memory mapped at their
- * address instead (kernels read it over the bus, slowly, but correctly);
- * ft_vmm_migrate brings it to the device later. */
+ * that would take the chunks VMM holds on the device over the budget
+ * (fraction x the device's memory, at most what was free when VMM began:
+ * ft_plan_budget, as the plan counts it), before any plan exists, get host
+ * memory mapped at their address instead (kernels read it over the bus,
+ * slowly, but correctly); ft_vmm_migrate brings it to the device later. */
 void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes,
 		 double fraction, int device);
 /* Serves a device allocation of size bytes: 0 (*host: how many of its

@@ -1,5 +1,5 @@
 /* The executor: before each launch or copy, the traps it reads are in
- * their blocks; prefetch; guards; FT_VERIFY (include/ft/engine.h). */
+ * their blocks; prefetch; guards; FT_VERIFY (include/ft/offload.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,8 +191,6 @@ static uint32_t ahead(const struct ft_offload *o, int t)
 static int turn(const struct ft_offload *o, struct ft_kernel *kern, const uint16_t *words,
 		unsigned i, int t)
 {
-	if (o->t[t].shared)
-		return 0;
 	if (!kern || !words || o->cur < 0)
 		return 1;
 	int off = o->t[t].block >= 0, in = ahead(o, t) <= 2;

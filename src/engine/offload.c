@@ -1,5 +1,5 @@
 /* Offloading: chunk coverage and applying a plan (the host store, blocks,
- * aliases, links) (include/ft/engine.h).  The executor is executor.c, its
+ * aliases, links) (include/ft/offload.h).  The executor is executor.c, its
  * timing offload_timing.c, graphs offload_graphs.c. */
 #include <math.h>
 #include <stdio.h>
@@ -303,8 +303,6 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	if (!o->saved || r->cuEventCreate(&o->fork, CU_EVENT_DISABLE_TIMING) ||
 	    r->cuEventCreate(&o->join, CU_EVENT_DISABLE_TIMING))
 		FAIL("out of memory");
-	for (uint32_t t = 0; c->shared && t < ntraps; t++)
-		o->t[t].shared = c->shared[t];
 	return 0;
 fail:
 	release_all(o);

@@ -1,5 +1,5 @@
 /* Offloading inside CUDA graphs: captures get the executor's copies and
- * waits; replays (include/ft/engine.h). */
+ * waits; replays (include/ft/offload.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

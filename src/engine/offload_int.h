@@ -39,8 +39,6 @@ struct ft_off_trap {
 	unsigned char *host;                /* the store: nchunks x chunk bytes */
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	uint64_t loads;                     /* copies into its block so far */
-	int shared;                         /* read all over the pass (resident): its
-					       references never place the pass */
 	int pending;                        /* comes back to the GPU for good when no
 					       capture is under way (it had to while one
 					       was: ft_off_demote) */

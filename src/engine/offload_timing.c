@@ -1,6 +1,6 @@
 /* Offload timing: events around the executor's waits and copies, read at
  * each eager pass end, and recorded into captured graphs as external event
- * nodes, read after each replay (include/ft/engine.h, include/ft/timing.h). */
+ * nodes, read after each replay (include/ft/offload.h, include/ft/timing.h). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

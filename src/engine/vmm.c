@@ -1,4 +1,4 @@
-/* VMM-backed device allocations (include/ft/engine.h). */
+/* VMM-backed device allocations (include/ft/vmm.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -9,7 +9,7 @@
 #define P(x) ((uint64_t)(uintptr_t)(x))
 
 /* With weights offloaded, a copy or memset that touches them is settled
- * first (engine.h, ft_off_copy).  Host addresses never meet them (UVA). */
+ * first (include/ft/offload.h, ft_off_copy).  Host addresses never meet them (UVA). */
 #define GUARD(stream, dst, dbytes, src, sbytes)                                \
 	do {                                                                   \
 		if (ft_off_active(ft_g.off))                                           \

@@ -1,6 +1,6 @@
 /*
  * INFERENCE begins (include/ft/learn.h): the plan is made (or taken from
- * the saved profile) and applied by the block engine (include/ft/engine.h).
+ * the saved profile) and applied by the block engine (include/ft/offload.h).
  * Runs under the learning lock, once.
  */
 #include <math.h>
@@ -48,9 +48,7 @@ static void diagnostics(const struct ft_profile *q, const uint64_t *cov, const s
 	}
 }
 
-/* Whether the weight of first-touch index k is read all over the pass
- * (profile.shared_weights): it stays on the GPU, out of its trap. */
-static int shared_weight(const struct ft_profile *p, uint32_t k)
+int ft_learn_shared(const struct ft_profile *p, uint32_t k)
 {
 	uint32_t lo = 0, hi = p->nshared;
 	while (lo < hi) {
@@ -182,24 +180,23 @@ static void plan_blocks(const struct ft_plan *pl, int *block, uint32_t *nblocks)
 }
 
 /* The weights for the engine, w[0..L->nwmap): those read all over the
- * pass stay on the GPU, out of their traps; shared[t]: every weight of
- * trap t is such (it stays whole).  0, or -1 when out of memory. */
-static int engine_weights(struct ft_learn *L, struct ft_off_weight *w, uint8_t *shared)
+ * pass stay on the GPU, out of their traps (the executor never takes a
+ * reference to one for a read of its trap).  0, or -1 when out of memory. */
+static int engine_weights(struct ft_learn *L, struct ft_off_weight *w)
 {
 	struct ft_profile *p = &L->prof;
-	uint32_t *kept = calloc(p->ntraps + 1, sizeof(*kept)), *all = calloc(p->ntraps + 1, sizeof(*all));
+	uint32_t *kept = calloc(p->ntraps + 1, sizeof(*kept));
 	uint64_t *kept_bytes = calloc(p->ntraps + 1, sizeof(*kept_bytes));
-	int rc = kept && all && kept_bytes ? 0 : -1;
+	int rc = kept && kept_bytes ? 0 : -1;
 	for (uint32_t i = 0; !rc && i < L->nwmap; i++) {
 		uint32_t t = L->wmap[i].trap;
 		w[i] = (struct ft_off_weight){ .lo = L->wmap[i].va,
 					       .hi = L->wmap[i].va + L->wmap[i].extent, .trap = t };
 		if (t >= p->ntraps)
 			continue;
-		all[t]++;
 		/* read all over the pass: offloading it with its trap would
 		 * reload the trap within every pass */
-		if (shared_weight(p, L->wmap[i].order)) {
+		if (ft_learn_shared(p, L->wmap[i].order)) {
 			w[i].trap = UINT32_MAX;
 			FT_STAT_INC(L->env.stats, shared_weights);
 			kept[t]++;
@@ -207,14 +204,12 @@ static int engine_weights(struct ft_learn *L, struct ft_off_weight *w, uint8_t *
 		}
 	}
 	for (uint32_t t = 0; !rc && t < p->ntraps; t++) {
-		shared[t] = all[t] && kept[t] == all[t];
 		if (kept[t])
 			ft_info("%s: %u of its weights (%.1f MiB) are read again after later traps "
 				"began (shared across the pass): they stay on the GPU", p->traps[t].label,
 				kept[t], (double)kept_bytes[t] / 1048576.0);
 	}
 	free(kept);
-	free(all);
 	free(kept_bytes);
 	return rc;
 }
@@ -299,7 +294,7 @@ static void start_timing(struct ft_learn *L)
 /* The block engine set up for the plan and staged: 0, or -1 (said; every
  * weight stays on the GPU). */
 static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
-			const struct ft_off_weight *w, const uint8_t *shared, int saved)
+			const struct ft_off_weight *w, int saved)
 {
 	struct ft_profile *p = &L->prof;
 	struct ft_gpu *verify = NULL;
@@ -313,7 +308,7 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 	const struct ft_off_config c = {
 		.real = L->env.real, .vmm = L->env.vmm, .stats = L->env.stats, .verify = verify,
 		.mode = (int)L->env.opt->transfer_mode, .pinned = L->env.opt->pinned_memory,
-		.captures = L->env.captures, .shared = shared,
+		.captures = L->env.captures,
 	};
 	char why[256];
 	if (ft_off_init(L->env.off, &c, block, p->ntraps, nblocks, w, L->nwmap, why, sizeof(why)) ||
@@ -351,10 +346,9 @@ void ft_learn_offload(struct ft_learn *L)
 	struct ft_off_weight *w = malloc(L->nwmap * sizeof(*w));
 	uint64_t *cov = calloc(p->ntraps, sizeof(*cov));
 	int *block = malloc(p->ntraps * sizeof(*block));
-	uint8_t *shared = calloc(p->ntraps + 1, 1);
 	uint32_t nblocks = 0;
 	int saved = 0;
-	if (!w || !cov || !block || !shared || engine_weights(L, w, shared))
+	if (!w || !cov || !block || engine_weights(L, w))
 		goto out;
 	coverable(L, w, cov);
 	if (!choose_plan(L, cov, block, &nblocks, &saved)) {
@@ -362,7 +356,7 @@ void ft_learn_offload(struct ft_learn *L)
 			ft_info("the plan offloads nothing: every weight stays on the GPU");
 		goto out;
 	}
-	if (start_engine(L, block, nblocks, w, shared, saved))
+	if (start_engine(L, block, nblocks, w, saved))
 		goto out;
 	/* the planner keeps the weights within the budget from here on: the
 	 * limit on all large allocations, which stood in for it while weights
@@ -375,7 +369,6 @@ out:
 	free(w);
 	free(cov);
 	free(block);
-	free(shared);
 	/* what went to host memory while the budget was full, before the
 	 * plan, comes to the GPU as far as the budget now allows */
 	if (ft_vmm_host_bytes(L->env.vmm)) {

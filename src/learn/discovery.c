@@ -105,6 +105,18 @@ static void trace_discovery(struct ft_learn *L, const unsigned *reasons, uint64_
 	ft_trace_emit(L->env.trace, rec);
 }
 
+void ft_learn_coread(struct ft_learn *L)
+{
+	struct ft_profile *p = &L->prof;
+	uint32_t (*keep)[2] = malloc((L->nwpairs + 1) * sizeof(*keep)), n = 0;
+	for (uint32_t k = 0; keep && k < L->nwpairs; k++)
+		if (!ft_learn_shared(p, L->wpairs[k][0]) && !ft_learn_shared(p, L->wpairs[k][1]))
+			memcpy(keep[n++], L->wpairs[k], sizeof(*keep));
+	if (!keep || ft_coread_from_weights(p, (const uint32_t (*)[2])keep, n))
+		ft_warn_once("out of memory for the traps read together");
+	free(keep);
+}
+
 static void drop_discovery(struct ft_learn *L)
 {
 	struct ft_profile *p = &L->prof;
@@ -113,6 +125,9 @@ static void drop_discovery(struct ft_learn *L)
 	free(p->coread);
 	free(p->shared);
 	free(L->wmap);
+	free(L->wpairs);
+	L->wpairs = NULL;
+	L->nwpairs = 0;
 	p->weights = NULL;
 	p->traps = NULL;
 	p->coread = NULL;
@@ -358,9 +373,11 @@ int ft_learn_finish_discovery(struct ft_learn *L, int trial)
 	}
 	npairs = keep_movable(L, pairs, npairs); /* with the final traps */
 	/* traps read together (with a saved profile's, when adopted) */
-	if (ft_coread_from_weights(p, (const uint32_t (*)[2])pairs, npairs))
-		ft_warn_once("out of memory for the traps read together");
+	for (uint32_t k = 0; k < npairs; k++)
+		if (ft_pairs_add(&L->wpairs, &L->nwpairs, pairs[k][0], pairs[k][1]) < 0)
+			ft_warn_once("out of memory for the weights read together");
 	free(pairs);
+	ft_learn_coread(L);
 	L->nwmap = p->nweights;
 	trace_discovery(L, reasons, total);
 	qsort(L->wmap, L->nwmap, sizeof(*L->wmap), ft_learn_wmap_cmp);

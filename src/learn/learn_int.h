@@ -21,6 +21,10 @@ void ft_learn_disc_feed(struct ft_learn *L, const struct ft_region_ref *r, unsig
 			int launch);
 void ft_learn_sample(struct ft_learn *L);
 int ft_learn_finish_discovery(struct ft_learn *L, int trial);
+/* The traps read together (L->prof.coread) get the pairs of L->wpairs
+ * whose weights both leave the GPU with their traps (a weight read all
+ * over the pass stays: it pairs with every layer, and matters with none). */
+void ft_learn_coread(struct ft_learn *L);
 int ft_learn_wmap_cmp(const void *a, const void *b);
 
 /* profiling.c: the launches of the pass that ended before launch `end` are
@@ -42,6 +46,9 @@ int ft_learn_skip_discovery(struct ft_learn *L);
  * applied. */
 uint64_t ft_learn_budget(struct ft_learn *L, uint64_t weights);
 void ft_learn_offload(struct ft_learn *L);
+/* Whether the weight of first-touch index k is read all over the pass
+ * (profile.shared_weights): it stays on the GPU, out of its trap. */
+int ft_learn_shared(const struct ft_profile *p, uint32_t k);
 
 /* refresh.c: after the plan, the passes whose timings replace the
  * profile's. */

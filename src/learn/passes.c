@@ -256,6 +256,7 @@ void ft_learn_after_fork(struct ft_learn *L)
 	/* what the parent was learning does not describe the child */
 	atomic_store(&L->phase, FT_PHASE_INFERENCE);
 	L->phases.phase = FT_PHASE_INFERENCE;
+	atomic_store(&L->offload_deferred, 0);
 }
 
 unsigned long long ft_learn_iters_before_inference(struct ft_learn *L)

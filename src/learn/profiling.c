@@ -68,7 +68,7 @@ void ft_learn_before(struct ft_learn *L, CUstream s, int ptsz, const struct ft_r
 		return;
 	pthread_mutex_lock(&L->lock);
 	if (!L->prof_failed && L->phases.phase == FT_PHASE_PROFILING) {
-		int trap = -1, seen[8], nseen = 0;
+		int trap = -1, seen[8], nseen = 0; /* movable weights read (first-touch) */
 		struct ft_prof_launch pl = { .seq = seq };
 		for (unsigned i = 0; i < refs->n; i++) {
 			if (refs->v[i].stale)
@@ -84,18 +84,21 @@ void ft_learn_before(struct ft_learn *L, CUstream s, int ptsz, const struct ft_r
 				continue;
 			if (pl.nw < 4)
 				pl.w[pl.nw++] = (uint32_t)k;
-			/* the traps one launch reads together: never one block */
-			int j = 0;
-			while (j < nseen && seen[j] != t)
-				j++;
-			if (j == nseen && nseen < 8)
-				seen[nseen++] = t;
+			if (nseen < 8)
+				seen[nseen++] = k;
 		}
+		/* the weights of two traps one launch reads together: the traps
+		 * never get one block, unless one of the weights turns out to
+		 * be read all over the pass (ft_learn_finish_profiling) */
 		for (int a = 0; a < nseen; a++)
-			for (int b = a + 1; b < nseen; b++)
-				if (ft_coread_add(&L->prof, (uint32_t)seen[a], (uint32_t)seen[b]) > 0)
-					ft_debug("profiling: traps %d and %d are read by one launch "
-						 "(%llu)", seen[a], seen[b], (unsigned long long)seq);
+			for (int b = a + 1; b < nseen; b++) {
+				const struct ft_wmap *x = &L->wmap[seen[a]], *y = &L->wmap[seen[b]];
+				if (x->trap != y->trap &&
+				    ft_pairs_add(&L->wpairs, &L->nwpairs, x->order, y->order) > 0)
+					ft_debug("profiling: weights of traps %u and %u are read by "
+						 "one launch (%llu)", x->trap, y->trap,
+						 (unsigned long long)seq);
+			}
 		if (L->npl == L->cappl) {
 			uint32_t cap = L->cappl ? L->cappl * 2 : 1024;
 			struct ft_prof_launch *pl = realloc(L->pl, cap * sizeof(*pl));
@@ -209,7 +212,7 @@ static void shared_weights(struct ft_learn *L)
 /* Weights in host memory while timed (over the budget before a plan): the
  * times of their traps include reads over the bus, which the plan must not
  * take for compute; they are estimated without them (ft_traps_exclude_bus)
- * and replaced by the first eager passes after the plan (apply.c). */
+ * and replaced by the first eager passes after the plan (refresh.c). */
 static void exclude_bus(struct ft_learn *L)
 {
 	struct ft_profile *p = &L->prof;
@@ -272,6 +275,9 @@ void ft_learn_finish_profiling(struct ft_learn *L)
 	free(v);
 	ft_info("profiling: %u passes timed, %.3f ms of trap compute per pass", L->nsamples, sum);
 	shared_weights(L);
+	/* the traps read together, once more without those weights */
+	L->prof.ncoread = 0;
+	ft_learn_coread(L);
 	exclude_bus(L);
 	ft_learn_offload(L);
 	if (L->env.opt->profile_storage_dir)

@@ -1,4 +1,4 @@
-/* Traps read together (include/ft/profile.h): a sorted set of pairs. */
+/* Pairs read together (include/ft/profile.h): sorted sets of pairs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,13 +9,13 @@ static int cmp(const uint32_t *x, uint32_t a, uint32_t b)
 	return x[0] != a ? (x[0] < a ? -1 : 1) : (x[1] < b ? -1 : x[1] > b);
 }
 
-/* The first pair not before (a, b). */
-static uint32_t lower(const struct ft_profile *p, uint32_t a, uint32_t b)
+/* The first of v[0..n) not before (a, b). */
+static uint32_t lower(const uint32_t (*v)[2], uint32_t n, uint32_t a, uint32_t b)
 {
-	uint32_t lo = 0, hi = p->ncoread;
+	uint32_t lo = 0, hi = n;
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
-		if (cmp(p->coread[mid], a, b) < 0)
+		if (cmp(v[mid], a, b) < 0)
 			lo = mid + 1;
 		else
 			hi = mid;
@@ -30,11 +30,11 @@ int ft_coread_has(const struct ft_profile *p, uint32_t a, uint32_t b)
 		a = b;
 		b = x;
 	}
-	uint32_t i = lower(p, a, b);
+	uint32_t i = lower((const uint32_t (*)[2])p->coread, p->ncoread, a, b);
 	return i < p->ncoread && !cmp(p->coread[i], a, b);
 }
 
-int ft_coread_add(struct ft_profile *p, uint32_t a, uint32_t b)
+int ft_pairs_add(uint32_t (**v)[2], uint32_t *n, uint32_t a, uint32_t b)
 {
 	if (a == b)
 		return 0;
@@ -43,22 +43,27 @@ int ft_coread_add(struct ft_profile *p, uint32_t a, uint32_t b)
 		a = b;
 		b = x;
 	}
-	uint32_t i = lower(p, a, b);
-	if (i < p->ncoread && !cmp(p->coread[i], a, b))
+	uint32_t i = lower((const uint32_t (*)[2])*v, *n, a, b);
+	if (i < *n && !cmp((*v)[i], a, b))
 		return 0;
-	if (!(p->ncoread & (p->ncoread + 1)) || !p->coread) {
+	if (!(*n & (*n + 1)) || !*v) {
 		/* capacity: the next power of two minus one, grown when full */
-		uint32_t cap = p->ncoread ? 2 * (p->ncoread + 1) : 16;
-		uint32_t (*v)[2] = realloc(p->coread, cap * sizeof(*v));
-		if (!v)
+		uint32_t cap = *n ? 2 * (*n + 1) : 16;
+		uint32_t (*g)[2] = realloc(*v, cap * sizeof(*g));
+		if (!g)
 			return -1;
-		p->coread = v;
+		*v = g;
 	}
-	memmove(&p->coread[i + 1], &p->coread[i], (p->ncoread - i) * sizeof(*p->coread));
-	p->coread[i][0] = a;
-	p->coread[i][1] = b;
-	p->ncoread++;
+	memmove(&(*v)[i + 1], &(*v)[i], (*n - i) * sizeof(**v));
+	(*v)[i][0] = a;
+	(*v)[i][1] = b;
+	(*n)++;
 	return 1;
+}
+
+int ft_coread_add(struct ft_profile *p, uint32_t a, uint32_t b)
+{
+	return ft_pairs_add(&p->coread, &p->ncoread, a, b);
 }
 
 int ft_coread_from_weights(struct ft_profile *p, const uint32_t (*pairs)[2], uint32_t n)

@@ -29,7 +29,9 @@
  *   in a parameter block, as seen on the H200): layer 1 must still be
  *   offloaded (a revisit in a minority of passes is no revisit).
  *   shared: the same in every forward (a weight read again later in every
- *   pass): layer 1 must stay resident.
+ *   pass), with layer 4's first weight: layer 1's first weight must stay
+ *   resident, and layers 1 and 4 are not read together (the shared
+ *   weight does not leave the GPU).
  *   roam: from step 12 on, a kernel launched after every layer always
  *   carries, in a word, the first weight of the layer three on: no
  *   frequency shows it stale, but it points out of the pass's turn; after
@@ -110,8 +112,10 @@ static void forward(int step)
 			vec_add_n(t, h, h, N / 4);
 		}
 		if (l == 4 && stale_every) {
-			/* the same launch every forward; only the word varies */
-			CUdeviceptr p[4] = { h, step % stale_every ? 0 : w[1][0], 0, 0 };
+			/* the same launch every forward; only the word varies
+			 * (shared: it reads layer 4's first weight too) */
+			CUdeviceptr p[4] = { h, step % stale_every ? 0 : w[1][0],
+					     stale_every == 1 ? w[4][0] : 0, 0 };
 			void *a[] = { &p[0], &p[1], &p[2], &p[3] };
 			cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, stream, a, NULL);
 		}

@@ -150,11 +150,16 @@ stale)
 	is stale shared_weights -eq 0
 	;;
 shared)
-	# the same reference in every pass: layer 1 stays resident
+	# the same reference in every pass: layer 1's weight stays resident;
+	# the launch that reads it with layer 4's makes no pair of traps read
+	# together (it was one, from before the weight was known to be shared)
 	plain plain
-	run shared shared FT_PROFILING_ITERS=4
+	run shared shared FT_PROFILING_ITERS=4 FT_PROFILE_STORAGE_DIR="$tmp/prof"
 	same plain shared
 	is shared shared_weights -gt 0
+	grep -q '"coread":[[:space:]]*\[[[:space:]]*\]' "$tmp/prof/profile.json" ||
+		no "shared: traps read together in profile.json: $(tr -d ' \t\n' <"$tmp/prof/profile.json" |
+			grep -o '"coread":\[[][0-9,]*\]')"
 	;;
 stray)
 	# a stale pointer to layer 4's weight after layer 0, every forward:
