@@ -160,6 +160,9 @@ void ft_learn_after(struct ft_learn *L, CUstream s, int ptsz, const struct ft_re
 /* A graph whose capture read tracked memory was replayed: one pass, whose
  * reads are those of the capture. */
 void ft_learn_replay(struct ft_learn *L, uint64_t exec);
+/* A plan that was ready while a capture was under way is applied now, if
+ * none is (a flag's load when there is no such plan). */
+void ft_learn_deferred(struct ft_learn *L);
 /* An allocation got id (before INFERENCE). */
 void ft_learn_alloc(struct ft_learn *L, uint64_t id);
 /* A copy or memset wrote [offset, offset + bytes) of an allocation. */

@@ -89,8 +89,9 @@ uint64_t ft_vmm_host_bytes(struct ft_vmm *v);
  * the chunk unchanged. */
 int ft_vmm_rebind(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle h);
 /* The reverse: the chunk at c, now backed by the handle back, gets
- * physical memory of its own again (its contents are undefined): 0, or -1
- * with the chunk still backed by back. */
+ * physical memory of its own again (its contents are undefined): 0; 1 when
+ * it had its own already (nothing changed); -1 with the chunk still backed
+ * by back. */
 int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle back);
 /* A new physical chunk on the device (counted against the budget): 0 or
  * -1; and its release. */

@@ -10,34 +10,35 @@
 #include "offload_int.h"
 
 /* Gives the chunks of trap x's live runs in [lo, hi) memory of their own,
- * all or none: when one cannot have it, those already moved go back onto
- * the block's chunks (chunk j of the trap's runs is chunk j of its
- * block).  0 or -1; nothing is copied. */
+ * all or none: when one cannot have it, those this call moved go back onto
+ * the block's chunks (chunk j of the trap's runs is chunk j of its block;
+ * a chunk that kept its own memory at staging is left as it was).  0 or
+ * -1; nothing is copied. */
 static int own_chunks(struct ft_offload *o, const struct ft_off_trap *x, uint64_t lo,
 		      uint64_t hi)
 {
 	const CUmemGenericAllocationHandle *h = o->b[x->block].h;
-	uint64_t failed = 0;
-	for (int undo = 0; undo < 2; undo++) {
-		uint32_t j = 0;
-		for (uint32_t i = 0; i < x->nruns; i++) {
-			for (uint64_t c = x->runs[i].lo; c < x->runs[i].hi; c += o->chunk, j++) {
-				if (x->dead[i] || c < lo || c >= hi)
-					continue;
-				if (undo && c == failed)
-					return -1;
-				if (undo)
-					ft_vmm_rebind(o->vmm, c, h[j]);
-				else if (ft_vmm_own(o->vmm, c, h[j])) {
-					failed = c;
-					goto next;
-				}
+	unsigned char *moved = calloc(x->nchunks + 1, 1);
+	if (!moved)
+		return -1;
+	int rc = 0;
+	uint32_t j = 0;
+	for (uint32_t i = 0; i < x->nruns && !rc; i++)
+		for (uint64_t c = x->runs[i].lo; c < x->runs[i].hi && !rc; c += o->chunk, j++)
+			if (!x->dead[i] && c >= lo && c < hi) {
+				int got = ft_vmm_own(o->vmm, c, h[j]);
+				if (got < 0)
+					rc = -1;
+				else
+					moved[j] = got == 0;
 			}
-		}
-		return 0;
-next:;
-	}
-	return -1;
+	j = 0;
+	for (uint32_t i = 0; i < x->nruns && rc; i++)
+		for (uint64_t c = x->runs[i].lo; c < x->runs[i].hi; c += o->chunk, j++)
+			if (moved[j])
+				ft_vmm_rebind(o->vmm, c, h[j]);
+	free(moved);
+	return rc;
 }
 
 /* Trap t must come back to the GPU while a capture is under way, where the
@@ -65,14 +66,14 @@ static void defer(struct ft_offload *o, int t, const char *why)
 
 void ft_off_demote_pending(struct ft_offload *o)
 {
-	if (!o->npending || ft_off_capturing(o))
-		return;
-	for (uint32_t t = 0; t < o->ntraps; t++)
+	/* a capture may begin meanwhile (another thread): the traps left
+	 * stay pending */
+	for (uint32_t t = 0; t < o->ntraps && o->npending && !ft_off_capturing(o); t++)
 		if (o->t[t].pending) {
 			o->t[t].pending = 0;
+			o->npending--;
 			ft_off_demote(o, (int)t, "as said when a capture was under way");
 		}
-	o->npending = 0;
 }
 
 void ft_off_demote(struct ft_offload *o, int t, const char *why)
@@ -89,8 +90,8 @@ void ft_off_demote(struct ft_offload *o, int t, const char *why)
 	r->cuCtxSynchronize();
 	if (own_chunks(o, x, 0, UINT64_MAX)) {
 		FT_STAT_INC(o->stats, offload_stuck);
-		ft_error("trap %d must come back to the GPU (%s) but device memory ran out: it "
-			 "stays offloaded, and results may be wrong", t, why);
+		ft_error_once("trap %d must come back to the GPU (%s) but device memory ran out: "
+			      "it stays offloaded, and results may be wrong", t, why);
 		return;
 	}
 	size_t off = 0;
@@ -105,6 +106,10 @@ void ft_off_demote(struct ft_offload *o, int t, const char *why)
 		b->nreaders = 0;
 	}
 	x->block = -1;
+	if (x->pending) {
+		x->pending = 0;
+		o->npending--;
+	}
 	FT_STAT_INC(o->stats, offload_demoted);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(uint64_t)(x->nchunks * o->chunk));
 	ft_warn("trap %d is back on the GPU for good (%zu MiB): %s", t,
@@ -184,8 +189,10 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a)
 	o->real->cuCtxSynchronize();
 	if (own_chunks(o, x, c0, c1)) {
 		FT_STAT_INC(o->stats, offload_stuck);
-		ft_error("trap %d: a tensor was placed in a weight's free tail, but device memory "
-			 "ran out for it: it shares the block's memory, and results may be wrong", t);
+		ft_error_once("trap %d: a tensor was placed in a weight's free tail, but device "
+			      "memory ran out for it: it shares the block's memory, and results "
+			      "may be wrong", t);
+		o->w[k].hi = a; /* tried once */
 		return;
 	}
 	memmove(&x->runs[i + 1 + extra], &x->runs[i + 1], (x->nruns - i - 1) * sizeof(*x->runs));

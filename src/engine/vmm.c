@@ -389,7 +389,7 @@ int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle bac
 	CUmemGenericAllocationHandle h;
 	int rc = -1;
 	if (a && a->own[k]) {
-		rc = 0;
+		rc = 1;
 	} else if (a && !v->real->cuMemCreate(&h, v->chunk, &p, 0)) {
 		if (remap(v, c, h, back)) {
 			v->real->cuMemRelease(h);

@@ -102,8 +102,11 @@ INSTANTIATE_PARAMS(cuGraphInstantiateWithParams_ptsz)
 /* A replay of a graph whose capture read tracked memory is one pass. */
 static void replayed(CUgraphExec e)
 {
-	if (ft_learn_phase(&ft_g.learn) == FT_PHASE_INFERENCE ||
-	    !ft_graphs_exec_refs(ft_g.graphs, H(e), NULL))
+	if (ft_learn_phase(&ft_g.learn) == FT_PHASE_INFERENCE) {
+		ft_learn_deferred(&ft_g.learn); /* a plan that waited for a capture */
+		return;
+	}
+	if (!ft_graphs_exec_refs(ft_g.graphs, H(e), NULL))
 		return;
 	ft_learn_replay(&ft_g.learn, H(e));
 }

@@ -169,16 +169,18 @@ unsigned ft_learn_regions(const struct ft_refs *refs, struct ft_region_ref *out)
 	return n;
 }
 
-/* A plan deferred by a capture (ft_learn_offload) is applied once none is
- * under way. */
-static void deferred_offload(struct ft_learn *L)
+void ft_learn_deferred(struct ft_learn *L)
 {
 	if (!atomic_load_explicit(&L->offload_deferred, memory_order_relaxed) ||
 	    atomic_load(L->env.captures) > 0)
 		return;
 	pthread_mutex_lock(&L->lock);
-	if (atomic_load(&L->offload_deferred))
+	if (atomic_load(&L->offload_deferred)) {
 		ft_learn_offload(L);
+		/* the profile was saved without the plan */
+		if (!atomic_load(&L->offload_deferred) && L->env.opt->profile_storage_dir)
+			ft_learn_save(L, NULL);
+	}
 	pthread_mutex_unlock(&L->lock);
 }
 
@@ -187,7 +189,7 @@ void ft_learn_after(struct ft_learn *L, CUstream s, int ptsz, const struct ft_re
 {
 	int phase = atomic_load_explicit(&L->phase, memory_order_relaxed);
 	if (phase == FT_PHASE_INFERENCE) {
-		deferred_offload(L);
+		ft_learn_deferred(L);
 		return;
 	}
 	struct ft_region_ref r[FT_MAX_REFS];
@@ -206,7 +208,7 @@ void ft_learn_after(struct ft_learn *L, CUstream s, int ptsz, const struct ft_re
 
 void ft_learn_replay(struct ft_learn *L, uint64_t exec)
 {
-	deferred_offload(L);
+	ft_learn_deferred(L);
 	struct ft_region_ref *r = NULL;
 	uint32_t n = ft_graphs_exec_refs(L->env.graphs, exec, &r);
 	pthread_mutex_lock(&L->lock);
@@ -267,6 +269,7 @@ unsigned long long ft_learn_iters_before_inference(struct ft_learn *L)
 
 long long ft_learn_mark(struct ft_learn *L)
 {
+	ft_learn_deferred(L);
 	pthread_mutex_lock(&L->lock);
 	ft_learn_pass(L, ft_passes_mark(&L->passes), 0);
 	long long n = (long long)L->passes.passes;

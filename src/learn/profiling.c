@@ -68,7 +68,7 @@ void ft_learn_before(struct ft_learn *L, CUstream s, int ptsz, const struct ft_r
 		return;
 	pthread_mutex_lock(&L->lock);
 	if (!L->prof_failed && L->phases.phase == FT_PHASE_PROFILING) {
-		int trap = -1, seen[8], nseen = 0; /* movable weights read (first-touch) */
+		int trap = -1, seen[FT_MAX_REFS], nseen = 0; /* movable weights read */
 		struct ft_prof_launch pl = { .seq = seq };
 		for (unsigned i = 0; i < refs->n; i++) {
 			if (refs->v[i].stale)
@@ -84,7 +84,10 @@ void ft_learn_before(struct ft_learn *L, CUstream s, int ptsz, const struct ft_r
 				continue;
 			if (pl.nw < 4)
 				pl.w[pl.nw++] = (uint32_t)k;
-			if (nseen < 8)
+			int j = 0;
+			while (j < nseen && seen[j] != k)
+				j++;
+			if (j == nseen)
 				seen[nseen++] = k;
 		}
 		/* the weights of two traps one launch reads together: the traps

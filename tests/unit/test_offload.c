@@ -722,6 +722,49 @@ static void a_tail_tensor_in_a_capture_brings_the_trap_back_after_it(void **stat
 	done(o);
 }
 
+static _Atomic int others; /* captures under way in other threads */
+static int capture_at_sync;  /* the next device wait starts one */
+
+static CUresult sync_then_capture(void)
+{
+	if (capture_at_sync && !--capture_at_sync)
+		atomic_store(&others, 1);
+	return f_sync();
+}
+
+/* Two traps wait to come back (conflicts while another thread captured);
+ * once it is over, the first comes back, and while it waits for the
+ * device another capture begins: the second must stay pending, and come
+ * back after that one (it was once forgotten, its block read by later
+ * captures as if it held the trap). */
+static void a_capture_that_begins_while_traps_come_back(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
+	o->captures = &others;
+	real.cuCtxSynchronize = sync_then_capture;
+	for (int t = 0; t < 10; t++)
+		kernel(o, 1, &t, 1);
+	atomic_store(&others, 1);
+	int a[] = { 1, 5 }, b[] = { 2, 6 };
+	kernel(o, 1, a, 2);
+	kernel(o, 1, b, 2);
+	assert_int_equal(o->npending, 2);
+	atomic_store(&others, 0);
+	capture_at_sync = 1;
+	int zero = 0;
+	kernel(o, 1, &zero, 1);
+	assert_int_equal(stats.v[FT_STAT_offload_demoted], 1);
+	assert_int_equal(o->npending, 1);
+	atomic_store(&others, 0);
+	kernel(o, 1, &zero, 1);
+	assert_int_equal(stats.v[FT_STAT_offload_demoted], 2);
+	assert_int_equal(o->npending, 0);
+	for (int t = 0; t < 10; t++)
+		assert_int_equal(o->t[t].pending, 0);
+	done(o);
+}
+
 /* An eager launch reads two traps of one block while another thread
  * captures a graph: the device cannot be waited for, so the trap cannot
  * come back now.  It is pending (an error says the launch may read wrong),
@@ -729,8 +772,8 @@ static void a_tail_tensor_in_a_capture_brings_the_trap_back_after_it(void **stat
 static void a_conflict_while_another_thread_captures_waits_for_its_end(void **state)
 {
 	(void)state;
-	static _Atomic int others;
 	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
+	atomic_store(&others, 0);
 	o->captures = &others;
 	for (int t = 0; t < 10; t++)
 		kernel(o, 1, &t, 1);
@@ -1061,6 +1104,7 @@ int main(void)
 		cmocka_unit_test(a_view_from_a_resident_chunk_into_offloaded_ones_loads_the_trap),
 		cmocka_unit_test(a_tail_tensor_in_a_capture_brings_the_trap_back_after_it),
 		cmocka_unit_test(a_conflict_while_another_thread_captures_waits_for_its_end),
+		cmocka_unit_test(a_capture_that_begins_while_traps_come_back),
 		cmocka_unit_test(strategy_mode),
 		cmocka_unit_test(random_sequences),
 	};
