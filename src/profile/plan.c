@@ -218,6 +218,35 @@ static int by_key(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Why no plan of bmin to bmax blocks fits the budget, into why: the least
+ * any block count needs with every trap offloaded (cand: scratch). */
+static void refuse_budget(const struct ft_plan_input *in, struct ft_plan *cand, uint32_t bmin,
+			  uint32_t bmax, char *why, size_t len)
+{
+	const struct ft_profile *pr = in->profile;
+	uint32_t n = pr->ntraps;
+	uint64_t least_peak = UINT64_MAX, total = 0;
+	for (uint32_t b = bmin; b <= bmax; b++) {
+		for (uint32_t i = 0; i < n; i++)
+			cand->t[i].offloaded = 1;
+		if (!assign(cand, pr, b) && cand->peak_bytes < least_peak)
+			least_peak = cand->peak_bytes;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		total += pr->traps[i].bytes;
+	if (least_peak == UINT64_MAX)
+		snprintf(why, len, "the budget of %.0f MiB cannot hold the traps: no way to give "
+			 "%u to %u blocks to the traps lets the pass wrap (traps read together "
+			 "cannot share one); raise FT_MAX_GPU_MEM_FRACTION or FT_NUM_BLOCKS",
+			 (double)in->budget / MIB, bmin, bmax);
+	else
+		snprintf(why, len, "the budget of %.0f MiB cannot hold the traps: offloading every "
+			 "one still needs %.0f MiB of blocks (the largest traps, %u blocks or more), "
+			 "of %.0f MiB of weights; raise FT_MAX_GPU_MEM_FRACTION or lower "
+			 "FT_MIN_BLOCKS", (double)in->budget / MIB, (double)least_peak / MIB, bmin,
+			 (double)total / MIB);
+}
+
 int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why, uint32_t len)
 {
 	const struct ft_profile *pr = in->profile;
@@ -259,7 +288,6 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 	struct ft_plan cand = *out;
 	double best_ms = -1;
 	uint32_t best_b = 0;
-	uint64_t least_peak = UINT64_MAX;
 	for (uint32_t b = bmin; b <= bmax; b++) {
 		for (uint32_t i = 0; i < n; i++)
 			cand.t[i].offloaded = 0;
@@ -297,28 +325,7 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 	free(ratio);
 	free(order);
 	if (best_ms < 0) {
-		/* the least any block count needs with every trap offloaded */
-		for (uint32_t b = bmin; b <= bmax; b++) {
-			for (uint32_t i = 0; i < n; i++)
-				cand.t[i].offloaded = 1;
-			if (!assign(&cand, pr, b) && cand.peak_bytes < least_peak)
-				least_peak = cand.peak_bytes;
-		}
-		uint64_t total = 0;
-		for (uint32_t i = 0; i < n; i++)
-			total += pr->traps[i].bytes;
-		if (least_peak == UINT64_MAX)
-			snprintf(why, len, "the budget of %.0f MiB cannot hold the traps: no way to "
-				 "give %u to %u blocks to the traps lets the pass wrap (traps read "
-				 "together cannot share one); raise FT_MAX_GPU_MEM_FRACTION or "
-				 "FT_NUM_BLOCKS", (double)in->budget / MIB, bmin, bmax);
-		else
-			snprintf(why, len, "the budget of %.0f MiB cannot hold the traps: offloading "
-				 "every one still needs %.0f MiB of blocks (the largest traps, %u "
-				 "blocks or more), of %.0f MiB of weights; raise "
-				 "FT_MAX_GPU_MEM_FRACTION or lower FT_MIN_BLOCKS",
-				 (double)in->budget / MIB, (double)least_peak / MIB, bmin,
-				 (double)total / MIB);
+		refuse_budget(in, &cand, bmin, bmax, why, len);
 		free(best);
 		ft_plan_free(out);
 		return -1;
