@@ -483,15 +483,6 @@ int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int
 	return 0;
 }
 
-/* Whether [a, a + n) meets chunks of x that left the GPU. */
-static int reads_runs(const struct ft_off_trap *x, uint64_t a, uint64_t n)
-{
-	for (uint32_t i = 0; i < x->nruns; i++)
-		if (!x->dead[i] && a < x->runs[i].hi && a + n > x->runs[i].lo)
-			return 1;
-	return 0;
-}
-
 void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes, uint64_t src,
 		 uint64_t sbytes)
 {
@@ -504,12 +495,9 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 	     k++) {
 		if (o->w[k].trap >= o->ntraps)
 			continue;
-		struct ft_off_trap *x = &o->t[o->w[k].trap];
-		for (uint32_t i = 0; x->block >= 0 && i < x->nruns; i++)
-			if (!x->dead[i] && dst < x->runs[i].hi && dst + dbytes > x->runs[i].lo) {
-				ft_off_demote(o, (int)o->w[k].trap, "a copy or memset writes into its chunks");
-				break;
-			}
+		const struct ft_off_trap *x = &o->t[o->w[k].trap];
+		if (x->block >= 0 && ft_off_live(x, dst, dst + dbytes))
+			ft_off_demote(o, (int)o->w[k].trap, "a copy or memset writes into its chunks");
 	}
 	/* weights the copy reads, in chunks that left the GPU: their traps
 	 * are loaded first */
@@ -517,7 +505,7 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 	     k++) {
 		const struct ft_off_weight *w = &o->w[k];
 		if (w->trap < o->ntraps && o->t[w->trap].block >= 0 &&
-		    reads_runs(&o->t[w->trap], src, sbytes))
+		    ft_off_live(&o->t[w->trap], src, src + sbytes))
 			ensure(o, (int)w->trap, s);
 	}
 	pthread_mutex_unlock(&o->lock);

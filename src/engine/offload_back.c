@@ -124,25 +124,24 @@ int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k)
 	if (o->w[k].lo == a)
 		return 0;
 	/* only chunks that left the GPU matter */
-	const struct ft_off_trap *x = &o->t[o->w[k].trap];
+	if (!ft_off_live(&o->t[o->w[k].trap], a, a + 1))
+		return 0;
+	FT_STAT_INC(o->stats, offload_foreign_refs);
+	return 1;
+}
+
+int ft_off_live(const struct ft_off_trap *x, uint64_t lo, uint64_t hi)
+{
 	for (uint32_t i = 0; i < x->nruns; i++)
-		if (!x->dead[i] && a >= x->runs[i].lo && a < x->runs[i].hi) {
-			FT_STAT_INC(o->stats, offload_foreign_refs);
+		if (!x->dead[i] && lo < x->runs[i].hi && hi > x->runs[i].lo)
 			return 1;
-		}
 	return 0;
 }
 
 int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from)
 {
 	const struct ft_off_weight *w = &o->w[k];
-	if (w->trap >= o->ntraps)
-		return 0;
-	const struct ft_off_trap *x = &o->t[w->trap];
-	for (uint32_t i = 0; i < x->nruns; i++)
-		if (!x->dead[i] && x->runs[i].lo < w->hi && x->runs[i].hi > from)
-			return 1;
-	return 0;
+	return w->trap < o->ntraps && ft_off_live(&o->t[w->trap], from, w->hi);
 }
 
 /* A launch refers to a, inside weight k's extent past its start, in chunks
@@ -218,7 +217,6 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a)
 	o->w[k].hi = a; /* references from a on are the tensor's */
 	FT_STAT_INC(o->stats, offload_tails);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(c1 - c0));
-	ft_info("trap %d: %llu KiB at the end of a weight's extent are back on the GPU: "
-			"the allocator placed a tensor there", t,
-			(unsigned long long)((c1 - c0) >> 10));
+	ft_info("trap %d: %llu KiB at the end of a weight's extent are back on the GPU: the "
+		"allocator placed a tensor there", t, (unsigned long long)((c1 - c0) >> 10));
 }

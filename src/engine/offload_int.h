@@ -130,6 +130,8 @@ static inline int ft_off_capturing(const struct ft_offload *o)
 void ft_off_demote(struct ft_offload *o, int t, const char *why);
 void ft_off_demote_pending(struct ft_offload *o);
 int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k);
+/* Whether a run of x that still leaves the GPU (not dead) meets [lo, hi). */
+int ft_off_live(const struct ft_off_trap *x, uint64_t lo, uint64_t hi);
 int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from);
 void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a);
 

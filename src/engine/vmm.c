@@ -470,7 +470,7 @@ static uint64_t migrate(struct ft_vmm *v, const CUdeviceptr *base, uint32_t n, i
 	r->cuCtxSynchronize();
 	for (uint32_t i = 0; i < (base ? n : v->n); i++) {
 		uint32_t j = base ? find(v, base[i]) : i + 1;
-		if (!j || v->a[j - 1].base != (base ? base[i] : v->a[j - 1].base))
+		if (base && (!j || v->a[j - 1].base != base[i]))
 			continue; /* freed meanwhile */
 		struct ft_vmm_alloc *a = &v->a[j - 1];
 		for (uint32_t k = 0; k < a->nchunks; k++) {
@@ -530,7 +530,8 @@ uint64_t ft_vmm_host_in(struct ft_vmm *v, CUdeviceptr lo, CUdeviceptr hi)
 {
 	uint64_t n = 0;
 	pthread_mutex_lock(&v->lock);
-	for (uint32_t i = find(v, lo) ? find(v, lo) - 1 : 0; i < v->n && v->a[i].base < hi; i++) {
+	uint32_t first = find(v, lo);
+	for (uint32_t i = first ? first - 1 : 0; i < v->n && v->a[i].base < hi; i++) {
 		const struct ft_vmm_alloc *a = &v->a[i];
 		for (uint32_t k = 0; k < a->nchunks; k++) {
 			CUdeviceptr c = a->base + k * v->chunk;
