@@ -5,9 +5,12 @@
 #ifndef FT_TEST_STUB_DRIVER_H
 #define FT_TEST_STUB_DRIVER_H
 
+#include <pthread.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "ft/real.h"
+#include "ft/vmm.h"
 
 static CUresult stub_event(CUevent *e, unsigned f)
 {
@@ -69,6 +72,22 @@ static inline void stub_engine_driver(struct ft_real *r)
 	r->cuMemHostRegister_v2 = stub_register;
 	r->cuMemHostUnregister = stub_unregister;
 	r->cuMemcpyDtoH_v2 = stub_dtoh;
+}
+
+/* A started VMM over the allocations a[0..n) (sorted by base, chunks of
+ * chunk bytes, each with memory of its own where a[i].own says), reaching
+ * the driver through r: what the engine finds after the program's
+ * allocations. */
+static inline void stub_vmm(struct ft_vmm *v, const struct ft_real *r, size_t chunk,
+			    struct ft_vmm_alloc *a, uint32_t n)
+{
+	memset(v, 0, sizeof(*v));
+	pthread_mutex_init(&v->lock, NULL);
+	v->real = r;
+	v->chunk = chunk;
+	v->state = 1;
+	v->a = a;
+	v->n = n;
 }
 
 #endif

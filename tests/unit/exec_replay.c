@@ -180,12 +180,7 @@ int main(int argc, char **argv)
 		}
 	stub_engine_driver(&real);
 	real.cuStreamCreate = copy_stream;
-	pthread_mutex_init(&vmm.lock, NULL);
-	vmm.real = &real;
-	vmm.chunk = CHUNK;
-	vmm.state = 1;
-	vmm.a = va;
-	vmm.n = na;
+	stub_vmm(&vmm, &real, CHUNK, va, na);
 
 	/* the weights and traps discovery found, the plan's blocks */
 	const cJSON *ws = cJSON_GetObjectItem(disc, "weights_in_order"), *x;

@@ -197,13 +197,7 @@ static struct ft_offload *engine_of(int ntraps, const int *block, int nblocks, i
 	real.cuMemcpyHtoDAsync_v2 = f_copy;
 	real.cuCtxSynchronize = f_sync;
 	memset(&stats, 0, sizeof(stats));
-	memset(&vmm, 0, sizeof(vmm));
-	pthread_mutex_init(&vmm.lock, NULL);
-	vmm.real = &real;
-	vmm.chunk = CHUNK;
-	vmm.state = 1;
-	vmm.a = va;
-	vmm.n = na;
+	stub_vmm(&vmm, &real, CHUNK, va, na);
 	for (uint32_t i = 0; i < na; i++) {
 		uint32_t n = (uint32_t)((allocs[i].hi - allocs[i].lo) / CHUNK);
 		assert_true(n >= 1 && n <= 4);

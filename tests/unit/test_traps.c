@@ -242,6 +242,22 @@ static void minor_regions_in_some_layers(void **state)
 	free(t);
 }
 
+/* Weight sizes of a small model, in s (room for 23): a 250 MiB embedding,
+ * three layers of q, k, v, o (32, 8, 12, 32 MiB) and gate, up, down (112
+ * MiB each), a 250 MiB head; how many. */
+static uint32_t three_layers(uint64_t *s)
+{
+	const uint64_t M = 1 << 20;
+	const uint64_t layer[] = { 32 * M, 8 * M, 12 * M, 32 * M, 112 * M, 112 * M, 112 * M };
+	uint32_t n = 0;
+	s[n++] = 250 * M;
+	for (int l = 0; l < 3; l++)
+		for (int j = 0; j < 7; j++)
+			s[n++] = layer[j];
+	s[n++] = 250 * M;
+	return n;
+}
+
 /* A budget too small for blocks of whole layers: each layer cut into
  * consecutive traps of at most the given bytes (a larger weight alone),
  * embedding and head untouched, labels renumbered; a limit every layer
@@ -250,14 +266,8 @@ static void layers_cut_for_a_small_budget(void **state)
 {
 	(void)state;
 	const uint64_t M = 1 << 20;
-	const uint64_t layer[] = { 32 * M, 8 * M, 12 * M, 32 * M, 112 * M, 112 * M, 112 * M };
 	uint64_t s[32];
-	uint32_t n = 0;
-	s[n++] = 250 * M;
-	for (int l = 0; l < 3; l++)
-		for (int j = 0; j < 7; j++)
-			s[n++] = layer[j];
-	s[n++] = 250 * M;
+	uint32_t n = three_layers(s);
 	struct ft_trap *t;
 	int k = ft_traps_group(s, n, 64 * M, &t);
 	assert_int_equal(k, 5);
@@ -284,14 +294,8 @@ static void cuts_keep_what_is_read_together(void **state)
 {
 	(void)state;
 	const uint64_t M = 1 << 20;
-	const uint64_t layer[] = { 32 * M, 8 * M, 12 * M, 32 * M, 112 * M, 112 * M, 112 * M };
 	uint64_t s[32];
-	uint32_t n = 0;
-	s[n++] = 250 * M;
-	for (int l = 0; l < 3; l++)
-		for (int j = 0; j < 7; j++)
-			s[n++] = layer[j];
-	s[n++] = 250 * M;
+	uint32_t n = three_layers(s);
 	/* in each layer (weights 1 + 7 l ...): q, k, v read by one launch;
 	 * gate and up by one launch */
 	uint32_t pairs[13][2], np = 0;
