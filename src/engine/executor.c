@@ -9,7 +9,7 @@
 #include "ft/kernels.h"
 #include "ft/log.h"
 #include "offload_int.h"
-#include "search.h"
+#include "ft/search.h"
 
 /* The weight whose extent holds a (index into o->w), or -1. */
 static int weight_of(const struct ft_offload *o, uint64_t a)

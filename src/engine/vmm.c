@@ -6,7 +6,7 @@
 #include "ft/vmm.h"
 #include "ft/plan.h"
 #include "ft/log.h"
-#include "search.h"
+#include "ft/search.h"
 
 void ft_vmm_init(struct ft_vmm *v, const struct ft_real *real, size_t min_bytes,
 		 double fraction, int device)

@@ -5,10 +5,12 @@
  * traps read together, and the copy curve.
  */
 #include <cjson/cJSON.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ft/search.h"
 #include "ft/traps.h"
 #include "learn_int.h"
 
@@ -283,15 +285,9 @@ static int holds_no_weight(void *arg, CUdeviceptr base)
 	struct ft_alloc a;
 	if (ft_registry_lookup(L->env.reg, base, &a))
 		return 0; /* not known: it stays where it is */
-	uint32_t lo = 0, hi = L->nwmap;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		if (L->wmap[mid].alloc_id < a.id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo == L->nwmap || L->wmap[lo].alloc_id != a.id;
+	uint32_t k = ft_upper_bound(L->wmap, L->nwmap, sizeof(*L->wmap),
+				    offsetof(struct ft_wmap, alloc_id), a.id);
+	return !k || L->wmap[k - 1].alloc_id != a.id;
 }
 
 /* Weights are known: whatever else got host memory while the budget was

@@ -1,5 +1,6 @@
 /* Binary search over arrays sorted by a uint64_t member (the engine's
- * tables: weights by address, VMM allocations by base). */
+ * tables: weights by address, VMM allocations by base; learning's weights
+ * by allocation). */
 #ifndef FT_SEARCH_H
 #define FT_SEARCH_H
 
