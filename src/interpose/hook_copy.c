@@ -9,10 +9,11 @@
 #define P(x) ((uint64_t)(uintptr_t)(x))
 
 /* With weights offloaded, a copy or memset that touches them is settled
- * first (include/ft/offload.h, ft_off_copy).  Host addresses never meet them (UVA). */
+ * first (include/ft/offload.h, ft_off_copy).  Host addresses never meet
+ * them (UVA). */
 #define GUARD(stream, dst, dbytes, src, sbytes)                                \
 	do {                                                                   \
-		if (ft_off_active(ft_g.off))                                           \
+		if (ft_off_active(ft_g.off))                                   \
 			ft_off_copy(ft_g.off, stream, dst, dbytes, src, sbytes); \
 	} while (0)
 

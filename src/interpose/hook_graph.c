@@ -52,15 +52,15 @@ BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz, 1)
 		if (!OBSERVING())                                              \
 			return FT_CALL(sym, s, g);                             \
 		uint64_t id = ft_obs_capture_id(s, ptsz);                      \
-		if (id && ft_off_active(ft_g.off))                                     \
-			ft_off_capture_end(ft_g.off, s, id);                  \
+		if (id && ft_off_active(ft_g.off))                             \
+			ft_off_capture_end(ft_g.off, s, id);                   \
 		CUresult rc = FT_CALL(sym, s, g);                              \
 		int n = atomic_load(&ft_g.active_captures);                    \
 		while (n > 0 && !atomic_compare_exchange_weak(&ft_g.active_captures, \
 							      &n, n - 1))      \
 			;                                                      \
-		if (ft_off_active(ft_g.off))                                           \
-			ft_off_capture_over(ft_g.off);                        \
+		if (ft_off_active(ft_g.off))                                   \
+			ft_off_capture_over(ft_g.off);                         \
 		ft_obs_event("capture_end", #sym, rc, "capture", id, "graph",  \
 			     rc == CUDA_SUCCESS && g ? H(*g) : 0);             \
 		if (rc == CUDA_SUCCESS && g && id)                             \
@@ -135,15 +135,15 @@ static void check_offloaded(CUgraphExec e)
 #define GRAPH_ON_STREAM(sym, ev, counted)                                      \
 	CUresult sym(CUgraphExec e, CUstream s)                                \
 	{                                                                      \
-		uint32_t paged = counted && ft_off_active(ft_g.off) ?                  \
+		uint32_t paged = counted && ft_off_active(ft_g.off) ?          \
 			    ft_graphs_exec_paged(ft_g.graphs, H(e)) : 0;       \
 		if (paged)                                                     \
-			ft_off_replay(ft_g.off, s, 0, paged);                 \
-		else if (counted && ft_off_active(ft_g.off))                           \
+			ft_off_replay(ft_g.off, s, 0, paged);                  \
+		else if (counted && ft_off_active(ft_g.off))                   \
 			check_offloaded(e);                                    \
 		CUresult rc = FT_CALL(sym, e, s);                              \
 		if (paged)                                                     \
-			ft_off_replay(ft_g.off, s, 1, paged);                 \
+			ft_off_replay(ft_g.off, s, 1, paged);                  \
 		if (OBSERVING()) {                                             \
 			if (counted && rc == CUDA_SUCCESS) {                   \
 				FT_STAT_INC(&ft_g.stats, graph_launches);      \
