@@ -285,6 +285,13 @@ static void read_plan(struct rd *rd, const cJSON *o, struct ft_profile *p)
 	pl->floor_ms = num(rd, o, "floor_ms", 0, MAX_MS);
 }
 
+/* Whether x is a whole number in [0, limit). */
+static int is_index(const cJSON *x, uint32_t limit)
+{
+	return cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < limit &&
+	       x->valuedouble == (uint32_t)x->valuedouble;
+}
+
 /* Traps read together (absent in profiles of 0.2: none known then). */
 static void read_coread(struct rd *rd, const cJSON *co, struct ft_profile *p)
 {
@@ -294,10 +301,8 @@ static void read_coread(struct rd *rd, const cJSON *co, struct ft_profile *p)
 		bad(rd, FT_PROFILE_CORRUPT, "field \"coread\" is not an array");
 	cJSON_ArrayForEach(x, co) {
 		const cJSON *a = cJSON_GetArrayItem(x, 0), *b = cJSON_GetArrayItem(x, 1);
-		if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) != 2 || !cJSON_IsNumber(a) ||
-		    !cJSON_IsNumber(b) || a->valuedouble < 0 || b->valuedouble <= a->valuedouble ||
-		    b->valuedouble >= p->ntraps || a->valuedouble != (uint32_t)a->valuedouble ||
-		    b->valuedouble != (uint32_t)b->valuedouble) {
+		if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) != 2 || !is_index(a, p->ntraps) ||
+		    !is_index(b, p->ntraps) || b->valuedouble <= a->valuedouble) {
 			bad(rd, FT_PROFILE_INCONSISTENT, "coread[%u] is not a pair of traps a < b", i);
 			return;
 		}
@@ -318,9 +323,7 @@ static void read_shared(struct rd *rd, const cJSON *sh, struct ft_profile *p)
 	p->shared = p->nshared ? calloc(p->nshared, sizeof(*p->shared)) : NULL;
 	const cJSON *list = p->shared ? sh : NULL;
 	cJSON_ArrayForEach(x, list) {
-		if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= p->nweights ||
-		    x->valuedouble != (uint32_t)x->valuedouble ||
-		    (i && (uint32_t)x->valuedouble <= p->shared[i - 1])) {
+		if (!is_index(x, p->nweights) || (i && (uint32_t)x->valuedouble <= p->shared[i - 1])) {
 			bad(rd, FT_PROFILE_INCONSISTENT, "shared_weights[%u] is not a weight index "
 			    "(increasing)", i);
 			return;
