@@ -127,6 +127,8 @@ const char *ft_profile_refusal_name(enum ft_profile_refusal r);
 uint64_t ft_profile_fingerprint(const uint64_t *sizes, uint32_t n);
 
 void ft_profile_free(struct ft_profile *p);
+/* The plan goes (p->plan NULL after). */
+void ft_profile_drop_plan(struct ft_profile *p);
 
 /* Serialises to a malloc'd string (NULL when out of memory). */
 char *ft_profile_to_json(const struct ft_profile *p);

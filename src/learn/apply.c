@@ -64,10 +64,12 @@ int ft_learn_shared(const struct ft_profile *p, uint32_t k)
 /* The settings a plan depends on, as recorded with it in profile.json. */
 static void plan_settings(struct ft_learn *L, char *buf, size_t n)
 {
-	double f = isnan(L->env.opt->max_gpu_mem_fraction) ? 0 : L->env.opt->max_gpu_mem_fraction;
+	const struct ft_options *o = L->env.opt;
+	double f = isnan(o->max_gpu_mem_fraction) ? 0 : o->max_gpu_mem_fraction;
 	snprintf(buf, n, "FT_MAX_GPU_MEM_FRACTION=%g FT_TRANSFER_MODE=%s FT_NUM_BLOCKS=%ld "
-		 "FT_MIN_BLOCKS=%ld FT_TRANSFER_BUDGET_SCALE=%g", f, ft_options_choice(FT_OPT_transfer_mode, (int)L->env.opt->transfer_mode),
-		 (long)L->env.opt->num_blocks, (long)L->env.opt->min_blocks, L->env.opt->transfer_budget_scale);
+		 "FT_MIN_BLOCKS=%ld FT_TRANSFER_BUDGET_SCALE=%g", f,
+		 ft_options_choice(FT_OPT_transfer_mode, (int)o->transfer_mode), (long)o->num_blocks,
+		 (long)o->min_blocks, o->transfer_budget_scale);
 }
 
 /* A new plan, into profile.json: what can leave the GPU is what whole
@@ -134,13 +136,6 @@ static void make_plan(struct ft_learn *L, const uint64_t *cov)
 		ft_plan_free(&plan);
 }
 
-static void drop_plan(struct ft_profile *p)
-{
-	ft_plan_free(p->plan);
-	free(p->plan);
-	p->plan = NULL;
-}
-
 /* A saved plan is applied only under the settings it was made with (the
  * current settings and scan are authoritative): otherwise it is dropped and
  * the traps are planned again from the saved timings. */
@@ -151,7 +146,7 @@ static void check_saved_plan(struct ft_learn *L, struct ft_profile *p)
 	if (strcmp(p->plan->settings, now)) {
 		ft_info("the saved plan was made for %s; now %s: planning again from the saved "
 			"timings", p->plan->settings[0] ? p->plan->settings : "other settings", now);
-		drop_plan(p);
+		ft_profile_drop_plan(p);
 	}
 }
 
@@ -260,7 +255,7 @@ static uint32_t choose_plan(struct ft_learn *L, const uint64_t *cov, int *block,
 		return 0;
 	plan_blocks(p->plan, block, nblocks);
 	if (*saved && shares_a_block(p, block)) {
-		drop_plan(p);
+		ft_profile_drop_plan(p);
 		*saved = 0;
 		make_plan(L, cov);
 		if (!p->plan)

@@ -146,7 +146,8 @@ static void drop_discovery(struct ft_learn *L)
  * most half of what is left (the layer's weights are still loaded in the
  * order they are read), never between weights one launch reads together
  * (pairs[0..npairs), ft_disc_weight_pairs). */
-static void split_for_budget(struct ft_learn *L, struct ft_profile *p, const uint32_t (*pairs)[2], uint32_t npairs)
+static void split_for_budget(struct ft_learn *L, struct ft_profile *p,
+			     const uint32_t (*pairs)[2], uint32_t npairs)
 {
 	uint64_t weights = L->unchecked_bytes, other = L->unchecked_bytes, big = 0;
 	for (uint32_t k = 0; k < p->ntraps; k++) {

@@ -3,6 +3,7 @@
  * load with a reason for every refusal (include/ft/profile.h).
  */
 #include "ft/profile.h"
+#include "ft/plan.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -58,14 +59,20 @@ uint64_t ft_profile_fingerprint(const uint64_t *sizes, uint32_t n)
 	return h;
 }
 
+void ft_profile_drop_plan(struct ft_profile *p)
+{
+	if (p->plan)
+		ft_plan_free(p->plan);
+	free(p->plan);
+	p->plan = NULL;
+}
+
 void ft_profile_free(struct ft_profile *p)
 {
 	free(p->weights);
 	free(p->traps);
 	free(p->curve);
-	if (p->plan)
-		free(p->plan->t);
-	free(p->plan);
+	ft_profile_drop_plan(p);
 	free(p->coread);
 	free(p->shared);
 	memset(p, 0, sizeof(*p));
