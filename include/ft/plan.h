@@ -47,6 +47,6 @@ void ft_plan_free(struct ft_plan *p);
  * what is free plus the weights already on it; 0 (latency mode) when the
  * fraction is NAN (none) or the total unknown.  The one definition: the
  * VMM's limit before a plan and the planner both use it. */
-uint64_t ft_plan_budget(double fraction, uint64_t total, uint64_t free, uint64_t weights);
+uint64_t ft_plan_budget(double fraction, uint64_t total, uint64_t free_bytes, uint64_t weights);
 
 #endif

@@ -81,6 +81,10 @@ uint64_t ft_vmm_migrate_if(struct ft_vmm *v, int (*pick)(void *arg, CUdeviceptr 
 uint64_t ft_vmm_host_in(struct ft_vmm *v, CUdeviceptr lo, CUdeviceptr hi);
 /* The served device's total memory, bytes (0 until VMM serves one). */
 uint64_t ft_vmm_total(struct ft_vmm *v);
+/* The budget (ft_plan_budget, FT_MAX_GPU_MEM_FRACTION as given to
+ * ft_vmm_init) for weights totalling `weights` bytes on the device, with
+ * what is free there now; 0 in latency mode. */
+uint64_t ft_vmm_budget(struct ft_vmm *v, uint64_t weights);
 /* Bytes of host memory VMM-backed allocations hold now (offloaded chunks,
  * re-backed by blocks, no longer count). */
 uint64_t ft_vmm_host_bytes(struct ft_vmm *v);

@@ -93,6 +93,16 @@ static int reserve_va(struct ft_vmm *v, size_t size, CUdeviceptr *base)
 }
 
 /* First use: the device and its granularity; -1 when VMM cannot serve. */
+/* ft_plan_budget for weights totalling `weights` bytes, with the memory
+ * free on the device now (unknown: no cap).  Under v->lock, or at start. */
+static uint64_t budget_now(const struct ft_vmm *v, uint64_t weights)
+{
+	size_t free_b = SIZE_MAX / 2, t;
+	if (v->real->cuMemGetInfo_v2 && v->real->cuMemGetInfo_v2(&free_b, &t))
+		free_b = SIZE_MAX / 2;
+	return ft_plan_budget(v->fraction, v->total, free_b, weights);
+}
+
 static int start(struct ft_vmm *v)
 {
 	const struct ft_real *r = v->real;
@@ -110,13 +120,11 @@ static int start(struct ft_vmm *v)
 	if (r->cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM) || !g)
 		return -1;
 	v->chunk = g;
-	size_t total = 0, free_b = SIZE_MAX / 2, t;
+	size_t total = 0;
 	if (r->cuDeviceTotalMem_v2 && !r->cuDeviceTotalMem_v2(&total, d))
 		v->total = total;
-	if (r->cuMemGetInfo_v2 && r->cuMemGetInfo_v2(&free_b, &t))
-		free_b = SIZE_MAX / 2; /* unknown: no cap */
 	/* before a plan nothing tells weights apart: every chunk counts */
-	v->budget = ft_plan_budget(v->fraction, total, free_b, 0);
+	v->budget = budget_now(v, 0);
 	reserve_arena(v, total);
 	v->state = 1;
 	return 0;
@@ -401,6 +409,14 @@ int ft_vmm_own(struct ft_vmm *v, CUdeviceptr c, CUmemGenericAllocationHandle bac
 	}
 	pthread_mutex_unlock(&v->lock);
 	return rc;
+}
+
+uint64_t ft_vmm_budget(struct ft_vmm *v, uint64_t weights)
+{
+	pthread_mutex_lock(&v->lock);
+	uint64_t b = budget_now(v, weights);
+	pthread_mutex_unlock(&v->lock);
+	return b;
 }
 
 uint64_t ft_vmm_total(struct ft_vmm *v)

@@ -16,13 +16,9 @@
  * from what the model leaves).  0: latency mode. */
 uint64_t ft_learn_budget(struct ft_learn *L, uint64_t weights)
 {
-	size_t free_b = 0, total_b = 0;
-	if (!L->env.real->cuMemGetInfo_v2 ||
-	    L->env.real->cuMemGetInfo_v2(&free_b, &total_b) != CUDA_SUCCESS)
-		free_b = SIZE_MAX / 2; /* unknown: no cap */
 	double f = L->env.opt->max_gpu_mem_fraction;
 	uint64_t total = ft_vmm_total(L->env.vmm);
-	uint64_t budget = ft_plan_budget(f, total, free_b, weights);
+	uint64_t budget = ft_vmm_budget(L->env.vmm, weights);
 	if (budget && budget < (uint64_t)(f * (double)total))
 		ft_info("capping the GPU budget from %.0f to %.0f MiB (free memory plus the weights)",
 			f * (double)total / 1048576.0, (double)budget / 1048576.0);

@@ -16,11 +16,11 @@ void ft_plan_free(struct ft_plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
-uint64_t ft_plan_budget(double fraction, uint64_t total, uint64_t free, uint64_t weights)
+uint64_t ft_plan_budget(double fraction, uint64_t total, uint64_t free_bytes, uint64_t weights)
 {
 	if (isnan(fraction) || !total)
 		return 0;
-	double budget = fraction * (double)total, cap = (double)free + (double)weights;
+	double budget = fraction * (double)total, cap = (double)free_bytes + (double)weights;
 	if (budget > cap)
 		budget = cap;
 	return budget > 1 ? (uint64_t)budget : 1;
