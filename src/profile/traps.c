@@ -70,6 +70,35 @@ static int enough(uint32_t len, uint32_t p, uint32_t n)
 	return len && covered / p >= 3 && covered * 2 >= n;
 }
 
+/* Whether the p sizes at x differ from a layer's (ref) only by padding:
+ * every one padded_same and at least about ref's (padding only adds). */
+static int padded_layer(const uint64_t *x, const uint64_t *ref, uint32_t p)
+{
+	for (uint32_t j = 0; j < p; j++)
+		if (!padded_same(x[j], ref[j]) || x[j] * 8 < ref[j] * 7)
+			return 0;
+	return 1;
+}
+
+/* The layers of p weights from *c on, each like the one before, and those
+ * before *c that are like the one after them, like the first, or only
+ * padded differently from the first: their number; *c moves to the first.
+ * 0 where *c continues a chain from *c - p (counted from there). */
+static uint32_t chain(const uint64_t *s, uint32_t n, uint32_t p, uint32_t *c)
+{
+	uint32_t a = *c, k = 1;
+	if (a >= p && like_layer(s + a - p, s + a, p))
+		return 0;
+	while (a + (k + 1) * p <= n && like_layer(s + a + k * p, s + a + (k - 1) * p, p))
+		k++;
+	const uint64_t *ref = s + a;
+	while (a >= p && (like_layer(s + a - p, s + a, p) || like_layer(s + a - p, ref, p) ||
+			  padded_layer(s + a - p, ref, p)))
+		a -= p, k++;
+	*c = a;
+	return k;
+}
+
 uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_t *layers)
 {
 	for (uint32_t p = 1; p <= n / 3; p++) {
@@ -93,24 +122,27 @@ uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_
 				p = q, best_a = at, best_len = len;
 				break;
 			}
-			/* Layers before the run that differ from it in one
-			 * weight's padding (a tensor the allocator placed in a
-			 * segment's tail) are layers too; and the run may have
-			 * begun mid-layer, just after such a weight: its phase
-			 * is the one that makes the most layers. */
+			/* The run tells the period, not where the layers are:
+			 * padding varies from layer to layer (weights of the
+			 * first layers placed in larger free blocks, a k_proj
+			 * at a segment's end), so the longest chain of layers
+			 * each like the one before is searched from every
+			 * start, nearest the run's first. */
 			uint32_t most = 0;
-			for (uint32_t d = 0; d < p && d <= best_a; d++) {
-				uint32_t c = best_a - d, k;
-				while (c >= p && like_layer(s + c - p, s + c, p))
-					c -= p;
-				for (k = 1; c + (k + 1) * p <= n &&
-					    like_layer(s + c + k * p, s + c + (k - 1) * p, p); k++)
-					;
+			for (uint32_t i = 0; i + p <= n; i++) {
+				uint32_t c = i <= best_a ? best_a - i : i;
+				if (c + p > n)
+					continue;
+				uint32_t b = c, k = chain(s, n, p, &b);
 				if (k > most) {
 					most = k;
-					*start = c;
+					*start = b;
 				}
 			}
+			/* Layers that cover less than half the weights are not
+			 * the model's pattern: a longer period may be. */
+			if ((uint64_t)most * p * 2 < n)
+				continue;
 			*layers = most;
 			best_a = *start;
 			/* The last layer before the head may end its allocator

@@ -169,6 +169,41 @@ static void one_layer_padded_differently(void **state)
 	free(t);
 }
 
+/* A hand-written Llama-3-8B-sized decoder built in fp32 and converted with
+ * .to(bfloat16), as the H200 saw it: each bf16 weight went into a block the
+ * caching allocator had freed from an fp32 one, so extents vary with what
+ * followed it there.  Layers 2 to 31 repeat exactly every three layers
+ * (down_proj 128, 192, 192 MiB); layer 1's weights all sit in larger
+ * blocks.  The period of one layer was found, but the layers were counted
+ * from the first only: two layers and a 16 GB "head" that no budget held.
+ * All 32 are layers. */
+static void converted_to_bf16(void **state)
+{
+	(void)state;
+	uint64_t s[32 * 4 + 3];
+	uint32_t n = 0;
+	static const uint64_t first[2][4] = { { 96, 32, 224, 112 }, { 180, 48, 224, 192 } };
+	for (int l = 0; l < 32; l++)
+		for (int j = 0; j < 4; j++)
+			s[n++] = (l < 2 ? first[l][j] : j < 3 ? first[0][j] : (l - 2) % 3 ? 192 : 128)
+				 << 20;
+	s[n++] = 448ull << 20;
+	s[n++] = 250ull << 20;
+	s[n++] = 1032192;
+	uint32_t start, layers;
+	assert_int_equal(ft_traps_period(s, n, &start, &layers), 4);
+	assert_int_equal(start, 0);
+	assert_int_equal(layers, 32);
+	struct ft_trap *t;
+	int k = ft_traps_group(s, n, 256 << 20, &t);
+	check_cover(t, k, s, n);
+	assert_int_equal(k, 33);
+	for (int l = 0; l < 32; l++)
+		assert_string_equal(t[l].role, "layer");
+	assert_string_equal(t[32].role, "head");
+	free(t);
+}
+
 static void no_period_falls_back(void **state)
 {
 	(void)state;
@@ -385,6 +420,7 @@ int main(void)
 		cmocka_unit_test(padded_sizes),
 		cmocka_unit_test(one_layer_padded_differently),
 		cmocka_unit_test(qwen2_kv_segments),
+		cmocka_unit_test(converted_to_bf16),
 		cmocka_unit_test(no_period_falls_back),
 		cmocka_unit_test(minor_regions_in_some_layers),
 		cmocka_unit_test(layers_cut_for_a_small_budget),
