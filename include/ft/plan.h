@@ -35,6 +35,8 @@ struct ft_plan_input {
 	uint32_t num_blocks, min_blocks;
 	double scale;             /* FT_TRANSFER_BUDGET_SCALE */
 	int raw;                  /* raw_block_transfer: one copy per trap, else one per weight */
+	int one_block;            /* strategy: every offloaded trap shares one block (the
+	                           * executor loads a trap when a launch first reads it) */
 };
 
 /* 0, or -1 with why: the budget cannot be met (what to change is said).

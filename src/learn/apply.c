@@ -107,6 +107,7 @@ static void make_plan(struct ft_learn *L, const uint64_t *cov)
 		.num_blocks = (uint32_t)L->env.opt->num_blocks, .min_blocks = (uint32_t)L->env.opt->min_blocks,
 		.scale = L->env.opt->transfer_budget_scale,
 		.raw = L->env.opt->transfer_mode == FT_TM_RAW_BLOCK,
+		.one_block = L->env.opt->transfer_mode == FT_TM_STRATEGY,
 	};
 	struct ft_plan plan;
 	char why[512];

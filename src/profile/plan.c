@@ -53,7 +53,8 @@ static int free_for(const struct ft_plan *p, const struct ft_profile *pr, uint32
 }
 
 /* Blocks round-robin over the offloaded traps; the last one must differ
- * from the first too (the pass wraps), and traps read together
+ * from the first too (the pass wraps; with one block, loaded as each trap
+ * is first read, neither applies), and traps read together
  * (pr->coread) never share one: such a trap takes the next block that
  * fits, and stays on the GPU when none does (memory pays for the pair, not
  * the plan).  A trap with no bytes that can leave is never offloaded.  0,
@@ -73,7 +74,7 @@ static int assign(struct ft_plan *p, const struct ft_profile *pr, uint32_t b)
 		int c = -1;
 		for (uint32_t k = 0; k < b && c < 0; k++) {
 			int x = (int)((m + k) % b);
-			if (x != prev && free_for(p, pr, i, x, 0))
+			if ((b == 1 || x != prev) && free_for(p, pr, i, x, 0))
 				c = x;
 		}
 		if (c < 0) {
@@ -86,7 +87,7 @@ static int assign(struct ft_plan *p, const struct ft_profile *pr, uint32_t b)
 			first = i;
 		last = i;
 	}
-	if (m >= 2 && p->t[last].block == p->t[first].block) {
+	if (b > 1 && m >= 2 && p->t[last].block == p->t[first].block) {
 		/* the pass wraps: the last trap's block is the first's */
 		int before = -1, c = -1;
 		for (uint32_t i = 0; i < last; i++)
@@ -253,6 +254,8 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 	uint32_t n = pr->ntraps;
 	uint32_t bmin = in->min_blocks < 2 ? 2 : in->min_blocks;
 	uint32_t bmax = in->num_blocks > FT_PLAN_MAX_BLOCKS ? FT_PLAN_MAX_BLOCKS : in->num_blocks;
+	if (in->one_block)
+		bmin = bmax = 1;
 	double scale = in->scale > 0 ? in->scale : 1.0;
 	memset(out, 0, sizeof(*out));
 	if (bmax < bmin) {
