@@ -84,6 +84,7 @@ struct ft_off_config {
 	struct ft_gpu *verify;              /* FT_VERIFY's checksums; NULL: no verify */
 	int mode;                           /* FT_TM_* (FT_TRANSFER_MODE) */
 	int pinned;                         /* FT_PINNED_MEMORY: the store is registered */
+	int hold_ignored;                   /* FT_HOLD_IGNORED */
 	const _Atomic int *captures;        /* stream captures in progress, any thread */
 };
 

@@ -274,15 +274,75 @@ static int follow_link(struct ft_offload *o, int k, int *touched, int *moves, in
 	return nt;
 }
 
+/* A reference into offloaded trap t is judged stale or roaming: counted,
+ * and t noted in ignored[0..ni) for hold(). */
+static int ignore(struct ft_offload *o, int *ignored, int ni, int t)
+{
+	FT_STAT_INC(o->stats, offload_ignored_refs);
+	if (among(ignored, ni, t) < 0 && ni < FT_OFF_TOUCHED)
+		ignored[ni++] = t;
+	return ni;
+}
+
+/* Whether trap t's bytes are in its block with nothing left to wait for
+ * on stream s: s waited for its copy already, or the copy is done. */
+static int settled(struct ft_offload *o, int t, CUstream s)
+{
+	const struct ft_off_block *b = &o->b[o->t[t].block];
+	if (b->occupant != t)
+		return 0;
+	for (uint32_t k = 0; k < b->nreaders; k++)
+		if (b->readers[k] == s)
+			return 1;
+	return o->real->cuEventQuery && o->real->cuEventQuery(b->ready) == CUDA_SUCCESS;
+}
+
+/* References judged stale or roaming load nothing; a judgement can be
+ * wrong.  Their traps whose bytes are in their blocks are held for the
+ * launch on s when no trap it reads needs the block: the block is not
+ * reloaded before the launch is done, so a wrong judgement costs at most a
+ * later reload, not results.  The trap the pass is in always is, while its
+ * copy is under way too (harmless if the word is not read, right if it
+ * is); the others with FT_HOLD_IGNORED once their copy is done (waiting
+ * for a prefetch under way would stall the launch: on the H200's Qwen2 a
+ * stale word to lm_head rode along with the last five layers), and not
+ * under FT_VERIFY (its poisoned blocks must show such a read) or in a
+ * capture (every block is unknown there: a hold would be a copy).  The
+ * first traps not held are logged. */
+static int hold(struct ft_offload *o, CUstream s, const int *ignored, int ni, int *touched,
+		int *moves, int nt, const char *kernel)
+{
+	static _Atomic int reports;
+	for (int i = 0; i < ni; i++) {
+		int t = ignored[i], b = o->t[t].block, busy = 0;
+		if (b < 0 || among(touched, nt, t) >= 0)
+			continue;
+		if (t != o->cur && (!o->hold || o->gpu || o->cap_id))
+			continue;
+		for (int k = 0; k < nt; k++)
+			busy |= o->t[touched[k]].block == b;
+		int in = t == o->cur ? o->b[b].occupant == t : settled(o, t, s);
+		if (in && !busy && nt < FT_OFF_TOUCHED) {
+			touched[nt] = t, moves[nt++] = t == o->cur;
+			FT_STAT_INC(o->stats, offload_held);
+		} else if (atomic_fetch_add(&reports, 1) < 8) {
+			ft_info("kernel %s carries a reference into offloaded trap %d judged stale "
+				"or roaming: the trap is not settled in its block, so nothing is "
+				"loaded or held for it (offload_ignored_refs)", kernel ? kernel : "?", t);
+		}
+	}
+	return nt;
+}
+
 /* The traps a launch reads, at most FT_OFF_TOUCHED, into touched[0..):
  * moves[k] says whether a reference to touched[k] places the pass.  The
  * traps linked to the weights read come last: they cannot crowd out the
  * ones read directly.  Under o->lock. */
-static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *words,
+static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const uint16_t *words,
 		  unsigned n, unsigned nstale, struct ft_kernel *kern, const char *kernel,
 		  int *touched, int *moves)
 {
-	int nt = 0, nl = 0, linked[FT_OFF_TOUCHED];
+	int nt = 0, nl = 0, linked[FT_OFF_TOUCHED], ni = 0, ignored[FT_OFF_TOUCHED];
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k < 0)
@@ -320,8 +380,10 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 		}
 		int where = turn(o, kern, words, i, t);
 		if (where < 0) {
-			if (o->t[t].block >= 0)
+			if (o->t[t].block >= 0) {
 				FT_STAT_INC(o->stats, offload_roaming_refs);
+				ni = ignore(o, ignored, ni, t);
+			}
 			continue;
 		}
 		/* inside a resident weight, not at its start: perhaps a tensor
@@ -334,18 +396,13 @@ static int gather(struct ft_offload *o, const uint64_t *addr, const uint16_t *wo
 	}
 	for (int i = 0; i < nl; i++)
 		nt = follow_link(o, linked[i], touched, moves, nt);
-	/* a stale address in the trap the pass is in, while that is in its
-	 * block: it is held for the launch too (harmless if the word is not
-	 * read, right if it is) */
-	for (unsigned i = n; i < n + nstale && o->cur >= 0 && nt < FT_OFF_TOUCHED; i++) {
+	for (unsigned i = n; i < n + nstale; i++) {
 		int k = weight_of(o, addr[i]);
-		if (k < 0 || (int)o->w[k].trap != o->cur || o->t[o->cur].block < 0 ||
-		    o->b[o->t[o->cur].block].occupant != o->cur)
-			continue;
-		if (among(touched, nt, o->cur) < 0)
-			touched[nt] = o->cur, moves[nt++] = 1;
+		if (k >= 0 && o->w[k].trap < o->ntraps && o->t[o->w[k].trap].block >= 0)
+			ni = ignore(o, ignored, ni, (int)o->w[k].trap);
 	}
-	return one_per_block(o, touched, moves, nt, kernel);
+	nt = one_per_block(o, touched, moves, nt, kernel);
+	return hold(o, s, ignored, ni, touched, moves, nt, kernel);
 }
 
 /* The pass's position after the launch: the furthest trap a placing
@@ -420,7 +477,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	int touched[FT_OFF_TOUCHED], moves[FT_OFF_TOUCHED];
 	pthread_mutex_lock(&o->lock);
 	ft_off_demote_pending(o); /* traps that had to come back while a capture was under way */
-	int nt = gather(o, addr, words, n, nstale, kern, kernel, touched, moves);
+	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves);
 	verify_others(o, touched, nt);
 	if (!nt) {
 		pthread_mutex_unlock(&o->lock);

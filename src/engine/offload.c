@@ -236,6 +236,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->gpu = c->verify;
 	o->mode = mode;
 	o->pageable = !c->pinned;
+	o->hold = c->hold_ignored;
 	o->captures = c->captures;
 	o->chunk = vmm->chunk;
 	o->cur = -1;

@@ -98,6 +98,7 @@ struct ft_offload {
 	const _Atomic int *captures;        /* captures in progress, any thread */
 	int active, mode;
 	int pageable;                       /* FT_PINNED_MEMORY=0: the store is not registered */
+	int hold;                           /* FT_HOLD_IGNORED (ft_off_config) */
 	size_t chunk;
 	uint32_t ntraps, nblocks;
 	struct ft_off_trap *t;

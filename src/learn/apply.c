@@ -300,6 +300,7 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 	const struct ft_off_config c = {
 		.real = L->env.real, .vmm = L->env.vmm, .stats = L->env.stats, .verify = verify,
 		.mode = (int)L->env.opt->transfer_mode, .pinned = L->env.opt->pinned_memory,
+		.hold_ignored = L->env.opt->hold_ignored,
 		.captures = L->env.captures,
 	};
 	char why[256];

@@ -39,7 +39,7 @@ TIMED = 10  # the last TIMED prefills and decode steps are timed
 STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_copies",
          "offload_misses", "offload_conflicts", "offload_demoted", "offload_tails",
          "offload_roaming_refs", "verify_failures", "plan_budget_bytes", "vmm_host_bytes",
-         "hidden_readers")
+         "hidden_readers", "offload_ignored_refs", "offload_held")
 
 # family -> (config class, model class, config); sizes that make offloading
 # matter on a 141 GB GPU at a small fraction
@@ -168,7 +168,8 @@ def report(out):
              "/ bytes offloaded (above 1: some crossed twice)" % TIMED, "",
              "| model | run | prefill identical | decode identical | prefill ms | resident | "
              "floor | ratio | copied | decode ms | resident | floor | ratio | copied | "
-             "late loads | conflicts | demoted | verify failures |", "|" + "---|" * 18]
+             "late loads | conflicts | demoted | ignored refs (held) | verify failures |",
+             "|" + "---|" * 19]
     for plain_path in sorted(glob.glob(os.path.join(out, "*-plain.pt"))):
         plain = torch.load(plain_path)
         name = plain["model"]
@@ -207,6 +208,7 @@ def report(out):
             lines.append(f"| {name} | {r['tag']}{'' if inference else ' (not in INFERENCE)'} | "
                          + " | ".join(cols + nums) + f" | {st.get('offload_misses', 0)} in {fwd} | "
                          f"{st.get('offload_conflicts', 0)} | {st.get('offload_demoted', 0)} | "
+                         f"{st.get('offload_ignored_refs', 0)} ({st.get('offload_held', 0)}) | "
                          f"{st.get('verify_failures', 0)} |")
     write_table(out, "zoo.md", lines)
     return 0 if ok else 1

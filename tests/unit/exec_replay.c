@@ -203,7 +203,7 @@ int main(int argc, char **argv)
 	for (uint32_t t = 0; t < ntraps; t++)
 		block[t] = cJSON_GetArrayItem(tb, (int)t)->valueint;
 	const struct ft_off_config c = { .real = &real, .vmm = &vmm, .stats = &stats,
-					 .mode = FT_TM_ALLOCATION_BLOCK, .pinned = 1 };
+					 .mode = FT_TM_ALLOCATION_BLOCK, .pinned = 1, .hold_ignored = 1 };
 	struct ft_offload *o = ft_off_new();
 	char why[256];
 	if (ft_off_init(o, &c, block, ntraps, (uint32_t)num(plan, "blocks"), w, nw, why, sizeof(why)) ||
@@ -294,10 +294,12 @@ int main(int argc, char **argv)
 	}
 	unsigned long long conflicts = ft_stats_read(&stats, FT_STAT_offload_conflicts);
 	unsigned long long misses = ft_stats_read(&stats, FT_STAT_offload_misses);
-	printf("%d forwards: %llu conflicts, %llu late loads, %llu roaming references, %llu tails\n",
-	       fwd, conflicts, misses,
+	printf("%d forwards: %llu conflicts, %llu late loads, %llu roaming references, %llu tails, "
+	       "%llu ignored references (%llu held)\n", fwd, conflicts, misses,
 	       (unsigned long long)ft_stats_read(&stats, FT_STAT_offload_roaming_refs),
-	       (unsigned long long)ft_stats_read(&stats, FT_STAT_offload_tails));
+	       (unsigned long long)ft_stats_read(&stats, FT_STAT_offload_tails),
+	       (unsigned long long)ft_stats_read(&stats, FT_STAT_offload_ignored_refs),
+	       (unsigned long long)ft_stats_read(&stats, FT_STAT_offload_held));
 	if (!fwd || conflicts) {
 		fprintf(stderr, "FAIL: %d forwards, %llu launches read two traps of one block\n", fwd,
 			conflicts);

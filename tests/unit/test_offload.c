@@ -162,6 +162,7 @@ static CUresult f_sync(void)
 static struct ft_real real;
 static struct ft_stats stats;
 static struct ft_vmm vmm;
+static int hold_ignored = 1; /* FT_HOLD_IGNORED of the engines made */
 
 /* The VMM's allocations of a test: one chunk-aligned range each, every
  * chunk with memory of its own. */
@@ -207,7 +208,7 @@ static struct ft_offload *engine_of(int ntraps, const int *block, int nblocks, i
 					       .own = own[i], .host = hostflag[i] };
 	}
 	const struct ft_off_config c = { .real = &real, .vmm = &vmm, .stats = &stats,
-					 .mode = mode, .pinned = 1 };
+					 .mode = mode, .pinned = 1, .hold_ignored = hold_ignored };
 	struct ft_offload *o = ft_off_new();
 	char why[256];
 	if (ft_off_init(o, &c, block, (uint32_t)ntraps, (uint32_t)nblocks, w, nw, why, sizeof(why)) ||
@@ -424,6 +425,63 @@ static void stale_reference_into_the_same_block(void **state)
  * know they are read together): the launch must read both right.  Before
  * the fix the nearer was loaded and the other reference dropped as stale,
  * so the kernel read trap 1's bytes as trap 5's. */
+static CUresult copies_done;   /* what cuEventQuery says of every event */
+
+static CUresult f_query(CUevent e)
+{
+	(void)e;
+	return copies_done;
+}
+
+/* A kernel reads trap t and, through a word judged stale, the next trap,
+ * which the prefetch has put in its block: with FT_HOLD_IGNORED, once that
+ * copy is done, the launch waits for it and the block is not reloaded
+ * under it, so the read is right (check()) though the judgement was wrong.
+ * While the copy is under way nothing is held (the launch would stall).  A
+ * stale word into a trap that is not in its block loads nothing.  Without
+ * FT_HOLD_IGNORED both are only counted. */
+static void an_ignored_reference_holds_its_trap_in_its_block(void **state)
+{
+	(void)state;
+	static const struct { int hold; CUresult query; } runs[] = {
+		{ 1, CUDA_SUCCESS }, { 1, CUDA_ERROR_NOT_READY }, { 0, CUDA_SUCCESS } };
+	for (int r = 0; r < 3; r++) {
+		hold_ignored = runs[r].hold;
+		copies_done = runs[r].query;
+		struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
+		real.cuEventQuery = f_query;
+		int launches = 0, in_block = 0, held = hold_ignored && copies_done == CUDA_SUCCESS;
+		for (int pass = 0; pass < 3; pass++)
+			for (int t = 0; t < 10; t++) {
+				int u = (t + 1) % 10, far = (t + 5) % 10;
+				uint64_t a[3] = { S.base[t], S.base[u], S.base[far] };
+				struct op op = { .kind = OP_KERNEL, .stream = 1, .nreads = 1 };
+				op.reads[0] = t;
+				/* u is in its block (prefetched), except at the
+				 * first launch and where its block still holds the
+				 * trap before t */
+				if (o->b[o->t[u].block].occupant == u) {
+					in_block++;
+					if (held)
+						op.reads[op.nreads++] = u;
+				}
+				ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 1, 2, NULL, "k");
+				launched(&op);
+				launches++;
+			}
+		check();
+		assert_true(in_block >= 2 * launches / 3);
+		assert_int_equal(stats.v[FT_STAT_offload_ignored_refs], 2 * launches);
+		assert_int_equal(stats.v[FT_STAT_offload_held], held ? in_block : 0);
+		/* nothing loaded for the stale words: each trap once a pass
+		 * (and trap 0 for the next), only the first load late */
+		assert_int_equal(stats.v[FT_STAT_offload_copies], launches + 1);
+		assert_int_equal(stats.v[FT_STAT_offload_misses], 1);
+		done(o);
+	}
+	hold_ignored = 1;
+}
+
 static void a_launch_reading_two_traps_of_one_block_reads_both(void **state)
 {
 	(void)state;
@@ -1083,6 +1141,7 @@ int main(void)
 		cmocka_unit_test(activations_in_a_resident_weights_extent),
 		cmocka_unit_test(two_traps_in_one_kernel),
 		cmocka_unit_test(stale_reference_into_the_same_block),
+		cmocka_unit_test(an_ignored_reference_holds_its_trap_in_its_block),
 		cmocka_unit_test(a_launch_reading_two_traps_of_one_block_reads_both),
 		cmocka_unit_test(two_traps_of_one_block_in_a_capture),
 		cmocka_unit_test(a_link_is_followed_from_its_weight_only),
