@@ -10,6 +10,11 @@
  * glibc resolves RTLD_NEXT relative to the return address, and a normal call
  * would make RTLD_NEXT lookups start after this library instead of after the
  * real caller (tests/preload/rtld_next guards this).
+ *
+ * The sanitizers' runtimes call dlsym while they start, before their shadow
+ * memory exists: the fast path (dlsym, resolve) is never instrumented, or a
+ * process with the library built with -Db_sanitize=address segfaults before
+ * main (tests/preload/sanitized).
  */
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -17,10 +22,12 @@
 
 #include "lib.h"
 
+#define NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
+
 typedef void *(*dlsym_fn)(void *, const char *);
 static _Atomic(dlsym_fn) real_dlsym;
 
-static dlsym_fn resolve(void)
+NO_SANITIZE static dlsym_fn resolve(void)
 {
 	dlsym_fn f = atomic_load_explicit(&real_dlsym, memory_order_relaxed);
 	if (__builtin_expect(f != NULL, 1))
@@ -33,7 +40,7 @@ static dlsym_fn resolve(void)
 	return f;
 }
 
-void *ft_real_dlsym(void *handle, const char *symbol)
+NO_SANITIZE void *ft_real_dlsym(void *handle, const char *symbol)
 {
 	dlsym_fn f = resolve();
 	return f ? f(handle, symbol) : NULL;
@@ -68,7 +75,7 @@ __attribute__((noinline)) static void *hooked(void *handle, const char *symbol,
 	return p;
 }
 
-FT_EXPORT void *dlsym(void *restrict handle, const char *restrict symbol)
+FT_EXPORT NO_SANITIZE void *dlsym(void *restrict handle, const char *restrict symbol)
 {
 	if (__builtin_expect(symbol[0] == 'c' && symbol[1] == 'u', 0) &&
 	    ft_hook_by_name(symbol))

@@ -178,7 +178,8 @@ void ft_learn_analyse(struct ft_learn *L, uint64_t end)
 		give_event(L, L->pl[i].before);
 		give_event(L, L->pl[i].after);
 	}
-	memmove(L->pl, L->pl + k, (L->npl - k) * sizeof(*L->pl));
+	if (L->npl > k) /* L->pl is NULL before the first timed launch */
+		memmove(L->pl, L->pl + k, (L->npl - k) * sizeof(*L->pl));
 	L->npl -= k;
 }
 
