@@ -117,8 +117,11 @@ int ft_off_timed(const struct ft_offload *o);
 /* Bytes moved to the host store, bytes of the blocks, and the blocks. */
 void ft_off_sizes(const struct ft_offload *o, uint64_t *offloaded, uint64_t *blocks,
 		  uint32_t *nblocks);
-/* In a forked child: the parent's blocks do not exist there (CUDA does not
- * cross fork): every call passes through. */
+/* Around fork: done 0 takes the engine's lock (pthread_atfork's prepare),
+ * done 1 gives it back (in the parent and in the child). */
+void ft_off_fork(struct ft_offload *o, int done);
+/* In a forked child, after ft_off_fork(o, 1): the parent's blocks do not
+ * exist there (CUDA does not cross fork): every call passes through. */
 void ft_off_after_fork(struct ft_offload *o);
 /* FT_OFFLOAD_TIMING, after ft_off_stage: events per trap, passes into st
  * (and a window logged every FT_TIMING_LOG_EVERY passes); graphs nonzero

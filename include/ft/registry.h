@@ -43,7 +43,8 @@ struct ft_alloc {
 };
 
 struct ft_registry {
-	pthread_rwlock_t lock;
+	pthread_rwlock_t *lock; /* &own, or a new one in a forked child */
+	pthread_rwlock_t own;
 	struct ft_alloc *v; /* sorted by base, non-overlapping */
 	size_t n, cap;
 	_Atomic uint64_t lo, hi; /* [lo, hi) covers every entry; lo > hi when empty */
@@ -73,6 +74,10 @@ size_t ft_registry_count(struct ft_registry *r);
 /* The id the next allocation will get (ids grow: a smaller id is older). */
 uint64_t ft_registry_next_id(struct ft_registry *r);
 
+/* Around fork (pthread_atfork): step 0 takes the lock for reading
+ * (prepare), 1 gives it back (parent), 2 gives it back and the child a new
+ * lock and no entries. */
+void ft_registry_fork(struct ft_registry *r, int step);
 /* For batch lookups (a launch's words): take the read lock once, call
  * ft_registry_find_locked per word, release. */
 void ft_registry_rdlock(struct ft_registry *r);

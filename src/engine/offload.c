@@ -205,12 +205,18 @@ void ft_off_sizes(const struct ft_offload *o, uint64_t *offloaded, uint64_t *blo
 	*nblocks = o->nblocks;
 }
 
+void ft_off_fork(struct ft_offload *o, int done)
+{
+	if (o && !done)
+		pthread_mutex_lock(&o->lock);
+	else if (o)
+		pthread_mutex_unlock(&o->lock);
+}
+
 void ft_off_after_fork(struct ft_offload *o)
 {
-	if (!o)
-		return;
-	pthread_mutex_init(&o->lock, NULL);
-	o->active = 0;
+	if (o)
+		o->active = 0;
 }
 
 void ft_off_destroy(struct ft_offload *o)

@@ -84,9 +84,15 @@ static void at_exit(void)
 	}
 }
 
-/* Fork: hold every lock across fork so the child never inherits one taken;
- * in the child, forget the parent's device state (its CUDA context is not
- * usable there) and whatever the parent had buffered for the trace. */
+/* Fork: every lock is held across fork, taken in the order the library
+ * nests them (the leaves, engine, timing stores and VMM, last), so the child
+ * never inherits one another thread held.  The forking thread took them and
+ * is the child's only thread: both sides unlock the mutexes (re-creating a
+ * held lock is undefined; ThreadSanitizer flagged it; the registry's
+ * reader-writer lock is replaced in the child, ft_registry_fork).  The child
+ * then forgets the
+ * parent's device state (its CUDA context is not usable there) and whatever
+ * the parent had buffered for the trace. */
 static void fork_prepare(void)
 {
 	pthread_mutex_lock(&ft_g.learn.lock);
@@ -94,12 +100,22 @@ static void fork_prepare(void)
 	pthread_mutex_lock(&ft_g.trace.lock);
 	pthread_mutex_lock(&ft_g.kernels.lock);
 	pthread_mutex_lock(&ft_g.tmaps->lock);
-	pthread_rwlock_wrlock(&ft_g.reg.lock);
+	ft_registry_fork(&ft_g.reg, 0);
+	ft_off_fork(ft_g.off, 0);
+	pthread_mutex_lock(&ft_g.timing.lock);
+	pthread_mutex_lock(&ft_g.timing_window.lock);
+	pthread_mutex_lock(&ft_g.vmm.lock);
 }
 
-static void fork_parent(void)
+/* The mutexes, and the registry's lock in the parent (step 1) or in the
+ * child (2). */
+static void fork_release(int step)
 {
-	pthread_rwlock_unlock(&ft_g.reg.lock);
+	pthread_mutex_unlock(&ft_g.vmm.lock);
+	pthread_mutex_unlock(&ft_g.timing_window.lock);
+	pthread_mutex_unlock(&ft_g.timing.lock);
+	ft_off_fork(ft_g.off, 1);
+	ft_registry_fork(&ft_g.reg, step);
 	pthread_mutex_unlock(&ft_g.tmaps->lock);
 	pthread_mutex_unlock(&ft_g.kernels.lock);
 	pthread_mutex_unlock(&ft_g.trace.lock);
@@ -107,22 +123,19 @@ static void fork_parent(void)
 	pthread_mutex_unlock(&ft_g.learn.lock);
 }
 
+static void fork_parent(void)
+{
+	fork_release(1);
+}
+
 static void fork_child(void)
 {
-	/* The child's only thread is not the one that took the locks:
-	 * re-create them rather than unlock. */
-	pthread_rwlock_init(&ft_g.reg.lock, NULL);
-	pthread_mutex_init(&ft_g.tmaps->lock, NULL);
-	pthread_mutex_init(&ft_g.kernels.lock, NULL);
-	pthread_mutex_init(&ft_g.trace.lock, NULL);
-	pthread_mutex_init(&ft_g.graphs->lock, NULL);
+	fork_release(2);
 	ft_learn_after_fork(&ft_g.learn);
-	ft_registry_clear(&ft_g.reg);
 	ft_kernels_flush(&ft_g.kernels);
 	ft_trace_after_fork(&ft_g.trace);
 	atomic_store(&ft_g.active_captures, 0);
 	/* nor do the parent's VMM allocations and blocks (CUDA does not cross fork) */
-	pthread_mutex_init(&ft_g.vmm.lock, NULL);
 	ft_g.vmm.n = 0;
 	ft_off_after_fork(ft_g.off);
 }

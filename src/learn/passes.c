@@ -253,8 +253,6 @@ int ft_learn_init(struct ft_learn *L, const struct ft_learn_env *env)
 
 void ft_learn_after_fork(struct ft_learn *L)
 {
-	/* the child's only thread is not the one that took the lock */
-	pthread_mutex_init(&L->lock, NULL);
 	/* what the parent was learning does not describe the child */
 	atomic_store(&L->phase, FT_PHASE_INFERENCE);
 	L->phases.phase = FT_PHASE_INFERENCE;

@@ -38,12 +38,13 @@ int ft_registry_init(struct ft_registry *r)
 	memset(r, 0, sizeof(*r));
 	r->next_id = 1;
 	update_bounds(r);
-	return -pthread_rwlock_init(&r->lock, NULL);
+	r->lock = &r->own;
+	return -pthread_rwlock_init(r->lock, NULL);
 }
 
 void ft_registry_destroy(struct ft_registry *r)
 {
-	pthread_rwlock_destroy(&r->lock);
+	pthread_rwlock_destroy(r->lock);
 	free(r->v);
 	r->v = NULL;
 	r->n = r->cap = 0;
@@ -51,10 +52,34 @@ void ft_registry_destroy(struct ft_registry *r)
 
 void ft_registry_clear(struct ft_registry *r)
 {
-	pthread_rwlock_wrlock(&r->lock);
+	pthread_rwlock_wrlock(r->lock);
 	r->n = 0;
 	update_bounds(r);
-	pthread_rwlock_unlock(&r->lock);
+	pthread_rwlock_unlock(r->lock);
+}
+
+void ft_registry_fork(struct ft_registry *r, int step)
+{
+	/* A read lock is enough: no writer is then halfway through an
+	 * update, and readers change nothing. */
+	if (step == 0) {
+		pthread_rwlock_rdlock(r->lock);
+		return;
+	}
+	pthread_rwlock_unlock(r->lock);
+	if (step == 1)
+		return;
+	/* The child: other threads of the parent may have held the lock for
+	 * reading, and their counts came along; the lock is left, and a new
+	 * one taken (without memory, the old one is re-created).  The
+	 * parent's allocations are not the child's. */
+	pthread_rwlock_t *l = malloc(sizeof(*l));
+	if (l && !pthread_rwlock_init(l, NULL))
+		r->lock = l;
+	else
+		pthread_rwlock_init(r->lock, NULL);
+	r->n = 0;
+	update_bounds(r);
 }
 
 /* Index of the first entry whose base is > addr. */
@@ -89,7 +114,7 @@ uint64_t ft_registry_add(struct ft_registry *r, uint64_t base, uint64_t size,
 
 	if (!size || base + size < base)
 		return 0;
-	pthread_rwlock_wrlock(&r->lock);
+	pthread_rwlock_wrlock(r->lock);
 	/* Remove entries overlapping [base, base + size). */
 	size_t i = upper(r, base);
 	if (i && r->v[i - 1].base + r->v[i - 1].size > base)
@@ -117,7 +142,7 @@ uint64_t ft_registry_add(struct ft_registry *r, uint64_t base, uint64_t size,
 	r->n++;
 out:
 	update_bounds(r);
-	pthread_rwlock_unlock(&r->lock);
+	pthread_rwlock_unlock(r->lock);
 	if (evicted)
 		*evicted = ev;
 	return id;
@@ -126,7 +151,7 @@ out:
 int ft_registry_remove(struct ft_registry *r, uint64_t base, struct ft_alloc *out)
 {
 	int rc = -ENOENT;
-	pthread_rwlock_wrlock(&r->lock);
+	pthread_rwlock_wrlock(r->lock);
 	size_t i = upper(r, base);
 	if (i && r->v[i - 1].base == base) {
 		if (out)
@@ -136,14 +161,14 @@ int ft_registry_remove(struct ft_registry *r, uint64_t base, struct ft_alloc *ou
 		update_bounds(r);
 		rc = 0;
 	}
-	pthread_rwlock_unlock(&r->lock);
+	pthread_rwlock_unlock(r->lock);
 	return rc;
 }
 
 size_t ft_registry_remove_range(struct ft_registry *r, uint64_t base, uint64_t size,
 				void (*fn)(void *ud, const struct ft_alloc *a), void *ud)
 {
-	pthread_rwlock_wrlock(&r->lock);
+	pthread_rwlock_wrlock(r->lock);
 	size_t i = upper(r, base);
 	if (i && r->v[i - 1].base == base)
 		i--;
@@ -165,45 +190,45 @@ size_t ft_registry_remove_range(struct ft_registry *r, uint64_t base, uint64_t s
 	}
 	r->n -= removed;
 	update_bounds(r);
-	pthread_rwlock_unlock(&r->lock);
+	pthread_rwlock_unlock(r->lock);
 	return removed;
 }
 
 int ft_registry_lookup(struct ft_registry *r, uint64_t addr, struct ft_alloc *out)
 {
 	int rc = -ENOENT;
-	pthread_rwlock_rdlock(&r->lock);
+	pthread_rwlock_rdlock(r->lock);
 	const struct ft_alloc *a = ft_registry_find_locked(r, addr);
 	if (a) {
 		*out = *a;
 		rc = 0;
 	}
-	pthread_rwlock_unlock(&r->lock);
+	pthread_rwlock_unlock(r->lock);
 	return rc;
 }
 
 size_t ft_registry_count(struct ft_registry *r)
 {
-	pthread_rwlock_rdlock(&r->lock);
+	pthread_rwlock_rdlock(r->lock);
 	size_t n = r->n;
-	pthread_rwlock_unlock(&r->lock);
+	pthread_rwlock_unlock(r->lock);
 	return n;
 }
 
 uint64_t ft_registry_next_id(struct ft_registry *r)
 {
-	pthread_rwlock_rdlock(&r->lock);
+	pthread_rwlock_rdlock(r->lock);
 	uint64_t id = r->next_id;
-	pthread_rwlock_unlock(&r->lock);
+	pthread_rwlock_unlock(r->lock);
 	return id;
 }
 
 void ft_registry_rdlock(struct ft_registry *r)
 {
-	pthread_rwlock_rdlock(&r->lock);
+	pthread_rwlock_rdlock(r->lock);
 }
 
 void ft_registry_unlock(struct ft_registry *r)
 {
-	pthread_rwlock_unlock(&r->lock);
+	pthread_rwlock_unlock(r->lock);
 }

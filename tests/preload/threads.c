@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -17,7 +18,7 @@ CUresult cuLaunchKernel_ptsz(CUfunction, unsigned, unsigned, unsigned, unsigned,
 
 #define PER_THREAD 20000
 static CUdeviceptr A, B, C;
-static volatile int stop;
+static _Atomic int stop; /* read by the churn thread */
 
 static void *launcher(void *ud)
 {
