@@ -3,6 +3,9 @@
 # build and test dependencies, configures and builds into ./build.
 # The CUDA toolkit itself (headers only are used) is found at $CUDA_HOME or
 # /usr/local/cuda.
+# Packages are installed with apt-get, as root or through sudo; where neither
+# is possible it stops and prints the command to run as root instead.
+# tests/consistency/setup_script.sh runs it against stub commands.
 set -eu
 cd "$(dirname "$0")/.."
 
@@ -13,8 +16,21 @@ for p in $pkgs; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
 if [ -n "$missing" ]; then
+	install="apt-get update && apt-get install -y --no-install-recommends$missing"
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "setup: error: these packages (Debian names) are missing:$missing; apt-get is not here to install them: install them with this system's package manager, then run scripts/setup.sh again" >&2
+		exit 1
+	fi
 	sudo=
-	[ "$(id -u)" = 0 ] || sudo=sudo
+	if [ "$(id -u)" != 0 ]; then
+		if ! command -v sudo >/dev/null 2>&1; then
+			echo "setup: error: these packages are missing:$missing; you are not root and sudo is not installed, so they cannot be installed from here. As root, run:" >&2
+			echo "    $install" >&2
+			echo "then run scripts/setup.sh again." >&2
+			exit 1
+		fi
+		sudo=sudo
+	fi
 	echo "setup: installing$missing"
 	$sudo apt-get update -q
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends $missing
