@@ -48,3 +48,24 @@ else
 	meson setup build
 fi
 ninja -C build
+
+# The sanitized builds that tests/sanitize runs (AddressSanitizer with
+# UndefinedBehaviorSanitizer; ThreadSanitizer), where the compiler has their
+# runtimes.  SETUP_SANITIZERS=0 skips them (the test then skips too).
+sanitized() { # <dir> <-Db_sanitize value>
+	if ! printf 'int main(void) { return 0; }\n' |
+		${CC:-cc} -x c -fsanitize="$2" -o /dev/null - >/dev/null 2>&1; then
+		echo "setup: the compiler cannot build with -fsanitize=$2: no $1 (tests/sanitize skips it)"
+		return 0
+	fi
+	if [ -d "$1" ]; then
+		meson setup --reconfigure "$1" -Db_sanitize="$2" -Db_lundef=false
+	else
+		meson setup "$1" -Db_sanitize="$2" -Db_lundef=false
+	fi
+	ninja -C "$1"
+}
+if [ "${SETUP_SANITIZERS:-1}" != 0 ]; then
+	sanitized build-asan address,undefined
+	sanitized build-tsan thread
+fi
