@@ -30,6 +30,53 @@ static uint32_t first_after(const struct ft_offload *o, uint64_t a)
 	return k && a < o->w[k - 1].hi ? k - 1 : k;
 }
 
+/* Event e recorded on stream s, which work on other streams will wait for.
+ * Where the driver refuses the record (out of resources), the event would
+ * stand for older work and the wait would order nothing: s is synchronised
+ * instead (everything on it so far is done before anything enqueued later),
+ * slower, said once and counted. */
+static void order(struct ft_offload *o, CUevent e, CUstream s)
+{
+	if (!o->real->cuEventRecord(e, s))
+		return;
+	FT_STAT_INC(o->stats, offload_faults);
+	if (o->cap_id) { /* a capturing stream cannot be synchronised */
+		FT_STAT_INC(o->stats, offload_stuck);
+		ft_error_once("the driver refused an event record in a CUDA graph capture: its "
+			      "replays may read a block before its copy; run with FT_ENABLED=0");
+		return;
+	}
+	ft_warn_once("the driver refused an event record (out of resources?): streams are "
+		     "synchronised instead, which costs speed, not results (offload_faults)");
+	o->real->cuStreamSynchronize(s);
+}
+
+/* n bytes from the host store at src to dst on stream cs.  Where the
+ * driver refuses the copy, cs's work is waited for and the copy made
+ * synchronously; where that fails too, the block cannot hold the trap's
+ * bytes: said, counted as stuck (results may be wrong). */
+static void copy_in(struct ft_offload *o, CUdeviceptr dst, const void *src, size_t n,
+		    CUstream cs, int t)
+{
+	const struct ft_real *r = o->real;
+	if (!r->cuMemcpyHtoDAsync_v2(dst, src, n, cs))
+		return;
+	FT_STAT_INC(o->stats, offload_faults);
+	if (o->cap_id) {
+		FT_STAT_INC(o->stats, offload_stuck);
+		ft_error_once("the driver refused a copy into a block in a CUDA graph capture: its "
+			      "replays read whatever the block holds; run with FT_ENABLED=0");
+		return;
+	}
+	ft_warn_once("the driver refused a copy into a block: copies are made synchronously "
+		     "instead, which costs speed, not results (offload_faults)");
+	if (!r->cuStreamSynchronize(cs) && !r->cuMemcpyHtoD_v2(dst, src, n))
+		return;
+	FT_STAT_INC(o->stats, offload_stuck);
+	ft_error_once("cannot copy trap %d into its block, even synchronously: launches that "
+		      "read it read whatever the block holds; run with FT_ENABLED=0", t);
+}
+
 /* Copies trap t into its block on stream cs, after the block's previous
  * occupant's readers are done. */
 static void load(struct ft_offload *o, int t, CUstream cs)
@@ -40,7 +87,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	for (uint32_t k = 0; k < b->nreaders; k++) {
 		if (b->readers[k] == cs)
 			continue;
-		r->cuEventRecord(b->release[k], b->readers[k]);
+		order(o, b->release[k], b->readers[k]);
 		r->cuStreamWaitEvent(cs, b->release[k], 0);
 	}
 	b->nreaders = 0;
@@ -51,17 +98,17 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		ft_off_record(o, e->ts[e->slot], cs);
 	}
 	if (o->mode == FT_TM_RAW_BLOCK) {
-		r->cuMemcpyHtoDAsync_v2(b->va, x->host, x->nchunks * o->chunk, cs);
+		copy_in(o, b->va, x->host, x->nchunks * o->chunk, cs, t);
 	} else {
 		size_t off = 0;
 		for (uint32_t i = 0; i < x->nruns; i++) {
 			size_t n = x->runs[i].hi - x->runs[i].lo;
 			if (!x->dead[i])
-				r->cuMemcpyHtoDAsync_v2(x->runs[i].lo, x->host + off, n, cs);
+				copy_in(o, x->runs[i].lo, x->host + off, n, cs, t);
 			off += n;
 		}
 	}
-	r->cuEventRecord(b->ready, cs);
+	order(o, b->ready, cs);
 	if (timing)
 		ft_off_record(o, e->te[e->slot], cs);
 	b->occupant = t;
@@ -85,7 +132,7 @@ static void ensure(struct ft_offload *o, int t, CUstream s)
 	if (b->nreaders == FT_OFF_READERS) {
 		/* more streams than tracked: the oldest one's work is made to
 		 * precede s's from here on, and s takes its place */
-		o->real->cuEventRecord(b->release[0], b->readers[0]);
+		order(o, b->release[0], b->readers[0]);
 		o->real->cuStreamWaitEvent(s, b->release[0], 0);
 		memmove(b->readers, b->readers + 1, (FT_OFF_READERS - 1) * sizeof(*b->readers));
 		b->nreaders--;

@@ -335,7 +335,10 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 		if (pinned && r->cuMemHostRegister_v2(x->host, bytes, 0)) {
 			free(x->host);
 			x->host = NULL;
-			FAIL("cannot pin %zu MiB of host memory for trap %u", bytes >> 20, t);
+			FAIL("cannot pin %zu MiB of host memory for trap %u (the locked-memory "
+			     "limit, ulimit -l, or the host's RAM is reached): raise the limit, or "
+			     "set FT_PINNED_MEMORY=0 (pageable copies, slower), or a larger "
+			     "FT_MAX_GPU_MEM_FRACTION (less to offload)", bytes >> 20, t);
 		}
 		size_t off = 0;
 		if (o->gpu && !(x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))

@@ -24,6 +24,42 @@
 #define API __attribute__((visibility("default")))
 #define H(x) ((void *)(uintptr_t)(x))
 
+/* ---- injected faults ----
+ * FAKE_FAIL=name:n fails the n-th call (from 1, whoever makes it) of the
+ * entry point name (as below), name:n+ every call from the n-th on (a limit
+ * reached for good, as RLIMIT_MEMLOCK for cuMemHostRegister), with
+ * CUDA_ERROR_OUT_OF_MEMORY.  One name per process. */
+static unsigned long injected_calls;
+/* FAKE_FAIL=name:0 fails nothing and says at exit how often name was
+ * called (to choose n). */
+__attribute__((destructor)) static void injected_report(void)
+{
+	const char *e = getenv("FAKE_FAIL");
+	const char *c = e ? strchr(e, ':') : NULL;
+	if (c && !strcmp(c, ":0"))
+		fprintf(stderr, "fake: %.*s called %lu times\n", (int)(c - e), e, injected_calls);
+}
+static int injected(const char *name)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	unsigned long calls;
+	const char *e = getenv("FAKE_FAIL");
+	size_t len = strlen(name);
+	if (!e || strncmp(e, name, len) || e[len] != ':')
+		return 0;
+	char *end;
+	unsigned long n = strtoul(e + len + 1, &end, 10);
+	pthread_mutex_lock(&lock);
+	unsigned long k = calls = ++injected_calls;
+	pthread_mutex_unlock(&lock);
+	return n && (*end == '+' ? k >= n : k == n);
+}
+#define INJECT(name)                                                            \
+	do {                                                                    \
+		if (injected(name))                                             \
+			return CUDA_ERROR_OUT_OF_MEMORY;                        \
+	} while (0)
+
 /* ---- memory: a bump allocator over one anonymous mapping ---- */
 static char *arena;
 static size_t arena_used;
@@ -100,7 +136,7 @@ API CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) { (void)d; (void)s; retur
 API CUresult cuMemFreeAsync_ptsz(CUdeviceptr d, CUstream s) { (void)d; (void)s; return CUDA_SUCCESS; }
 API CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { (void)f; ALLOC_OR_FAIL(*p, n); return CUDA_SUCCESS; }
 API CUresult cuMemFreeHost(void *p) { (void)p; return CUDA_SUCCESS; }
-API CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned f) { (void)p; (void)n; (void)f; return CUDA_SUCCESS; }
+API CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned f) { (void)p; (void)n; (void)f; INJECT("cuMemHostRegister"); return CUDA_SUCCESS; }
 API CUresult cuMemHostUnregister(void *p) { (void)p; return CUDA_SUCCESS; }
 
 /* VMM with real aliasing: a reservation is an inaccessible mapping, a
@@ -143,6 +179,7 @@ API CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t n,
 			 const CUmemAllocationProp *prop, unsigned long long f)
 {
 	(void)prop; (void)f;
+	INJECT("cuMemCreate");
 	int fd = memfd_create("fake-vmm", 0);
 	if (fd < 0 || ftruncate(fd, (off_t)n)) {
 		if (fd >= 0)
@@ -160,6 +197,7 @@ API CUresult cuMemMap(CUdeviceptr p, size_t n, size_t o, CUmemGenericAllocationH
 		      unsigned long long f)
 {
 	(void)f;
+	INJECT("cuMemMap");
 	void *m = mmap(H(p), n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, (int)h - 1,
 		       (off_t)o);
 	return m == MAP_FAILED ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
@@ -173,6 +211,7 @@ API CUresult cuMemUnmap(CUdeviceptr p, size_t n)
 API CUresult cuMemSetAccess(CUdeviceptr p, size_t n, const CUmemAccessDesc *d, size_t c)
 {
 	(void)p; (void)n; (void)d; (void)c;
+	INJECT("cuMemSetAccess");
 	return CUDA_SUCCESS;
 }
 API CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp *prop,
@@ -187,7 +226,7 @@ API CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp 
 API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy(H(d), s, n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { return cuMemcpyHtoD_v2(d, s, n); }
 static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st);
-API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { return htod_async(d, s, n, st); }
+API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { INJECT("cuMemcpyHtoDAsync"); return htod_async(d, s, n, st); }
 API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { return htod_async(d, s, n, st); }
 API CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memmove(H(d), H(s), n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, H(s), n); return CUDA_SUCCESS; }
@@ -395,6 +434,7 @@ API CUresult cuModuleGetFunction(CUfunction *f, CUmodule m, const char *name)
 API CUresult cuStreamCreate(CUstream *s, unsigned f)
 {
 	(void)f;
+	INJECT("cuStreamCreate");
 	*s = (CUstream)malloc(1);
 	return *s ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
@@ -431,6 +471,7 @@ static unsigned long joined_ops(CUstream s);
 static void origin_waited(CUstream w, CUstream s, unsigned long at);
 API CUresult cuEventRecord(CUevent e, CUstream s)
 {
+	INJECT("cuEventRecord");
 	struct fake_event *ev = (struct fake_event *)e;
 	ev->t = now_ms();
 	ev->cap = capturing(s) ? capture_id() : 0;

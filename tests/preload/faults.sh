@@ -1,0 +1,67 @@
+#!/bin/sh
+# Driver faults injected into the fake driver (FAKE_FAIL=name:n, the n-th
+# call fails; name:n+, every call from the n-th on): the offload program's
+# outputs stay byte-identical to a run without the library, the process
+# exits 0, and the library says what happened (at most a few lines), in
+# every phase the fault lands in: an allocation of the program, the plan
+# (blocks, the pinned host store), inference (loads, events).
+# usage: faults.sh <libflextensor.so> <offload program>
+set -u
+lib=$1 prog=$2
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+for v in $(env | sed -n 's/^\(FT_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
+fail=0
+"$prog" "$tmp/plain.bin" || { echo "FAIL: the plain run"; exit 1; }
+# fault, then what the library must have done: offloaded (some bytes moved
+# to the host store), resident (none), made good (offloaded, and the
+# executor's fallback counted in offload_faults), or any of these
+while read -r fault want; do
+	[ -z "$fault" ] && continue
+	n=$(echo "$fault" | tr ':+' '__')
+	FAKE_FAIL=$fault FT_PROFILING_ITERS=2 FT_TRANSFER_BUDGET_SCALE=1000 LD_PRELOAD="$lib" \
+		FT_ENABLED=1 FT_LOG_LEVEL=warn FT_TRACE="$tmp/$n.trace" \
+		"$prog" "$tmp/$n.bin" 2>"$tmp/$n.log"
+	st=$?
+	stats=$(sed -n '/"ev":"stats"/h; ${x;p;}' "$tmp/$n.trace" 2>/dev/null)
+	got=$(echo "$stats" | sed -n 's/.*"offloaded_bytes":\([0-9][0-9]*\)[,}].*/\1/p')
+	faults=$(echo "$stats" | sed -n 's/.*"offload_faults":\([0-9][0-9]*\)[,}].*/\1/p')
+	lines=$(wc -l <"$tmp/$n.log")
+	msg=$(head -1 "$tmp/$n.log")
+	if [ $st != 0 ]; then
+		echo "FAIL: $fault: exit status $st"; tail -3 "$tmp/$n.log"; fail=1
+	elif ! cmp -s "$tmp/plain.bin" "$tmp/$n.bin"; then
+		echo "FAIL: $fault: outputs differ from the plain run's"; head -3 "$tmp/$n.log"; fail=1
+	elif [ "$want" = made-good ] && { [ "${got:-0}" = 0 ] || [ "${faults:-0}" = 0 ]; }; then
+		echo "FAIL: $fault: not made good (${got:-0} bytes offloaded, ${faults:-0} faults)"; fail=1
+	elif [ "$want" = offloaded ] && [ "${got:-0}" = 0 ]; then
+		echo "FAIL: $fault: nothing offloaded"; head -3 "$tmp/$n.log"; fail=1
+	elif [ "$want" = resident ] && [ "${got:-0}" != 0 ]; then
+		echo "FAIL: $fault: $got bytes offloaded"; fail=1
+	elif [ "$lines" -gt 6 ]; then
+		echo "FAIL: $fault: $lines lines of log"; head -8 "$tmp/$n.log"; fail=1
+	else
+		echo "ok: $fault: $want (${got:-0} bytes), ${msg:-nothing logged}"
+	fi
+done <<'CASES'
+cuMemHostRegister:1+ resident
+cuMemHostRegister:3 resident
+cuMemCreate:1 offloaded
+cuMemCreate:40 any
+cuMemCreate:40+ any
+cuMemMap:1 offloaded
+cuMemMap:40 any
+cuMemMap:60 any
+cuMemSetAccess:1 offloaded
+cuMemSetAccess:40 any
+cuMemSetAccess:40+ any
+cuStreamCreate:1 any
+cuStreamCreate:2 any
+cuEventRecord:1 any
+cuEventRecord:400 made-good
+cuEventRecord:400+ made-good
+cuMemcpyHtoDAsync:1 any
+cuMemcpyHtoDAsync:200 made-good
+cuMemcpyHtoDAsync:200+ made-good
+CASES
+exit $fail
