@@ -5,6 +5,7 @@
  * for misspellings, the nearest known name.
  */
 #include "ft/options.h"
+#include "ft/input.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -412,16 +413,24 @@ static int on_ini_line(void *ud, const char *section, const char *name,
 
 static void load_file(struct loader *l, const char *path)
 {
+	char what[256];
+	char *text = NULL;
+	size_t len = 0;
 	l->file = path;
-	int rc = ini_parse(path, on_ini_line, l);
-	if (rc == -1)
-		fail(l, "FT_CONFIG_FILE=%s: cannot open the file: %s", path,
-		     strerror(errno));
-	else if (rc == -2)
+	/* Bounded: /dev/zero, a FIFO or a directory is refused here instead
+	 * of being read for ever (or silently parsed as nothing). */
+	if (ft_input_read_file(path, FT_INPUT_CONFIG_MAX, &text, &len, what, sizeof(what))) {
+		fail(l, "FT_CONFIG_FILE=%s: %s; name an INI file with a [flextensor] section",
+		     path, what);
+		return;
+	}
+	int rc = ini_parse_string(text, on_ini_line, l);
+	if (rc == -2)
 		fail(l, "FT_CONFIG_FILE=%s: out of memory while reading it", path);
 	else if (rc > 0)
 		fail(l, "FT_CONFIG_FILE=%s: line %d is not `key = value` or `[section]`",
 		     path, rc);
+	free(text);
 }
 
 static void cross_check(struct loader *l)

@@ -13,7 +13,9 @@ trap 'rm -f "$out" "$out.trace"' EXIT
 expect() { # expect <status> <needle> env...
 	want=$1 needle=$2
 	shift 2
-	env "$@" LD_PRELOAD="$lib" "$cuda_prog" >/dev/null 2>"$out"
+	# a file read for ever (FT_CONFIG_FILE=/dev/zero) fails the test
+	# (124) instead of hanging it
+	timeout 60 env "$@" LD_PRELOAD="$lib" "$cuda_prog" >/dev/null 2>"$out"
 	st=$?
 	if [ "$st" != "$want" ] || ! grep -qF -- "$needle" "$out"; then
 		echo "FAIL: $* -> status $st (want $want), stderr:"; cat "$out"
@@ -31,6 +33,15 @@ expect 2 "selects PyTorch modules by name" FT_ENABLED=1 FT_INCLUDE_PATTERNS=mode
 expect 2 "needs FT_ENABLED=1" FT_TRACE=/tmp/ft-refusal.jsonl
 expect 2 "FT_CONFIG_FILE=/nonexistent.ini: cannot open" FT_ENABLED=1 FT_CONFIG_FILE=/nonexistent.ini
 expect 2 "refusing to run" FT_ENABLED=1 FT_LOG_LEVEL=loud
+# Only a regular file under the size limit is read as FT_CONFIG_FILE.
+expect 2 "FT_CONFIG_FILE=/dev/zero: is a character device, not a regular file" \
+	FT_ENABLED=1 FT_CONFIG_FILE=/dev/zero
+expect 2 "FT_CONFIG_FILE=/: is a directory, not a regular file" FT_ENABLED=1 FT_CONFIG_FILE=/
+expect 2 "FT_CONFIG_FILE=/proc/self/mem: cannot read the file" \
+	FT_ENABLED=1 FT_CONFIG_FILE=/proc/self/mem
+# An unusable profile.json is warned about and ignored; the program runs.
+expect 0 "/dev/zero: is a character device, not a regular file, nor a directory that holds" \
+	FT_ENABLED=1 FT_PROFILE_STORAGE_DIR=/dev/zero FT_TRACE="$out.trace"
 # Planned options are accepted and said so at info level.
 expect 0 "FT_PIECEWISE_PREFETCH=off accepted" FT_ENABLED=1 FT_PIECEWISE_PREFETCH=off FT_LOG_LEVEL=info \
 	FT_TRACE="$out.trace"

@@ -30,6 +30,11 @@ check "validate refuses a truncated file" sh -c "[ $st = 1 ] && grep -q 'refused
 "$tool" validate "$tmp/nothing" >"$tmp/out"; st=$?
 check "validate refuses a missing profile" sh -c "[ $st = 1 ] && grep -q 'refused (missing)' '$tmp/out'"
 
+# bounded: /dev/zero once took 4.8 GB of memory in 10 s
+(ulimit -v 4000000; exec timeout 60 "$tool" validate /dev/zero) >"$tmp/out"; st=$?
+check "validate refuses /dev/zero at once (exit 1)" sh -c "[ $st = 1 ] &&
+	grep -q 'refused (unreadable): /dev/zero: is a character device' '$tmp/out'"
+
 "$tool" diff "$tmp/a" "$tmp/b" >"$tmp/out"; st=$?
 check "diff of timings only exits 0" [ "$st" = 0 ]
 check "diff shows the timing change" grep -q "trap.1: compute median .* (+20.0%)" "$tmp/out"

@@ -170,6 +170,40 @@ static void ini_file(void **state)
 	unlink(path);
 }
 
+/* FT_CONFIG_FILE is read only when it is a regular file of at most
+ * FT_INPUT_CONFIG_MAX bytes: /dev/zero once hung the first CUDA call, a
+ * directory or /proc/self/mem was taken as an empty file. */
+static void config_file_kinds(void **state)
+{
+	(void)state;
+	char big[] = "/tmp/ft-test-big-XXXXXX";
+	int fd = mkstemp(big);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)(1 << 20) + 1), 0);
+	close(fd);
+	char big_var[64];
+	snprintf(big_var, sizeof(big_var), "FT_CONFIG_FILE=%s", big);
+	static const struct {
+		const char *var, *needle;
+	} cases[] = {
+		{ "FT_CONFIG_FILE=/dev/zero", "FT_CONFIG_FILE=/dev/zero: is a character device, "
+					      "not a regular file; name an INI file" },
+		{ "FT_CONFIG_FILE=/tmp", "FT_CONFIG_FILE=/tmp: is a directory, not a regular file" },
+		{ "FT_CONFIG_FILE=/proc/self/mem", "cannot read the file: Input/output error" },
+		{ NULL, ": is 1048577 bytes, more than the 1 MiB accepted" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ft_options o;
+		struct msgs m;
+		char *env[] = { cases[i].var ? (char *)cases[i].var : big_var, NULL };
+		assert_int_equal(load(&o, &m, env), 1);
+		if (!strstr(m.text[0], cases[i].needle))
+			fail_msg("%s: message '%s' lacks '%s'", env[0], m.text[0], cases[i].needle);
+		ft_options_free(&o);
+	}
+	unlink(big);
+}
+
 static void planned_notes(void **state)
 {
 	(void)state;
@@ -218,7 +252,7 @@ int main(void)
 		cmocka_unit_test(defaults_are_valid), cmocka_unit_test(env_values),
 		cmocka_unit_test(refusals),           cmocka_unit_test(cross_checks),
 		cmocka_unit_test(ini_file),           cmocka_unit_test(planned_notes),
-		cmocka_unit_test(rank_from_launchers),
+		cmocka_unit_test(rank_from_launchers), cmocka_unit_test(config_file_kinds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
