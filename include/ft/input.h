@@ -1,8 +1,9 @@
 /*
- * Bounded reads of what users hand the library and its tools: whole files,
- * which must be regular files under a size limit (never a device, a FIFO
- * or a directory, which could be read for ever or block).  The size limits
- * are named here, once.
+ * Bounded, typed reads of what users hand the library and its tools: whole
+ * files, which must be regular files under a size limit (never a device, a
+ * FIFO or a directory, which could be read for ever or block), and numbers,
+ * which must be plain decimal text, range-checked before any conversion.
+ * The size limits are named here, once.
  */
 #ifndef FT_INPUT_H
 #define FT_INPUT_H
@@ -33,5 +34,18 @@
  */
 int ft_input_read_file(const char *path, size_t limit, char **text, size_t *len,
 		       char *why, size_t why_len);
+
+/*
+ * Strict numbers.  Accepted: an optional '-', decimal digits and, for
+ * doubles, an optional fraction and exponent ("0.5", "-3", "1e6", ".25").
+ * Refused: leading or trailing spaces, '+', hexadecimal, nan, inf, any
+ * trailing text, and (doubles) values that overflow or underflow.  The
+ * decimal point is '.' whatever the process's locale.  Pure functions.
+ */
+/* 0, -EINVAL (not such a number) or -ERANGE (outside [lo, hi]). */
+int ft_input_parse_long(const char *s, long lo, long hi, long *out);
+/* 0, -EINVAL (not such a number) or -ERANGE (not a finite double, or a
+ * non-zero value too small for one); the caller checks its own range. */
+int ft_input_parse_double(const char *s, double *out);
 
 #endif

@@ -1,13 +1,17 @@
 /*
- * Bounded reads of user input (include/ft/input.h): whole files that must
- * be regular and small enough.  It exists because the obvious calls are
- * unsafe on what users actually pass: fread until EOF never ends on
- * /dev/zero and fills memory, and fopen of a FIFO blocks.
+ * Bounded, typed reads of user input (include/ft/input.h): whole files that
+ * must be regular and small enough, and numbers that must be plain decimal
+ * text.  Both exist because the obvious calls are unsafe on what users
+ * actually pass: fread until EOF never ends on /dev/zero and fills memory,
+ * fopen of a FIFO blocks, and strtol/strtod accept leading spaces, '+',
+ * hexadecimal floats, "nan" and trailing junk when checked carelessly.
  */
 #include "ft/input.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <locale.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -136,4 +140,68 @@ int ft_input_read_file(const char *path, size_t limit, char **text, size_t *len,
 	}
 	close(fd);
 	return rc;
+}
+
+int ft_input_parse_long(const char *s, long lo, long hi, long *out)
+{
+	const char *p = s + (*s == '-');
+	if (!*p)
+		return -EINVAL;
+	for (; *p; p++)
+		if (*p < '0' || *p > '9')
+			return -EINVAL;
+	/* Only digits after an optional '-' are left: strtol cannot skip
+	 * spaces or read a sign or base prefix here, only overflow. */
+	errno = 0;
+	long x = strtol(s, NULL, 10);
+	if (errno == ERANGE || x < lo || x > hi)
+		return -ERANGE;
+	*out = x;
+	return 0;
+}
+
+/* Whether s is -?(digits[.digits*]|.digits)([eE][-+]?digits)? exactly. */
+static int decimal_text(const char *s)
+{
+	const char *p = s + (*s == '-');
+	size_t whole = strspn(p, "0123456789");
+	p += whole;
+	size_t frac = 0;
+	if (*p == '.') {
+		frac = strspn(p + 1, "0123456789");
+		p += 1 + frac;
+	}
+	if (!whole && !frac)
+		return 0;
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		p += (*p == '-' || *p == '+');
+		size_t exp = strspn(p, "0123456789");
+		if (!exp)
+			return 0;
+		p += exp;
+	}
+	return !*p;
+}
+
+int ft_input_parse_double(const char *s, double *out)
+{
+	if (!decimal_text(s))
+		return -EINVAL;
+	/* strtod follows LC_NUMERIC, which the host program may have set to a
+	 * locale whose decimal point is ','; the text checked above is read in
+	 * the C locale. */
+	locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+	char *end = NULL;
+	errno = 0;
+	double x = c ? strtod_l(s, &end, c) : strtod(s, &end);
+	int e = errno;
+	if (c)
+		freelocale(c);
+	if (*end)
+		return -EINVAL;
+	if (e == ERANGE || !isfinite(x))
+		return -ERANGE;
+	*out = x;
+	return 0;
 }

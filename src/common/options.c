@@ -222,7 +222,6 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 		 char *why, size_t n)
 {
 	char *field = (char *)o + d->off;
-	char *end = NULL;
 
 	switch (d->type) {
 	case T_BOOL: {
@@ -242,13 +241,12 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 		return -1;
 	}
 	case T_INT: {
-		errno = 0;
 		if (nullable(d) && is_none(v)) {
 			*(long *)field = -1; /* ranges of nullable INTs start at 0 */
 			return 0;
 		}
-		long x = strtol(v, &end, 10);
-		if (!*v || *end || errno || x < (long)d->min || x > (long)d->max) {
+		long x;
+		if (ft_input_parse_long(v, (long)d->min, (long)d->max, &x)) {
 			snprintf(why, n, "expected a whole number from %ld to %ld%s",
 				 (long)d->min, (long)d->max, nullable(d) ? ", or none" : "");
 			return -1;
@@ -261,9 +259,9 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 			*(double *)field = NAN;
 			return 0;
 		}
-		errno = 0;
-		double x = strtod(v, &end);
-		if (!*v || *end || errno || !isfinite(x) || x <= d->min || x > d->max) {
+		/* range checked on the double, before it is stored anywhere */
+		double x;
+		if (ft_input_parse_double(v, &x) || !(x > d->min && x <= d->max)) {
 			snprintf(why, n, "expected a number greater than %g and at most %g%s",
 				 d->min, d->max, nullable(d) ? ", or none" : "");
 			return -1;
@@ -316,6 +314,21 @@ static const char *suggest(const char *word, int env_form)
 	return ft_did_you_mean(word, cands);
 }
 
+/* Refuses a name that is no option: shown is what the user wrote (an
+ * environment name, or the file and key), word the name to match against
+ * the known ones in the same form. */
+static void unknown(struct loader *l, const char *shown, const char *word, int env_form)
+{
+	const char *s = suggest(word, env_form);
+	char hint[128] = "";
+	/* FT_enabled for FT_ENABLED: the environment's names are exact */
+	if (s)
+		snprintf(hint, sizeof(hint), " (did you mean %s?%s)", s,
+			 !strcasecmp(s, word) ? " the names are upper case" : "");
+	fail(l, "%s is not a FlexTensor option%s; `flextensor-config --help` lists them",
+	     shown, hint);
+}
+
 /* Applies NAME (lower-case option name) = value from src. */
 static void apply(struct loader *l, const char *name, const char *value,
 		  enum ft_opt_source src, const char *shown)
@@ -346,9 +359,7 @@ static void apply(struct loader *l, const char *name, const char *value,
 		env_name(name, word, sizeof(word));
 	else
 		snprintf(word, sizeof(word), "%s", name);
-	const char *s = suggest(word, src == FT_SRC_ENV);
-	fail(l, "%s is not a FlexTensor option%s%s%s; `flextensor-config --help` lists them",
-	     shown, s ? " (did you mean " : "", s ? s : "", s ? "?)" : "");
+	unknown(l, shown, word, src == FT_SRC_ENV);
 }
 
 /* The rank of a process among several, from the launcher's variables
@@ -362,13 +373,11 @@ static int dist_rank(char *const *envp)
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
 		long rank = -1, size = -1;
 		for (char *const *e = envp; e && *e; e++) {
-			char *end;
 			for (int j = 0; j < 2; j++) {
 				size_t n = strlen(names[k][j]);
-				if (strncmp(*e, names[k][j], n))
-					continue;
-				long v = strtol(*e + n, &end, 10);
-				if (end != *e + n && !*end && v >= 0 && v < 1 << 20)
+				long v;
+				if (!strncmp(*e, names[k][j], n) &&
+				    !ft_input_parse_long(*e + n, 0, (1 << 20) - 1, &v))
 					*(j ? &size : &rank) = v;
 			}
 		}
@@ -472,6 +481,13 @@ int ft_options_load(struct ft_options *o, char *const *envp,
 			n = sizeof(shown) - 1;
 		memcpy(shown, *e, n);
 		shown[n] = 0;
+		/* Environment names are case-sensitive: FT_enabled is not
+		 * FT_ENABLED, and a program reading one would not see the
+		 * other, so it is refused as unknown, not taken. */
+		if (strspn(shown, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != n) {
+			unknown(&l, shown, shown, 1);
+			continue;
+		}
 		for (size_t i = 3; i <= n; i++)
 			lower[i - 3] = (char)tolower((unsigned char)shown[i]);
 		apply(&l, lower, eq + 1, FT_SRC_ENV, shown);

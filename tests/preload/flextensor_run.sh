@@ -41,6 +41,10 @@ check "--config /dev/zero exits 2 at once" [ "$st" = 2 ]
 check "--config /dev/zero: command not started" [ ! -e "$tmp/ran" ]
 check "--config /dev/zero message" grep -q "FT_CONFIG_FILE=/dev/zero: is a character device" "$tmp/err"
 
+sh "$run" --num-blocks +4 -- touch "$tmp/ran" 2>"$tmp/err"; st=$?
+check "a number with a sign exits 2" [ "$st" = 2 ]
+check "a number with a sign: message" grep -q "FT_NUM_BLOCKS=+4 is not valid" "$tmp/err"
+
 FT_NUM_BLOK=3 sh "$run" -- touch "$tmp/ran" 2>"$tmp/err"; st=$?
 check "misspelled FT_ variable in the environment exits 2" [ "$st" = 2 ]
 check "did-you-mean" grep -q "did you mean FT_NUM_BLOCKS?" "$tmp/err"

@@ -110,11 +110,59 @@ static void refused_kinds(void **state)
 	}
 }
 
+/* Numbers are plain decimal text; everything strtol/strtod would also take
+ * (spaces, '+', hex, nan, inf, trailing text) is refused. */
+static void numbers(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *s;
+		int rc;
+		long v;
+	} longs[] = {
+		{ "0", 0, 0 }, { "42", 0, 42 }, { "-3", 0, -3 }, { "0010", 0, 10 },
+		{ "1024", 0, 1024 }, { "1025", -ERANGE, 0 }, { "-11", -ERANGE, 0 },
+		{ "99999999999999999999", -ERANGE, 0 }, { "", -EINVAL, 0 }, { "-", -EINVAL, 0 },
+		{ " 4", -EINVAL, 0 }, { "4 ", -EINVAL, 0 }, { "+4", -EINVAL, 0 },
+		{ "0x10", -EINVAL, 0 }, { "4x", -EINVAL, 0 }, { "1e3", -EINVAL, 0 },
+		{ "4.0", -EINVAL, 0 }, { "--4", -EINVAL, 0 }, { "\t4", -EINVAL, 0 },
+	};
+	for (size_t i = 0; i < sizeof(longs) / sizeof(longs[0]); i++) {
+		long v = 12345;
+		int rc = ft_input_parse_long(longs[i].s, -10, 1024, &v);
+		if (rc != longs[i].rc || (!rc && v != longs[i].v) || (rc && v != 12345))
+			fail_msg("long '%s': %d %ld, expected %d %ld", longs[i].s, rc, v,
+				 longs[i].rc, longs[i].v);
+	}
+	static const struct {
+		const char *s;
+		int rc;
+		double v;
+	} doubles[] = {
+		{ "0.5", 0, 0.5 }, { ".25", 0, 0.25 }, { "1.", 0, 1.0 }, { "-3", 0, -3.0 },
+		{ "1e6", 0, 1e6 }, { "2.5E-1", 0, 0.25 }, { "1e+2", 0, 100.0 },
+		{ "1e999", -ERANGE, 0 }, { "-1e999", -ERANGE, 0 }, { "1e-400", -ERANGE, 0 },
+		{ "nan", -EINVAL, 0 }, { "NaN", -EINVAL, 0 }, { "inf", -EINVAL, 0 },
+		{ "-infinity", -EINVAL, 0 }, { "0x1p-2", -EINVAL, 0 }, { " 0.5", -EINVAL, 0 },
+		{ "0.5 ", -EINVAL, 0 }, { "+0.5", -EINVAL, 0 }, { "0,5", -EINVAL, 0 },
+		{ "abc", -EINVAL, 0 }, { "", -EINVAL, 0 }, { ".", -EINVAL, 0 },
+		{ "1e", -EINVAL, 0 }, { "e5", -EINVAL, 0 }, { "1..2", -EINVAL, 0 },
+	};
+	for (size_t i = 0; i < sizeof(doubles) / sizeof(doubles[0]); i++) {
+		double v = 12345;
+		int rc = ft_input_parse_double(doubles[i].s, &v);
+		if (rc != doubles[i].rc || (!rc && v != doubles[i].v) || (rc && v != 12345))
+			fail_msg("double '%s': %d %g, expected %d %g", doubles[i].s, rc, v,
+				 doubles[i].rc, doubles[i].v);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(regular_files),
 		cmocka_unit_test(refused_kinds),
+		cmocka_unit_test(numbers),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -76,6 +76,14 @@ static void env_values(void **state)
 	assert_int_equal(o.log_level, 3);
 	assert_int_equal(o.source[FT_OPT_num_blocks], FT_SRC_ENV);
 	ft_options_free(&o);
+	/* the decimal forms strict parsing keeps */
+	char *env2[] = { "FT_MAX_GPU_MEM_FRACTION=.25", "FT_TRANSFER_BUDGET_SCALE=2E0",
+			 "FT_VMM_MIN_BYTES=0010", NULL };
+	assert_int_equal(load(&o, &m, env2), 0);
+	assert_true(o.max_gpu_mem_fraction == 0.25);
+	assert_true(o.transfer_budget_scale == 2.0);
+	assert_int_equal(o.vmm_min_bytes, 10);
+	ft_options_free(&o);
 }
 
 static void refusals(void **state)
@@ -98,6 +106,21 @@ static void refusals(void **state)
 		{ "FT_INCLUDE_PATTERNS=model.*", "selects PyTorch modules by name" },
 		{ "FT_SHM_ENABLED=1", "not supported by libflextensor" },
 		{ "FT_CONFIG_FILE=/nonexistent/ft.ini", "cannot open the file" },
+		/* strict numbers: what strtol/strtod would also have taken */
+		{ "FT_NUM_BLOCKS= 4", "FT_NUM_BLOCKS= 4 is not valid: expected a whole number" },
+		{ "FT_NUM_BLOCKS=+4", "FT_NUM_BLOCKS=+4 is not valid" },
+		{ "FT_NUM_BLOCKS=4 ", "FT_NUM_BLOCKS=4  is not valid" },
+		{ "FT_VMM_MIN_BYTES=99999999999999999999", "expected a whole number from 0 to" },
+		{ "FT_MAX_GPU_MEM_FRACTION=0x1p-2", "FT_MAX_GPU_MEM_FRACTION=0x1p-2 is not valid" },
+		{ "FT_MAX_GPU_MEM_FRACTION= 0.5", "FT_MAX_GPU_MEM_FRACTION= 0.5 is not valid" },
+		{ "FT_MAX_GPU_MEM_FRACTION=+0.5", "FT_MAX_GPU_MEM_FRACTION=+0.5 is not valid" },
+		{ "FT_MAX_GPU_MEM_FRACTION=0.5x", "FT_MAX_GPU_MEM_FRACTION=0.5x is not valid" },
+		{ "FT_TRANSFER_BUDGET_SCALE=inf", "FT_TRANSFER_BUDGET_SCALE=inf is not valid" },
+		{ "FT_TRANSFER_BUDGET_SCALE=1e999", "FT_TRANSFER_BUDGET_SCALE=1e999 is not valid" },
+		/* the environment's names are exact: a wrong case is an unknown name */
+		{ "FT_enabled=1", "FT_enabled is not a FlexTensor option (did you mean FT_ENABLED? "
+				  "the names are upper case)" },
+		{ "FT_Num_Blocks=8", "did you mean FT_NUM_BLOCKS? the names are upper case" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct ft_options o;
