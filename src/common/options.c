@@ -83,12 +83,17 @@ static const struct {
 };
 #define N_REFUSED (sizeof(refused) / sizeof(refused[0]))
 
+struct ini_text;
+
 struct loader {
 	struct ft_options *o;
 	ft_opt_report_fn report;
 	void *ud;
 	int errors;
 	const char *file;
+	struct ini_text *text;       /* the INI file being parsed */
+	int file_line[FT_OPT_COUNT]; /* the line that set each option; 0 = none */
+	char bad_section[64];        /* the unknown section last reported */
 };
 
 static void fail(struct loader *l, const char *fmt, ...)
@@ -400,24 +405,117 @@ void ft_options_defaults(struct ft_options *o)
 	}
 }
 
+/*
+ * The INI file is handed to inih one line at a time by ini_next_line, which
+ * knows what inih cannot tell the handler: the line's number, whether it is
+ * indented, and whether it fits inih's line buffer.  inih (the system's
+ * libinih) cuts a line at its compile-time INI_MAX_LINE and parses the rest
+ * as a line of its own, so the tail of a long log_file line could set
+ * `verify = 1`; its limit cannot be raised from here (libinih's settings are
+ * the whole process's, and the host may parse INI files too), so a line that
+ * does not fit is refused instead.
+ */
+struct ini_text {
+	struct loader *l;
+	const char *p, *end;
+	int line;     /* the number of the line last handed to inih */
+	int indented; /* whether it starts with a space or a tab */
+};
+
+static char *ini_next_line(char *str, int num, void *stream)
+{
+	struct ini_text *t = stream;
+	if (t->p >= t->end)
+		return NULL;
+	const char *nl = memchr(t->p, '\n', (size_t)(t->end - t->p));
+	size_t n = nl ? (size_t)(nl + 1 - t->p) : (size_t)(t->end - t->p);
+	size_t text = n - (nl != NULL);
+	if (text && t->p[text - 1] == '\r')
+		text--;
+	t->line++;
+	t->indented = *t->p == ' ' || *t->p == '\t';
+	/* inih needs room for "\r\n" and the NUL after the text */
+	if (num < 4 || text > (size_t)num - 3) {
+		fail(t->l, "%s line %d is %zu bytes long; the INI reader (libinih) takes "
+		     "lines of at most %d bytes: shorten it, or set this option through its "
+		     "FT_* environment variable", t->l->file, t->line, text, num > 3 ? num - 3 : 0);
+		str[0] = 0; /* parsed as a blank line */
+	} else {
+		memcpy(str, t->p, n);
+		str[n] = 0;
+	}
+	t->p += n;
+	return str;
+}
+
+static int option_index(const char *name)
+{
+	for (int i = 0; i < FT_OPT_COUNT; i++)
+		if (!strcmp(name, descs[i].name))
+			return i;
+	return -1;
+}
+
+/* Each option may be set once in the file; 0 = this is the first time. */
+static int set_twice(struct loader *l, const char *name, int i)
+{
+	int line = l->text->line;
+	if (i < 0 || !l->file_line[i]) {
+		if (i >= 0)
+			l->file_line[i] = line;
+		return 0;
+	}
+	if (l->text->indented)
+		/* inih (like Python's configparser) reads an indented line as
+		 * more of the value above it */
+		fail(l, "%s line %d is indented, so the INI reader takes it as more of the "
+		     "value of %s (line %d), not as a line of its own: remove the indentation",
+		     l->file, line, name, l->file_line[i]);
+	else
+		fail(l, "%s line %d sets %s again (line %d set it first): each option may be "
+		     "set once in the file; remove one of them", l->file, line, name,
+		     l->file_line[i]);
+	return 1;
+}
+
 static int on_ini_line(void *ud, const char *section, const char *name,
 		       const char *value)
 {
 	struct loader *l = ud;
-	char shown[320];
-	snprintf(shown, sizeof(shown), "%s: [%s] %s", l->file, section, name);
+	int line = l->text->line;
 	if (strcasecmp(section, "flextensor")) {
-		fail(l, "%s: unknown section [%s]; options go in [flextensor]",
-		     l->file, section);
+		/* once per section, not once per key in it */
+		if (!l->bad_section[0] || strcmp(l->bad_section, section))
+			fail(l, "%s line %d: %s%s%s; options go in [flextensor]", l->file, line,
+			     *section ? "unknown section [" : name,
+			     *section ? section : " is outside any section", *section ? "]" : "");
+		snprintf(l->bad_section, sizeof(l->bad_section), "%s", *section ? section : " ");
 		return 1;
 	}
-	char lower[64];
+	/* Keys in the file are matched without regard to case (as INI keys
+	 * usually are; the environment's names are exact). */
+	char lower[256], shown[320];
 	size_t i;
 	for (i = 0; name[i] && i < sizeof(lower) - 1; i++)
 		lower[i] = (char)tolower((unsigned char)name[i]);
 	lower[i] = 0;
+	if (set_twice(l, name, option_index(lower)))
+		return 1;
+	snprintf(shown, sizeof(shown), "%s line %d: %s", l->file, line, name);
 	apply(l, lower, value, FT_SRC_FILE, shown);
 	return 1;
+}
+
+/* The offset of the first byte no text file holds (NUL, or a control
+ * character other than tab, CR, LF, FF, VT), or -1. */
+static long binary_at(const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)text[i];
+		if (!c || c == 0x7f || (c < 0x20 && !strchr("\t\n\r\f\v", c)))
+			return (long)i;
+	}
+	return -1;
 }
 
 static void load_file(struct loader *l, const char *path)
@@ -433,12 +531,22 @@ static void load_file(struct loader *l, const char *path)
 		     path, what);
 		return;
 	}
-	int rc = ini_parse_string(text, on_ini_line, l);
+	/* A binary file is one error, not one per line of junk. */
+	long at = binary_at(text, len);
+	if (at >= 0) {
+		fail(l, "FT_CONFIG_FILE=%s: not a text file (byte %ld is 0x%02x); name an INI "
+		     "file with a [flextensor] section", path, at, (unsigned char)text[at]);
+		free(text);
+		return;
+	}
+	struct ini_text t = { .l = l, .p = text, .end = text + len };
+	l->text = &t;
+	int rc = ini_parse_stream(ini_next_line, &t, on_ini_line, l);
 	if (rc == -2)
 		fail(l, "FT_CONFIG_FILE=%s: out of memory while reading it", path);
 	else if (rc > 0)
-		fail(l, "FT_CONFIG_FILE=%s: line %d is not `key = value` or `[section]`",
-		     path, rc);
+		fail(l, "%s line %d is not `key = value`, a comment or a `[section]`", path, rc);
+	l->text = NULL;
 	free(text);
 }
 

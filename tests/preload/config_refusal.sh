@@ -39,6 +39,12 @@ expect 2 "FT_CONFIG_FILE=/dev/zero: is a character device, not a regular file" \
 expect 2 "FT_CONFIG_FILE=/: is a directory, not a regular file" FT_ENABLED=1 FT_CONFIG_FILE=/
 expect 2 "FT_CONFIG_FILE=/proc/self/mem: cannot read the file" \
 	FT_ENABLED=1 FT_CONFIG_FILE=/proc/self/mem
+# A binary file is one error line (an ELF file once gave 480), then the refusal.
+expect 2 "not a text file (byte 0 is 0x7f)" FT_ENABLED=1 FT_CONFIG_FILE="$cuda_prog"
+if [ "$(grep -c "error:" "$out")" != 2 ]; then
+	echo "FAIL: a binary FT_CONFIG_FILE gave more than one error:"; cat "$out"
+	fail=1
+fi
 # An unusable profile.json is warned about and ignored; the program runs.
 expect 0 "/dev/zero: is a character device, not a regular file, nor a directory that holds" \
 	FT_ENABLED=1 FT_PROFILE_STORAGE_DIR=/dev/zero FT_TRACE="$out.trace"

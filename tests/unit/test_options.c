@@ -227,6 +227,111 @@ static void config_file_kinds(void **state)
 	unlink(big);
 }
 
+/* Writes n bytes to a fresh temporary INI file; its FT_CONFIG_FILE=... in var. */
+static void ini_write(const void *text, size_t n, char *path, char *var, size_t var_len)
+{
+	strcpy(path, "/tmp/ft-test-XXXXXX.ini");
+	int fd = mkstemps(path, 4);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, n), (ssize_t)n);
+	close(fd);
+	snprintf(var, var_len, "FT_CONFIG_FILE=%s", path);
+}
+
+/* inih cuts lines at its INI_MAX_LINE (200) and parsed the rest as a line
+ * of its own: the tail of a long log_file line set verify = 1. */
+static void ini_long_lines(void **state)
+{
+	(void)state;
+	char text[512], path[64], var[96];
+	int k = snprintf(text, sizeof(text), "[flextensor]\nlog_file = /tmp/");
+	memset(text + k, 'a', 199 - 16);
+	snprintf(text + k + 183, sizeof(text) - (size_t)k - 183, "verify = 1\nnum_blocks = 6\n");
+	ini_write(text, strlen(text), path, var, sizeof(var));
+	struct ft_options o;
+	struct msgs m;
+	char *env[] = { var, NULL };
+	assert_int_equal(load(&o, &m, env), 1);
+	assert_non_null(strstr(m.text[0], " line 2 is 209 bytes long; the INI reader (libinih) "
+					  "takes lines of at most 197 bytes"));
+	assert_false(o.verify);
+	assert_int_equal(o.num_blocks, 6); /* the lines after it are still read */
+	ft_options_free(&o);
+	unlink(path);
+
+	/* the longest line that fits, with either line end */
+	k = snprintf(text, sizeof(text), "[flextensor]\r\nlog_file = /");
+	memset(text + k, 'b', 197 - 12);
+	snprintf(text + k + 185, sizeof(text) - (size_t)k - 185, "\r\nverify = 0");
+	ini_write(text, strlen(text), path, var, sizeof(var));
+	assert_int_equal(load(&o, &m, env), 0);
+	assert_int_equal(strlen(o.log_file), 186);
+	ft_options_free(&o);
+	unlink(path);
+}
+
+/* A binary file is one error, not one for each line of junk. */
+static void ini_binary(void **state)
+{
+	(void)state;
+	char text[4096], path[64], var[96];
+	size_t n = 0;
+	while (n + 20 < sizeof(text)) {
+		memcpy(text + n, "[flextensor]\n\x01\x02=\x7f\n\0\n", 19);
+		n += 19;
+	}
+	ini_write(text, n, path, var, sizeof(var));
+	struct ft_options o;
+	struct msgs m;
+	char *env[] = { var, NULL };
+	assert_int_equal(load(&o, &m, env), 1);
+	assert_non_null(strstr(m.text[0], ": not a text file (byte 13 is 0x01); name an INI file"));
+	ft_options_free(&o);
+	unlink(path);
+}
+
+/* The one rule for keys given twice: refused, with both lines.  An indented
+ * line is read by INI as more of the value above it, and said so. */
+static void ini_duplicates(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text, *needle;
+	} cases[] = {
+		{ "[flextensor]\nnum_blocks = 6\nverify = 0\nnum_blocks = 8\n",
+		  " line 4 sets num_blocks again (line 2 set it first): each option may be set "
+		  "once in the file" },
+		{ "[flextensor]\nnum_blocks = 6\n[flextensor]\nNUM_BLOCKS = 6\n",
+		  " line 4 sets NUM_BLOCKS again (line 2 set it first)" },
+		{ "[flextensor]\nlog_file = /tmp/a.log\n  verify = 1\n",
+		  " line 3 is indented, so the INI reader takes it as more of the value of "
+		  "log_file (line 2)" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char path[64], var[96];
+		ini_write(cases[i].text, strlen(cases[i].text), path, var, sizeof(var));
+		struct ft_options o;
+		struct msgs m;
+		char *env[] = { var, NULL };
+		assert_int_equal(load(&o, &m, env), 1);
+		if (!strstr(m.text[0], cases[i].needle))
+			fail_msg("case %zu: message '%s' lacks '%s'", i, m.text[0], cases[i].needle);
+		ft_options_free(&o);
+		unlink(path);
+	}
+	/* the environment may still override what the file set once */
+	char path[64], var[96];
+	const char *once = "[flextensor]\nnum_blocks = 6\n";
+	ini_write(once, strlen(once), path, var, sizeof(var));
+	struct ft_options o;
+	struct msgs m;
+	char *env[] = { var, "FT_NUM_BLOCKS=8", NULL };
+	assert_int_equal(load(&o, &m, env), 0);
+	assert_int_equal(o.num_blocks, 8);
+	ft_options_free(&o);
+	unlink(path);
+}
+
 static void planned_notes(void **state)
 {
 	(void)state;
@@ -276,6 +381,8 @@ int main(void)
 		cmocka_unit_test(refusals),           cmocka_unit_test(cross_checks),
 		cmocka_unit_test(ini_file),           cmocka_unit_test(planned_notes),
 		cmocka_unit_test(rank_from_launchers), cmocka_unit_test(config_file_kinds),
+		cmocka_unit_test(ini_long_lines),     cmocka_unit_test(ini_binary),
+		cmocka_unit_test(ini_duplicates),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
