@@ -15,6 +15,10 @@
 /* profile.json: a few hundred bytes a trap and a weight; a model with a
  * million weights stays far below it. */
 #define FT_INPUT_PROFILE_MAX ((size_t)256 << 20)
+/* A path in an FT_* option: PATH_MAX (4096, with its NUL) less room for
+ * what the library appends (/profile.rank<N>.json, .tmp.<pid>.<n>) or
+ * substitutes (%p in FT_TRACE). */
+#define FT_INPUT_PATH_MAX 4000
 
 /*
  * Reads the regular file path, at most limit bytes, into a NUL-terminated

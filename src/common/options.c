@@ -290,6 +290,14 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 		return 0;
 	}
 	case T_PATH: {
+		/* refused, never cut: a cut path names another file */
+		size_t len = strlen(v);
+		if (len > FT_INPUT_PATH_MAX) {
+			snprintf(why, n, "the path is %zu bytes long, more than the %d accepted "
+				 "(the system's limit, 4096, less room for what the library adds "
+				 "to it); choose a shorter path", len, FT_INPUT_PATH_MAX);
+			return -1;
+		}
 		char **p = (char **)field;
 		free(*p);
 		*p = is_none(v) ? NULL : strdup(v);
@@ -317,6 +325,16 @@ static const char *suggest(const char *word, int env_form)
 	}
 	cands[k] = NULL;
 	return ft_did_you_mean(word, cands);
+}
+
+/* value, or its start and end around "..." when it is too long to show */
+static const char *elide(const char *value, char *out, size_t n)
+{
+	size_t len = strlen(value);
+	if (len < 100)
+		return value;
+	snprintf(out, n, "%.48s...%s", value, value + len - 32);
+	return out;
 }
 
 /* Refuses a name that is no option: shown is what the user wrote (an
@@ -352,9 +370,9 @@ static void apply(struct loader *l, const char *name, const char *value,
 			     shown);
 			return;
 		}
-		char why[320];
+		char why[320], v[128];
 		if (parse(&descs[i], value, l->o, why, sizeof(why)) < 0)
-			fail(l, "%s=%s is not valid: %s", shown, value, why);
+			fail(l, "%s=%s is not valid: %s", shown, elide(value, v, sizeof(v)), why);
 		else
 			l->o->source[i] = (unsigned char)src;
 		return;
@@ -520,22 +538,24 @@ static long binary_at(const char *text, size_t len)
 
 static void load_file(struct loader *l, const char *path)
 {
-	char what[256];
+	char what[256], shown[128];
 	char *text = NULL;
 	size_t len = 0;
-	l->file = path;
+	/* l->file, for messages only while the file is read */
+	const char *name = elide(path, shown, sizeof(shown));
+	l->file = name;
 	/* Bounded: /dev/zero, a FIFO or a directory is refused here instead
 	 * of being read for ever (or silently parsed as nothing). */
 	if (ft_input_read_file(path, FT_INPUT_CONFIG_MAX, &text, &len, what, sizeof(what))) {
 		fail(l, "FT_CONFIG_FILE=%s: %s; name an INI file with a [flextensor] section",
-		     path, what);
+		     name, what);
 		return;
 	}
 	/* A binary file is one error, not one per line of junk. */
 	long at = binary_at(text, len);
 	if (at >= 0) {
 		fail(l, "FT_CONFIG_FILE=%s: not a text file (byte %ld is 0x%02x); name an INI "
-		     "file with a [flextensor] section", path, at, (unsigned char)text[at]);
+		     "file with a [flextensor] section", name, at, (unsigned char)text[at]);
 		free(text);
 		return;
 	}
@@ -543,9 +563,9 @@ static void load_file(struct loader *l, const char *path)
 	l->text = &t;
 	int rc = ini_parse_stream(ini_next_line, &t, on_ini_line, l);
 	if (rc == -2)
-		fail(l, "FT_CONFIG_FILE=%s: out of memory while reading it", path);
+		fail(l, "FT_CONFIG_FILE=%s: out of memory while reading it", name);
 	else if (rc > 0)
-		fail(l, "%s line %d is not `key = value`, a comment or a `[section]`", path, rc);
+		fail(l, "%s line %d is not `key = value`, a comment or a `[section]`", name, rc);
 	l->text = NULL;
 	free(text);
 }
@@ -574,7 +594,8 @@ int ft_options_load(struct ft_options *o, char *const *envp,
 
 	static const char cf[] = "FT_CONFIG_FILE=";
 	for (char *const *e = envp; e && *e; e++)
-		if (!strncmp(*e, cf, sizeof(cf) - 1) && !is_none(*e + sizeof(cf) - 1))
+		if (!strncmp(*e, cf, sizeof(cf) - 1) && !is_none(*e + sizeof(cf) - 1) &&
+		    strlen(*e + sizeof(cf) - 1) <= FT_INPUT_PATH_MAX) /* else refused below */
 			load_file(&l, *e + sizeof(cf) - 1);
 
 	for (char *const *e = envp; e && *e; e++) {

@@ -39,6 +39,9 @@ expect 2 "FT_CONFIG_FILE=/dev/zero: is a character device, not a regular file" \
 expect 2 "FT_CONFIG_FILE=/: is a directory, not a regular file" FT_ENABLED=1 FT_CONFIG_FILE=/
 expect 2 "FT_CONFIG_FILE=/proc/self/mem: cannot read the file" \
 	FT_ENABLED=1 FT_CONFIG_FILE=/proc/self/mem
+# A path longer than the library's buffers is refused, never cut.
+long=/tmp/$(printf '%4079s' '' | tr ' ' a)/x
+expect 2 "is not valid: the path is 4086 bytes long" FT_ENABLED=1 FT_TRACE="$long"
 # A binary file is one error line (an ELF file once gave 480), then the refusal.
 expect 2 "not a text file (byte 0 is 0x7f)" FT_ENABLED=1 FT_CONFIG_FILE="$cuda_prog"
 if [ "$(grep -c "error:" "$out")" != 2 ]; then

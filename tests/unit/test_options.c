@@ -332,6 +332,46 @@ static void ini_duplicates(void **state)
 	unlink(path);
 }
 
+/* A path longer than the library's buffers is refused, never cut (a
+ * 4,086-byte FT_TRACE was cut to its first 4,080 bytes); the message shows
+ * the value's ends, not all of it. */
+static void long_paths(void **state)
+{
+	(void)state;
+	static const char *const vars[] = { "FT_TRACE", "FT_LOG_FILE", "FT_PROFILE_STORAGE_DIR",
+					    "FT_CONFIG_FILE" };
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		for (size_t len = 4000; len <= 4086; len += 86) {
+			char *var = malloc(len + 64);
+			int k = sprintf(var, "%s=/tmp/", vars[i]);
+			memset(var + k, 'a', len - 7); /* "/tmp/" + a... + "/x": len bytes */
+			strcpy(var + k + len - 7, "/x");
+			struct ft_options o;
+			struct msgs m;
+			char *env[] = { var, "FT_ENABLED=1", NULL };
+			int errors = load(&o, &m, env);
+			if (len == 4086) {
+				char needle[160];
+				snprintf(needle, sizeof(needle), "%s=/tmp/aaa", vars[i]);
+				assert_int_equal(errors, 1);
+				assert_non_null(strstr(m.text[0], needle));
+				assert_non_null(strstr(m.text[0], "aaa...aaa"));
+				assert_non_null(strstr(m.text[0], "aaa/x is not valid: the path is "
+								  "4086 bytes long, more than the "
+								  "4000 accepted"));
+				assert_true(strlen(m.text[0]) < 400);
+			} else if (i == 3) { /* accepted, and then not found */
+				assert_int_equal(errors, 1);
+				assert_non_null(strstr(m.text[0], "cannot open the file"));
+			} else {
+				assert_int_equal(errors, 0);
+			}
+			ft_options_free(&o);
+			free(var);
+		}
+	}
+}
+
 static void planned_notes(void **state)
 {
 	(void)state;
@@ -382,7 +422,7 @@ int main(void)
 		cmocka_unit_test(ini_file),           cmocka_unit_test(planned_notes),
 		cmocka_unit_test(rank_from_launchers), cmocka_unit_test(config_file_kinds),
 		cmocka_unit_test(ini_long_lines),     cmocka_unit_test(ini_binary),
-		cmocka_unit_test(ini_duplicates),
+		cmocka_unit_test(ini_duplicates),     cmocka_unit_test(long_paths),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
