@@ -366,8 +366,8 @@ static void apply(struct loader *l, const char *name, const char *value,
 		if (strcmp(name, descs[i].name))
 			continue;
 		if (i == FT_OPT_config_file && src == FT_SRC_FILE) {
-			fail(l, "%s: a config file cannot name another config file",
-			     shown);
+			fail(l, "%s: a config file cannot name another config file; set "
+			     "FT_CONFIG_FILE in the environment", shown);
 			return;
 		}
 		char why[320], v[128];
@@ -583,7 +583,8 @@ static void cross_check(struct loader *l)
 		     "use allocation_block_transfer or raw_block_transfer, or FT_OFFLOAD_TIMING=off");
 	if (o->trace && !o->enabled)
 		fail(l, "FT_TRACE=%s needs FT_ENABLED=1 (with FT_ENABLED=0 the "
-		     "library observes nothing)", o->trace);
+		     "library observes nothing, so there would be nothing to trace): set "
+		     "FT_ENABLED=1 or unset FT_TRACE", o->trace);
 }
 
 int ft_options_load(struct ft_options *o, char *const *envp,

@@ -104,7 +104,11 @@ static void refusals(void **state)
 		{ "FT_TRANSFER_MODE=fast", "allocation_block_transfer, raw_block_transfer, strategy" },
 		{ "FT_OFFLOAD_TIMING=always", "expected one of off, eager, cuda_graph" },
 		{ "FT_INCLUDE_PATTERNS=model.*", "selects PyTorch modules by name" },
-		{ "FT_SHM_ENABLED=1", "not supported by libflextensor" },
+		{ "FT_SHM_ENABLED=1", "FT_SHM_ENABLED is not supported: it shares upstream's host "
+				      "store between processes; libflextensor keeps one store per "
+				      "process; remove it" },
+		{ "FT_NVME_OFFLOAD_ENABLED=1", "FT_NVME_OFFLOAD_ENABLED is not supported: it turns on "
+					       "upstream's NVMe offload" },
 		{ "FT_CONFIG_FILE=/nonexistent/ft.ini", "cannot open the file" },
 		/* strict numbers: what strtol/strtod would also have taken */
 		{ "FT_NUM_BLOCKS= 4", "FT_NUM_BLOCKS= 4 is not valid: expected a whole number" },
@@ -372,6 +376,80 @@ static void long_paths(void **state)
 	}
 }
 
+/* flextensor-config --list: an option whose default is none lists as none
+ * (FT_GPU_DEVICE was listed as 0 while unset). */
+static void listing(void **state)
+{
+	(void)state;
+	struct ft_options o;
+	struct msgs m;
+	char *env[] = { "FT_NUM_BLOCKS=8", NULL };
+	assert_int_equal(load(&o, &m, env), 0);
+	FILE *f = tmpfile();
+	assert_non_null(f);
+	ft_options_dump(&o, fileno(f), 0);
+	ft_options_free(&o);
+	rewind(f);
+	char line[1024], name[64] = "", value[256] = "", source[32] = "";
+	int nones = 0, listed = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "FT_", 3)) {
+			assert_int_equal(sscanf(line, "%63s %255s %31s", name, value, source), 3);
+			listed++;
+		} else if (!strncmp(line, "    default none;", 17)) {
+			nones++;
+			if (strcmp(value, "none") || strcmp(source, "(default)"))
+				fail_msg("%s is listed as %s %s, its default is none", name, value,
+					 source);
+		}
+		if (!strcmp(name, "FT_GPU_DEVICE") && !strncmp(line, "FT_", 3))
+			assert_string_equal(line, "FT_GPU_DEVICE              none                  "
+						  "       (default)\n");
+		if (!strcmp(name, "FT_NUM_BLOCKS") && !strncmp(line, "FT_", 3))
+			assert_true(!strcmp(value, "8") && !strcmp(source, "(env)"));
+	}
+	fclose(f);
+	assert_int_equal(listed, FT_OPT_COUNT);
+	assert_true(nones >= 6); /* gpu_device, the fraction, the paths */
+}
+
+/* Every refused upstream option's message is a sentence: "FT_X is not
+ * supported: it <verb>s ..." (it read "it NVMe offload is not supported"). */
+static void refused_sentences(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *name, *why;
+	} refused[] = {
+#define FT_OPT(n, ...)
+#define FT_OPT_REFUSED(n, w) { #n, w },
+#include "ft/options.def"
+#undef FT_OPT
+#undef FT_OPT_REFUSED
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		char var[96], want[512];
+		size_t k = (size_t)snprintf(var, sizeof(var), "FT_");
+		for (const char *c = refused[i].name; *c; c++)
+			var[k++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+		var[k] = 0;
+		snprintf(want, sizeof(want), "%s is not supported: it %s; remove it", var,
+			 refused[i].why);
+		strcat(var, "=1");
+		struct ft_options o;
+		struct msgs m;
+		char *env[] = { var, NULL };
+		assert_int_equal(load(&o, &m, env), 1);
+		assert_string_equal(m.text[0], want);
+		/* the first word is a verb in the third person: "selects", "arms" */
+		size_t w = strcspn(refused[i].why, " ");
+		if (w < 3 || refused[i].why[w - 1] != 's' || refused[i].why[0] < 'a' ||
+		    refused[i].why[0] > 'z' || !strncmp(refused[i].why, "is ", 3))
+			fail_msg("%s: \"it %s\" does not read as a sentence", var, refused[i].why);
+		ft_options_free(&o);
+	}
+}
+
 static void planned_notes(void **state)
 {
 	(void)state;
@@ -423,6 +501,7 @@ int main(void)
 		cmocka_unit_test(rank_from_launchers), cmocka_unit_test(config_file_kinds),
 		cmocka_unit_test(ini_long_lines),     cmocka_unit_test(ini_binary),
 		cmocka_unit_test(ini_duplicates),     cmocka_unit_test(long_paths),
+		cmocka_unit_test(listing),            cmocka_unit_test(refused_sentences),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
