@@ -15,7 +15,7 @@ expect() { # expect <status> <needle> env...
 	shift 2
 	# a file read for ever (FT_CONFIG_FILE=/dev/zero) fails the test
 	# (124) instead of hanging it
-	timeout 60 env "$@" LD_PRELOAD="$lib" "$cuda_prog" >/dev/null 2>"$out"
+	timeout 20 env "$@" LD_PRELOAD="$lib" "$cuda_prog" >/dev/null 2>"$out"
 	st=$?
 	if [ "$st" != "$want" ] || ! grep -qF -- "$needle" "$out"; then
 		echo "FAIL: $* -> status $st (want $want), stderr:"; cat "$out"
