@@ -112,7 +112,7 @@ int ft_coread_from_weights(struct ft_profile *p, const uint32_t (*pairs)[2], uin
 enum ft_profile_refusal {
 	FT_PROFILE_OK = 0,
 	FT_PROFILE_MISSING,      /* no file */
-	FT_PROFILE_UNREADABLE,   /* I/O error */
+	FT_PROFILE_UNREADABLE,   /* I/O error, not a regular file, or too large */
 	FT_PROFILE_CORRUPT,      /* not JSON, or a field missing or of the wrong type */
 	FT_PROFILE_NEWER,        /* written by a newer schema */
 	FT_PROFILE_OLDER,        /* written by an older schema */
@@ -139,7 +139,9 @@ enum ft_profile_refusal ft_profile_from_json(const char *text, struct ft_profile
 
 /* Writes dir/profile.json atomically.  0 or -errno. */
 int ft_profile_save(const struct ft_profile *p, const char *dir);
-/* Reads dir/profile.json (or the file itself when path names a file). */
+/* Reads dir/profile.json (or the file itself when path names a file): a
+ * regular file of at most FT_INPUT_PROFILE_MAX bytes (ft/input.h), else
+ * FT_PROFILE_UNREADABLE with the reason. */
 enum ft_profile_refusal ft_profile_load(const char *path, struct ft_profile *p,
 					char *why, size_t why_len);
 

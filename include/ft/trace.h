@@ -24,7 +24,8 @@ struct ft_trace {
 	int pid;
 };
 
-/* Opens (appends to) path; "%p" in it becomes the pid.  0 or -errno. */
+/* Opens (appends to) path; "%p" in it becomes the pid.  0 or -errno
+ * (-ENAMETOOLONG when the expanded path would not fit PATH_MAX). */
 int ft_trace_open(struct ft_trace *t, const char *path);
 static inline int ft_trace_on(const struct ft_trace *t) { return t->fd >= 0; }
 /* Starts a record of kind ev (caller adds fields, then calls emit). */

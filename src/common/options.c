@@ -5,6 +5,7 @@
  * for misspellings, the nearest known name.
  */
 #include "ft/options.h"
+#include "ft/input.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -82,12 +83,17 @@ static const struct {
 };
 #define N_REFUSED (sizeof(refused) / sizeof(refused[0]))
 
+struct ini_text;
+
 struct loader {
 	struct ft_options *o;
 	ft_opt_report_fn report;
 	void *ud;
 	int errors;
 	const char *file;
+	struct ini_text *text;       /* the INI file being parsed */
+	int file_line[FT_OPT_COUNT]; /* the line that set each option; 0 = none */
+	char bad_section[64];        /* the unknown section last reported */
 };
 
 static void fail(struct loader *l, const char *fmt, ...)
@@ -221,7 +227,6 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 		 char *why, size_t n)
 {
 	char *field = (char *)o + d->off;
-	char *end = NULL;
 
 	switch (d->type) {
 	case T_BOOL: {
@@ -241,13 +246,12 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 		return -1;
 	}
 	case T_INT: {
-		errno = 0;
 		if (nullable(d) && is_none(v)) {
 			*(long *)field = -1; /* ranges of nullable INTs start at 0 */
 			return 0;
 		}
-		long x = strtol(v, &end, 10);
-		if (!*v || *end || errno || x < (long)d->min || x > (long)d->max) {
+		long x;
+		if (ft_input_parse_long(v, (long)d->min, (long)d->max, &x)) {
 			snprintf(why, n, "expected a whole number from %ld to %ld%s",
 				 (long)d->min, (long)d->max, nullable(d) ? ", or none" : "");
 			return -1;
@@ -260,9 +264,9 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 			*(double *)field = NAN;
 			return 0;
 		}
-		errno = 0;
-		double x = strtod(v, &end);
-		if (!*v || *end || errno || !isfinite(x) || x <= d->min || x > d->max) {
+		/* range checked on the double, before it is stored anywhere */
+		double x;
+		if (ft_input_parse_double(v, &x) || !(x > d->min && x <= d->max)) {
 			snprintf(why, n, "expected a number greater than %g and at most %g%s",
 				 d->min, d->max, nullable(d) ? ", or none" : "");
 			return -1;
@@ -286,6 +290,14 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 		return 0;
 	}
 	case T_PATH: {
+		/* refused, never cut: a cut path names another file */
+		size_t len = strlen(v);
+		if (len > FT_INPUT_PATH_MAX) {
+			snprintf(why, n, "the path is %zu bytes long, more than the %d accepted "
+				 "(the system's limit, 4096, less room for what the library adds "
+				 "to it); choose a shorter path", len, FT_INPUT_PATH_MAX);
+			return -1;
+		}
 		char **p = (char **)field;
 		free(*p);
 		*p = is_none(v) ? NULL : strdup(v);
@@ -315,6 +327,31 @@ static const char *suggest(const char *word, int env_form)
 	return ft_did_you_mean(word, cands);
 }
 
+/* value, or its start and end around "..." when it is too long to show */
+static const char *elide(const char *value, char *out, size_t n)
+{
+	size_t len = strlen(value);
+	if (len < 100)
+		return value;
+	snprintf(out, n, "%.48s...%s", value, value + len - 32);
+	return out;
+}
+
+/* Refuses a name that is no option: shown is what the user wrote (an
+ * environment name, or the file and key), word the name to match against
+ * the known ones in the same form. */
+static void unknown(struct loader *l, const char *shown, const char *word, int env_form)
+{
+	const char *s = suggest(word, env_form);
+	char hint[128] = "";
+	/* FT_enabled for FT_ENABLED: the environment's names are exact */
+	if (s)
+		snprintf(hint, sizeof(hint), " (did you mean %s?%s)", s,
+			 !strcasecmp(s, word) ? " the names are upper case" : "");
+	fail(l, "%s is not a FlexTensor option%s; `flextensor-config --help` lists them",
+	     shown, hint);
+}
+
 /* Applies NAME (lower-case option name) = value from src. */
 static void apply(struct loader *l, const char *name, const char *value,
 		  enum ft_opt_source src, const char *shown)
@@ -329,13 +366,13 @@ static void apply(struct loader *l, const char *name, const char *value,
 		if (strcmp(name, descs[i].name))
 			continue;
 		if (i == FT_OPT_config_file && src == FT_SRC_FILE) {
-			fail(l, "%s: a config file cannot name another config file",
-			     shown);
+			fail(l, "%s: a config file cannot name another config file; set "
+			     "FT_CONFIG_FILE in the environment", shown);
 			return;
 		}
-		char why[320];
+		char why[320], v[128];
 		if (parse(&descs[i], value, l->o, why, sizeof(why)) < 0)
-			fail(l, "%s=%s is not valid: %s", shown, value, why);
+			fail(l, "%s=%s is not valid: %s", shown, elide(value, v, sizeof(v)), why);
 		else
 			l->o->source[i] = (unsigned char)src;
 		return;
@@ -345,9 +382,7 @@ static void apply(struct loader *l, const char *name, const char *value,
 		env_name(name, word, sizeof(word));
 	else
 		snprintf(word, sizeof(word), "%s", name);
-	const char *s = suggest(word, src == FT_SRC_ENV);
-	fail(l, "%s is not a FlexTensor option%s%s%s; `flextensor-config --help` lists them",
-	     shown, s ? " (did you mean " : "", s ? s : "", s ? "?)" : "");
+	unknown(l, shown, word, src == FT_SRC_ENV);
 }
 
 /* The rank of a process among several, from the launcher's variables
@@ -361,13 +396,11 @@ static int dist_rank(char *const *envp)
 	for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++) {
 		long rank = -1, size = -1;
 		for (char *const *e = envp; e && *e; e++) {
-			char *end;
 			for (int j = 0; j < 2; j++) {
 				size_t n = strlen(names[k][j]);
-				if (strncmp(*e, names[k][j], n))
-					continue;
-				long v = strtol(*e + n, &end, 10);
-				if (end != *e + n && !*end && v >= 0 && v < 1 << 20)
+				long v;
+				if (!strncmp(*e, names[k][j], n) &&
+				    !ft_input_parse_long(*e + n, 0, (1 << 20) - 1, &v))
 					*(j ? &size : &rank) = v;
 			}
 		}
@@ -390,38 +423,151 @@ void ft_options_defaults(struct ft_options *o)
 	}
 }
 
+/*
+ * The INI file is handed to inih one line at a time by ini_next_line, which
+ * knows what inih cannot tell the handler: the line's number, whether it is
+ * indented, and whether it fits inih's line buffer.  inih (the system's
+ * libinih) cuts a line at its compile-time INI_MAX_LINE and parses the rest
+ * as a line of its own, so the tail of a long log_file line could set
+ * `verify = 1`; its limit cannot be raised from here (libinih's settings are
+ * the whole process's, and the host may parse INI files too), so a line that
+ * does not fit is refused instead.
+ */
+struct ini_text {
+	struct loader *l;
+	const char *p, *end;
+	int line;     /* the number of the line last handed to inih */
+	int indented; /* whether it starts with a space or a tab */
+};
+
+static char *ini_next_line(char *str, int num, void *stream)
+{
+	struct ini_text *t = stream;
+	if (t->p >= t->end)
+		return NULL;
+	const char *nl = memchr(t->p, '\n', (size_t)(t->end - t->p));
+	size_t n = nl ? (size_t)(nl + 1 - t->p) : (size_t)(t->end - t->p);
+	size_t text = n - (nl != NULL);
+	if (text && t->p[text - 1] == '\r')
+		text--;
+	t->line++;
+	t->indented = *t->p == ' ' || *t->p == '\t';
+	/* inih needs room for "\r\n" and the NUL after the text */
+	if (num < 4 || text > (size_t)num - 3) {
+		fail(t->l, "%s line %d is %zu bytes long; the INI reader (libinih) takes "
+		     "lines of at most %d bytes: shorten it, or set this option through its "
+		     "FT_* environment variable", t->l->file, t->line, text, num > 3 ? num - 3 : 0);
+		str[0] = 0; /* parsed as a blank line */
+	} else {
+		memcpy(str, t->p, n);
+		str[n] = 0;
+	}
+	t->p += n;
+	return str;
+}
+
+static int option_index(const char *name)
+{
+	for (int i = 0; i < FT_OPT_COUNT; i++)
+		if (!strcmp(name, descs[i].name))
+			return i;
+	return -1;
+}
+
+/* Each option may be set once in the file; 0 = this is the first time. */
+static int set_twice(struct loader *l, const char *name, int i)
+{
+	int line = l->text->line;
+	if (i < 0 || !l->file_line[i]) {
+		if (i >= 0)
+			l->file_line[i] = line;
+		return 0;
+	}
+	if (l->text->indented)
+		/* inih (like Python's configparser) reads an indented line as
+		 * more of the value above it */
+		fail(l, "%s line %d is indented, so the INI reader takes it as more of the "
+		     "value of %s (line %d), not as a line of its own: remove the indentation",
+		     l->file, line, name, l->file_line[i]);
+	else
+		fail(l, "%s line %d sets %s again (line %d set it first): each option may be "
+		     "set once in the file; remove one of them", l->file, line, name,
+		     l->file_line[i]);
+	return 1;
+}
+
 static int on_ini_line(void *ud, const char *section, const char *name,
 		       const char *value)
 {
 	struct loader *l = ud;
-	char shown[320];
-	snprintf(shown, sizeof(shown), "%s: [%s] %s", l->file, section, name);
+	int line = l->text->line;
 	if (strcasecmp(section, "flextensor")) {
-		fail(l, "%s: unknown section [%s]; options go in [flextensor]",
-		     l->file, section);
+		/* once per section, not once per key in it */
+		if (!l->bad_section[0] || strcmp(l->bad_section, section))
+			fail(l, "%s line %d: %s%s%s; options go in [flextensor]", l->file, line,
+			     *section ? "unknown section [" : name,
+			     *section ? section : " is outside any section", *section ? "]" : "");
+		snprintf(l->bad_section, sizeof(l->bad_section), "%s", *section ? section : " ");
 		return 1;
 	}
-	char lower[64];
+	/* Keys in the file are matched without regard to case (as INI keys
+	 * usually are; the environment's names are exact). */
+	char lower[256], shown[320];
 	size_t i;
 	for (i = 0; name[i] && i < sizeof(lower) - 1; i++)
 		lower[i] = (char)tolower((unsigned char)name[i]);
 	lower[i] = 0;
+	if (set_twice(l, name, option_index(lower)))
+		return 1;
+	snprintf(shown, sizeof(shown), "%s line %d: %s", l->file, line, name);
 	apply(l, lower, value, FT_SRC_FILE, shown);
 	return 1;
 }
 
+/* The offset of the first byte no text file holds (NUL, or a control
+ * character other than tab, CR, LF, FF, VT), or -1. */
+static long binary_at(const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)text[i];
+		if (!c || c == 0x7f || (c < 0x20 && !strchr("\t\n\r\f\v", c)))
+			return (long)i;
+	}
+	return -1;
+}
+
 static void load_file(struct loader *l, const char *path)
 {
-	l->file = path;
-	int rc = ini_parse(path, on_ini_line, l);
-	if (rc == -1)
-		fail(l, "FT_CONFIG_FILE=%s: cannot open the file: %s", path,
-		     strerror(errno));
-	else if (rc == -2)
-		fail(l, "FT_CONFIG_FILE=%s: out of memory while reading it", path);
+	char what[256], shown[128];
+	char *text = NULL;
+	size_t len = 0;
+	/* l->file, for messages only while the file is read */
+	const char *name = elide(path, shown, sizeof(shown));
+	l->file = name;
+	/* Bounded: /dev/zero, a FIFO or a directory is refused here instead
+	 * of being read for ever (or silently parsed as nothing). */
+	if (ft_input_read_file(path, FT_INPUT_CONFIG_MAX, &text, &len, what, sizeof(what))) {
+		fail(l, "FT_CONFIG_FILE=%s: %s; name an INI file with a [flextensor] section",
+		     name, what);
+		return;
+	}
+	/* A binary file is one error, not one per line of junk. */
+	long at = binary_at(text, len);
+	if (at >= 0) {
+		fail(l, "FT_CONFIG_FILE=%s: not a text file (byte %ld is 0x%02x); name an INI "
+		     "file with a [flextensor] section", name, at, (unsigned char)text[at]);
+		free(text);
+		return;
+	}
+	struct ini_text t = { .l = l, .p = text, .end = text + len };
+	l->text = &t;
+	int rc = ini_parse_stream(ini_next_line, &t, on_ini_line, l);
+	if (rc == -2)
+		fail(l, "FT_CONFIG_FILE=%s: out of memory while reading it", name);
 	else if (rc > 0)
-		fail(l, "FT_CONFIG_FILE=%s: line %d is not `key = value` or `[section]`",
-		     path, rc);
+		fail(l, "%s line %d is not `key = value`, a comment or a `[section]`", name, rc);
+	l->text = NULL;
+	free(text);
 }
 
 static void cross_check(struct loader *l)
@@ -437,7 +583,8 @@ static void cross_check(struct loader *l)
 		     "use allocation_block_transfer or raw_block_transfer, or FT_OFFLOAD_TIMING=off");
 	if (o->trace && !o->enabled)
 		fail(l, "FT_TRACE=%s needs FT_ENABLED=1 (with FT_ENABLED=0 the "
-		     "library observes nothing)", o->trace);
+		     "library observes nothing, so there would be nothing to trace): set "
+		     "FT_ENABLED=1 or unset FT_TRACE", o->trace);
 }
 
 int ft_options_load(struct ft_options *o, char *const *envp,
@@ -448,7 +595,8 @@ int ft_options_load(struct ft_options *o, char *const *envp,
 
 	static const char cf[] = "FT_CONFIG_FILE=";
 	for (char *const *e = envp; e && *e; e++)
-		if (!strncmp(*e, cf, sizeof(cf) - 1) && !is_none(*e + sizeof(cf) - 1))
+		if (!strncmp(*e, cf, sizeof(cf) - 1) && !is_none(*e + sizeof(cf) - 1) &&
+		    strlen(*e + sizeof(cf) - 1) <= FT_INPUT_PATH_MAX) /* else refused below */
 			load_file(&l, *e + sizeof(cf) - 1);
 
 	for (char *const *e = envp; e && *e; e++) {
@@ -463,6 +611,13 @@ int ft_options_load(struct ft_options *o, char *const *envp,
 			n = sizeof(shown) - 1;
 		memcpy(shown, *e, n);
 		shown[n] = 0;
+		/* Environment names are case-sensitive: FT_enabled is not
+		 * FT_ENABLED, and a program reading one would not see the
+		 * other, so it is refused as unknown, not taken. */
+		if (strspn(shown, "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") != n) {
+			unknown(&l, shown, shown, 1);
+			continue;
+		}
 		for (size_t i = 3; i <= n; i++)
 			lower[i - 3] = (char)tolower((unsigned char)shown[i]);
 		apply(&l, lower, eq + 1, FT_SRC_ENV, shown);

@@ -3,6 +3,7 @@
  * load with a reason for every refusal (include/ft/profile.h).
  */
 #include "ft/profile.h"
+#include "ft/input.h"
 #include "ft/plan.h"
 
 #include <cjson/cJSON.h>
@@ -489,43 +490,40 @@ int ft_profile_save(const struct ft_profile *p, const char *dir)
 enum ft_profile_refusal ft_profile_load(const char *path, struct ft_profile *p,
 					char *why, size_t why_len)
 {
-	char file[4096];
+	char dir_file[4096], what[256];
+	const char *file = path;
 	struct stat st;
 	memset(p, 0, sizeof(*p));
-	if (!stat(path, &st) && S_ISDIR(st.st_mode))
-		snprintf(file, sizeof(file), "%s/%s", path, FT_PROFILE_FILE);
-	else
-		snprintf(file, sizeof(file), "%s", path);
-	FILE *f = fopen(file, "r");
-	if (!f) {
-		int e = errno;
-		if (why && why_len)
-			snprintf(why, why_len, "%s: %s", file, strerror(e));
-		return e == ENOENT ? FT_PROFILE_MISSING : FT_PROFILE_UNREADABLE;
-	}
-	char *text = NULL;
-	size_t len = 0, cap = 0;
-	for (;;) {
-		if (len + 65536 > cap) {
-			char *t = realloc(text, cap = len + 65536 + cap);
-			if (!t)
-				break;
-			text = t;
+	if (why && why_len)
+		why[0] = 0;
+	int is_dir = !stat(path, &st) && S_ISDIR(st.st_mode);
+	if (is_dir) {
+		int n = snprintf(dir_file, sizeof(dir_file), "%s/%s", path, FT_PROFILE_FILE);
+		if (n < 0 || (size_t)n >= sizeof(dir_file)) {
+			if (why && why_len)
+				snprintf(why, why_len, "%.64s...: the path is too long", path);
+			return FT_PROFILE_UNREADABLE;
 		}
-		size_t r = fread(text + len, 1, cap - len - 1, f);
-		len += r;
-		if (r == 0)
-			break;
+		file = dir_file;
 	}
-	int err = ferror(f);
-	fclose(f);
-	if (!text || err) {
+	/* Bounded: a device (FT_PROFILE_STORAGE_DIR=/dev/zero), a FIFO or a
+	 * huge file is refused rather than read until memory runs out. */
+	char *text = NULL;
+	size_t len = 0;
+	int rc = ft_input_read_file(file, FT_INPUT_PROFILE_MAX, &text, &len, what, sizeof(what));
+	if (rc) {
+		if (why && why_len)
+			snprintf(why, why_len, "%s: %s%s%s", file, what,
+				 rc == -EINVAL && !is_dir ? ", nor a directory that holds " : "",
+				 rc == -EINVAL && !is_dir ? FT_PROFILE_FILE : "");
+		return rc == -ENOENT ? FT_PROFILE_MISSING : FT_PROFILE_UNREADABLE;
+	}
+	if (memchr(text, 0, len)) {
 		free(text);
 		if (why && why_len)
-			snprintf(why, why_len, "%s: read error", file);
-		return FT_PROFILE_UNREADABLE;
+			snprintf(why, why_len, "%s: holds NUL bytes, so it is not JSON text", file);
+		return FT_PROFILE_CORRUPT;
 	}
-	text[len] = 0;
 	enum ft_profile_refusal r = ft_profile_from_json(text, p, why, why_len);
 	free(text);
 	return r;

@@ -13,7 +13,9 @@ trap 'rm -f "$out" "$out.trace"' EXIT
 expect() { # expect <status> <needle> env...
 	want=$1 needle=$2
 	shift 2
-	env "$@" LD_PRELOAD="$lib" "$cuda_prog" >/dev/null 2>"$out"
+	# a file read for ever (FT_CONFIG_FILE=/dev/zero) fails the test
+	# (124) instead of hanging it
+	timeout 20 env "$@" LD_PRELOAD="$lib" "$cuda_prog" >/dev/null 2>"$out"
 	st=$?
 	if [ "$st" != "$want" ] || ! grep -qF -- "$needle" "$out"; then
 		echo "FAIL: $* -> status $st (want $want), stderr:"; cat "$out"
@@ -31,6 +33,24 @@ expect 2 "selects PyTorch modules by name" FT_ENABLED=1 FT_INCLUDE_PATTERNS=mode
 expect 2 "needs FT_ENABLED=1" FT_TRACE=/tmp/ft-refusal.jsonl
 expect 2 "FT_CONFIG_FILE=/nonexistent.ini: cannot open" FT_ENABLED=1 FT_CONFIG_FILE=/nonexistent.ini
 expect 2 "refusing to run" FT_ENABLED=1 FT_LOG_LEVEL=loud
+# Only a regular file under the size limit is read as FT_CONFIG_FILE.
+expect 2 "FT_CONFIG_FILE=/dev/zero: is a character device, not a regular file" \
+	FT_ENABLED=1 FT_CONFIG_FILE=/dev/zero
+expect 2 "FT_CONFIG_FILE=/: is a directory, not a regular file" FT_ENABLED=1 FT_CONFIG_FILE=/
+expect 2 "FT_CONFIG_FILE=/proc/self/mem: cannot read the file" \
+	FT_ENABLED=1 FT_CONFIG_FILE=/proc/self/mem
+# A path longer than the library's buffers is refused, never cut.
+long=/tmp/$(printf '%4079s' '' | tr ' ' a)/x
+expect 2 "is not valid: the path is 4086 bytes long" FT_ENABLED=1 FT_TRACE="$long"
+# A binary file is one error line (an ELF file once gave 480), then the refusal.
+expect 2 "not a text file (byte 0 is 0x7f)" FT_ENABLED=1 FT_CONFIG_FILE="$cuda_prog"
+if [ "$(grep -c "error:" "$out")" != 2 ]; then
+	echo "FAIL: a binary FT_CONFIG_FILE gave more than one error:"; cat "$out"
+	fail=1
+fi
+# An unusable profile.json is warned about and ignored; the program runs.
+expect 0 "/dev/zero: is a character device, not a regular file, nor a directory that holds" \
+	FT_ENABLED=1 FT_PROFILE_STORAGE_DIR=/dev/zero FT_TRACE="$out.trace"
 # Planned options are accepted and said so at info level.
 expect 0 "FT_PIECEWISE_PREFETCH=off accepted" FT_ENABLED=1 FT_PIECEWISE_PREFETCH=off FT_LOG_LEVEL=info \
 	FT_TRACE="$out.trace"

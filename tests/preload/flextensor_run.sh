@@ -40,6 +40,16 @@ check "bad value exits 2" [ "$st" = 2 ]
 check "bad value: command not started" [ ! -e "$tmp/ran" ]
 check "bad value message" grep -q "FT_MAX_GPU_MEM_FRACTION=1.7 is not valid" "$tmp/err"
 
+(ulimit -v 4000000; exec timeout 20 sh "$run" --config /dev/zero -- touch "$tmp/ran") \
+	2>"$tmp/err"; st=$?
+check "--config /dev/zero exits 2 at once" [ "$st" = 2 ]
+check "--config /dev/zero: command not started" [ ! -e "$tmp/ran" ]
+check "--config /dev/zero message" grep -q "FT_CONFIG_FILE=/dev/zero: is a character device" "$tmp/err"
+
+sh "$run" --num-blocks +4 -- touch "$tmp/ran" 2>"$tmp/err"; st=$?
+check "a number with a sign exits 2" [ "$st" = 2 ]
+check "a number with a sign: message" grep -q "FT_NUM_BLOCKS=+4 is not valid" "$tmp/err"
+
 FT_NUM_BLOK=3 sh "$run" -- touch "$tmp/ran" 2>"$tmp/err"; st=$?
 check "misspelled FT_ variable in the environment exits 2" [ "$st" = 2 ]
 check "did-you-mean" grep -q "did you mean FT_NUM_BLOCKS?" "$tmp/err"

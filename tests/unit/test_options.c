@@ -76,6 +76,14 @@ static void env_values(void **state)
 	assert_int_equal(o.log_level, 3);
 	assert_int_equal(o.source[FT_OPT_num_blocks], FT_SRC_ENV);
 	ft_options_free(&o);
+	/* the decimal forms strict parsing keeps */
+	char *env2[] = { "FT_MAX_GPU_MEM_FRACTION=.25", "FT_TRANSFER_BUDGET_SCALE=2E0",
+			 "FT_VMM_MIN_BYTES=0010", NULL };
+	assert_int_equal(load(&o, &m, env2), 0);
+	assert_true(o.max_gpu_mem_fraction == 0.25);
+	assert_true(o.transfer_budget_scale == 2.0);
+	assert_int_equal(o.vmm_min_bytes, 10);
+	ft_options_free(&o);
 }
 
 static void refusals(void **state)
@@ -96,8 +104,27 @@ static void refusals(void **state)
 		{ "FT_TRANSFER_MODE=fast", "allocation_block_transfer, raw_block_transfer, strategy" },
 		{ "FT_OFFLOAD_TIMING=always", "expected one of off, eager, cuda_graph" },
 		{ "FT_INCLUDE_PATTERNS=model.*", "selects PyTorch modules by name" },
-		{ "FT_SHM_ENABLED=1", "not supported by libflextensor" },
+		{ "FT_SHM_ENABLED=1", "FT_SHM_ENABLED is not supported: it shares upstream's host "
+				      "store between processes; libflextensor keeps one store per "
+				      "process; remove it" },
+		{ "FT_NVME_OFFLOAD_ENABLED=1", "FT_NVME_OFFLOAD_ENABLED is not supported: it turns on "
+					       "upstream's NVMe offload" },
 		{ "FT_CONFIG_FILE=/nonexistent/ft.ini", "cannot open the file" },
+		/* strict numbers: what strtol/strtod would also have taken */
+		{ "FT_NUM_BLOCKS= 4", "FT_NUM_BLOCKS= 4 is not valid: expected a whole number" },
+		{ "FT_NUM_BLOCKS=+4", "FT_NUM_BLOCKS=+4 is not valid" },
+		{ "FT_NUM_BLOCKS=4 ", "FT_NUM_BLOCKS=4  is not valid" },
+		{ "FT_VMM_MIN_BYTES=99999999999999999999", "expected a whole number from 0 to" },
+		{ "FT_MAX_GPU_MEM_FRACTION=0x1p-2", "FT_MAX_GPU_MEM_FRACTION=0x1p-2 is not valid" },
+		{ "FT_MAX_GPU_MEM_FRACTION= 0.5", "FT_MAX_GPU_MEM_FRACTION= 0.5 is not valid" },
+		{ "FT_MAX_GPU_MEM_FRACTION=+0.5", "FT_MAX_GPU_MEM_FRACTION=+0.5 is not valid" },
+		{ "FT_MAX_GPU_MEM_FRACTION=0.5x", "FT_MAX_GPU_MEM_FRACTION=0.5x is not valid" },
+		{ "FT_TRANSFER_BUDGET_SCALE=inf", "FT_TRANSFER_BUDGET_SCALE=inf is not valid" },
+		{ "FT_TRANSFER_BUDGET_SCALE=1e999", "FT_TRANSFER_BUDGET_SCALE=1e999 is not valid" },
+		/* the environment's names are exact: a wrong case is an unknown name */
+		{ "FT_enabled=1", "FT_enabled is not a FlexTensor option (did you mean FT_ENABLED? "
+				  "the names are upper case)" },
+		{ "FT_Num_Blocks=8", "did you mean FT_NUM_BLOCKS? the names are upper case" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		struct ft_options o;
@@ -170,6 +197,259 @@ static void ini_file(void **state)
 	unlink(path);
 }
 
+/* FT_CONFIG_FILE is read only when it is a regular file of at most
+ * FT_INPUT_CONFIG_MAX bytes: /dev/zero once hung the first CUDA call, a
+ * directory or /proc/self/mem was taken as an empty file. */
+static void config_file_kinds(void **state)
+{
+	(void)state;
+	char big[] = "/tmp/ft-test-big-XXXXXX";
+	int fd = mkstemp(big);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)(1 << 20) + 1), 0);
+	close(fd);
+	char big_var[64];
+	snprintf(big_var, sizeof(big_var), "FT_CONFIG_FILE=%s", big);
+	static const struct {
+		const char *var, *needle;
+	} cases[] = {
+		{ "FT_CONFIG_FILE=/dev/zero", "FT_CONFIG_FILE=/dev/zero: is a character device, "
+					      "not a regular file; name an INI file" },
+		{ "FT_CONFIG_FILE=/tmp", "FT_CONFIG_FILE=/tmp: is a directory, not a regular file" },
+		{ "FT_CONFIG_FILE=/proc/self/mem", "cannot read the file: Input/output error" },
+		{ NULL, ": is 1048577 bytes, more than the 1 MiB accepted" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ft_options o;
+		struct msgs m;
+		char *env[] = { cases[i].var ? (char *)cases[i].var : big_var, NULL };
+		assert_int_equal(load(&o, &m, env), 1);
+		if (!strstr(m.text[0], cases[i].needle))
+			fail_msg("%s: message '%s' lacks '%s'", env[0], m.text[0], cases[i].needle);
+		ft_options_free(&o);
+	}
+	unlink(big);
+}
+
+/* Writes n bytes to a fresh temporary INI file; its FT_CONFIG_FILE=... in var. */
+static void ini_write(const void *text, size_t n, char *path, char *var, size_t var_len)
+{
+	strcpy(path, "/tmp/ft-test-XXXXXX.ini");
+	int fd = mkstemps(path, 4);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, n), (ssize_t)n);
+	close(fd);
+	snprintf(var, var_len, "FT_CONFIG_FILE=%s", path);
+}
+
+/* inih cuts lines at its INI_MAX_LINE (200) and parsed the rest as a line
+ * of its own: the tail of a long log_file line set verify = 1. */
+static void ini_long_lines(void **state)
+{
+	(void)state;
+	char text[512], path[64], var[96];
+	int k = snprintf(text, sizeof(text), "[flextensor]\nlog_file = /tmp/");
+	memset(text + k, 'a', 199 - 16);
+	snprintf(text + k + 183, sizeof(text) - (size_t)k - 183, "verify = 1\nnum_blocks = 6\n");
+	ini_write(text, strlen(text), path, var, sizeof(var));
+	struct ft_options o;
+	struct msgs m;
+	char *env[] = { var, NULL };
+	assert_int_equal(load(&o, &m, env), 1);
+	assert_non_null(strstr(m.text[0], " line 2 is 209 bytes long; the INI reader (libinih) "
+					  "takes lines of at most 197 bytes"));
+	assert_false(o.verify);
+	assert_int_equal(o.num_blocks, 6); /* the lines after it are still read */
+	ft_options_free(&o);
+	unlink(path);
+
+	/* the longest line that fits, with either line end */
+	k = snprintf(text, sizeof(text), "[flextensor]\r\nlog_file = /");
+	memset(text + k, 'b', 197 - 12);
+	snprintf(text + k + 185, sizeof(text) - (size_t)k - 185, "\r\nverify = 0");
+	ini_write(text, strlen(text), path, var, sizeof(var));
+	assert_int_equal(load(&o, &m, env), 0);
+	assert_int_equal(strlen(o.log_file), 186);
+	ft_options_free(&o);
+	unlink(path);
+}
+
+/* A binary file is one error, not one for each line of junk. */
+static void ini_binary(void **state)
+{
+	(void)state;
+	char text[4096], path[64], var[96];
+	size_t n = 0;
+	while (n + 20 < sizeof(text)) {
+		memcpy(text + n, "[flextensor]\n\x01\x02=\x7f\n\0\n", 19);
+		n += 19;
+	}
+	ini_write(text, n, path, var, sizeof(var));
+	struct ft_options o;
+	struct msgs m;
+	char *env[] = { var, NULL };
+	assert_int_equal(load(&o, &m, env), 1);
+	assert_non_null(strstr(m.text[0], ": not a text file (byte 13 is 0x01); name an INI file"));
+	ft_options_free(&o);
+	unlink(path);
+}
+
+/* The one rule for keys given twice: refused, with both lines.  An indented
+ * line is read by INI as more of the value above it, and said so. */
+static void ini_duplicates(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text, *needle;
+	} cases[] = {
+		{ "[flextensor]\nnum_blocks = 6\nverify = 0\nnum_blocks = 8\n",
+		  " line 4 sets num_blocks again (line 2 set it first): each option may be set "
+		  "once in the file" },
+		{ "[flextensor]\nnum_blocks = 6\n[flextensor]\nNUM_BLOCKS = 6\n",
+		  " line 4 sets NUM_BLOCKS again (line 2 set it first)" },
+		{ "[flextensor]\nlog_file = /tmp/a.log\n  verify = 1\n",
+		  " line 3 is indented, so the INI reader takes it as more of the value of "
+		  "log_file (line 2)" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char path[64], var[96];
+		ini_write(cases[i].text, strlen(cases[i].text), path, var, sizeof(var));
+		struct ft_options o;
+		struct msgs m;
+		char *env[] = { var, NULL };
+		assert_int_equal(load(&o, &m, env), 1);
+		if (!strstr(m.text[0], cases[i].needle))
+			fail_msg("case %zu: message '%s' lacks '%s'", i, m.text[0], cases[i].needle);
+		ft_options_free(&o);
+		unlink(path);
+	}
+	/* the environment may still override what the file set once */
+	char path[64], var[96];
+	const char *once = "[flextensor]\nnum_blocks = 6\n";
+	ini_write(once, strlen(once), path, var, sizeof(var));
+	struct ft_options o;
+	struct msgs m;
+	char *env[] = { var, "FT_NUM_BLOCKS=8", NULL };
+	assert_int_equal(load(&o, &m, env), 0);
+	assert_int_equal(o.num_blocks, 8);
+	ft_options_free(&o);
+	unlink(path);
+}
+
+/* A path longer than the library's buffers is refused, never cut (a
+ * 4,086-byte FT_TRACE was cut to its first 4,080 bytes); the message shows
+ * the value's ends, not all of it. */
+static void long_paths(void **state)
+{
+	(void)state;
+	static const char *const vars[] = { "FT_TRACE", "FT_LOG_FILE", "FT_PROFILE_STORAGE_DIR",
+					    "FT_CONFIG_FILE" };
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		for (size_t len = 4000; len <= 4086; len += 86) {
+			char *var = malloc(len + 64);
+			int k = sprintf(var, "%s=/tmp/", vars[i]);
+			memset(var + k, 'a', len - 7); /* "/tmp/" + a... + "/x": len bytes */
+			strcpy(var + k + len - 7, "/x");
+			struct ft_options o;
+			struct msgs m;
+			char *env[] = { var, "FT_ENABLED=1", NULL };
+			int errors = load(&o, &m, env);
+			if (len == 4086) {
+				char needle[160];
+				snprintf(needle, sizeof(needle), "%s=/tmp/aaa", vars[i]);
+				assert_int_equal(errors, 1);
+				assert_non_null(strstr(m.text[0], needle));
+				assert_non_null(strstr(m.text[0], "aaa...aaa"));
+				assert_non_null(strstr(m.text[0], "aaa/x is not valid: the path is "
+								  "4086 bytes long, more than the "
+								  "4000 accepted"));
+				assert_true(strlen(m.text[0]) < 400);
+			} else if (i == 3) { /* accepted, and then not found */
+				assert_int_equal(errors, 1);
+				assert_non_null(strstr(m.text[0], "cannot open the file"));
+			} else {
+				assert_int_equal(errors, 0);
+			}
+			ft_options_free(&o);
+			free(var);
+		}
+	}
+}
+
+/* flextensor-config --list: an option whose default is none lists as none
+ * (FT_GPU_DEVICE was listed as 0 while unset). */
+static void listing(void **state)
+{
+	(void)state;
+	struct ft_options o;
+	struct msgs m;
+	char *env[] = { "FT_NUM_BLOCKS=8", NULL };
+	assert_int_equal(load(&o, &m, env), 0);
+	FILE *f = tmpfile();
+	assert_non_null(f);
+	ft_options_dump(&o, fileno(f), 0);
+	ft_options_free(&o);
+	rewind(f);
+	char line[1024], name[64] = "", value[256] = "", source[32] = "";
+	int nones = 0, listed = 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "FT_", 3)) {
+			assert_int_equal(sscanf(line, "%63s %255s %31s", name, value, source), 3);
+			listed++;
+		} else if (!strncmp(line, "    default none;", 17)) {
+			nones++;
+			if (strcmp(value, "none") || strcmp(source, "(default)"))
+				fail_msg("%s is listed as %s %s, its default is none", name, value,
+					 source);
+		}
+		if (!strcmp(name, "FT_GPU_DEVICE") && !strncmp(line, "FT_", 3))
+			assert_string_equal(line, "FT_GPU_DEVICE              none                  "
+						  "       (default)\n");
+		if (!strcmp(name, "FT_NUM_BLOCKS") && !strncmp(line, "FT_", 3))
+			assert_true(!strcmp(value, "8") && !strcmp(source, "(env)"));
+	}
+	fclose(f);
+	assert_int_equal(listed, FT_OPT_COUNT);
+	assert_true(nones >= 6); /* gpu_device, the fraction, the paths */
+}
+
+/* Every refused upstream option's message is a sentence: "FT_X is not
+ * supported: it <verb>s ..." (it read "it NVMe offload is not supported"). */
+static void refused_sentences(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *name, *why;
+	} refused[] = {
+#define FT_OPT(n, ...)
+#define FT_OPT_REFUSED(n, w) { #n, w },
+#include "ft/options.def"
+#undef FT_OPT
+#undef FT_OPT_REFUSED
+	};
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		char var[96], want[512];
+		size_t k = (size_t)snprintf(var, sizeof(var), "FT_");
+		for (const char *c = refused[i].name; *c; c++)
+			var[k++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 32 : *c);
+		var[k] = 0;
+		snprintf(want, sizeof(want), "%s is not supported: it %s; remove it", var,
+			 refused[i].why);
+		strcat(var, "=1");
+		struct ft_options o;
+		struct msgs m;
+		char *env[] = { var, NULL };
+		assert_int_equal(load(&o, &m, env), 1);
+		assert_string_equal(m.text[0], want);
+		/* the first word is a verb in the third person: "selects", "arms" */
+		size_t w = strcspn(refused[i].why, " ");
+		if (w < 3 || refused[i].why[w - 1] != 's' || refused[i].why[0] < 'a' ||
+		    refused[i].why[0] > 'z' || !strncmp(refused[i].why, "is ", 3))
+			fail_msg("%s: \"it %s\" does not read as a sentence", var, refused[i].why);
+		ft_options_free(&o);
+	}
+}
+
 static void planned_notes(void **state)
 {
 	(void)state;
@@ -218,7 +498,10 @@ int main(void)
 		cmocka_unit_test(defaults_are_valid), cmocka_unit_test(env_values),
 		cmocka_unit_test(refusals),           cmocka_unit_test(cross_checks),
 		cmocka_unit_test(ini_file),           cmocka_unit_test(planned_notes),
-		cmocka_unit_test(rank_from_launchers),
+		cmocka_unit_test(rank_from_launchers), cmocka_unit_test(config_file_kinds),
+		cmocka_unit_test(ini_long_lines),     cmocka_unit_test(ini_binary),
+		cmocka_unit_test(ini_duplicates),     cmocka_unit_test(long_paths),
+		cmocka_unit_test(listing),            cmocka_unit_test(refused_sentences),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

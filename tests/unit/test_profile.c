@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 
@@ -206,12 +208,50 @@ static void save_load_compat(void **state)
 	ft_profile_free(&other);
 }
 
+/* Only a regular profile.json under the size limit is read: a device
+ * (FT_PROFILE_STORAGE_DIR=/dev/zero once filled memory), a FIFO, a huge
+ * file or one with NUL bytes is refused at once with the reason. */
+static void load_bounded(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/ft-profile-XXXXXX", path[600], why[512];
+	struct ft_profile b;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/profile.json", dir);
+
+	assert_int_equal(ft_profile_load("/dev/zero", &b, why, sizeof(why)),
+			 FT_PROFILE_UNREADABLE);
+	assert_string_equal(why, "/dev/zero: is a character device, not a regular file, "
+				 "nor a directory that holds profile.json");
+
+	assert_int_equal(mkfifo(path, 0600), 0);
+	assert_int_equal(ft_profile_load(dir, &b, why, sizeof(why)), FT_PROFILE_UNREADABLE);
+	assert_non_null(strstr(why, "/profile.json: is a FIFO, not a regular file"));
+	unlink(path);
+
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, ((off_t)256 << 20) + 1), 0); /* sparse */
+	close(fd);
+	assert_int_equal(ft_profile_load(dir, &b, why, sizeof(why)), FT_PROFILE_UNREADABLE);
+	assert_non_null(strstr(why, "is 268435457 bytes, more than the 256 MiB accepted"));
+
+	fd = open(path, O_WRONLY | O_TRUNC);
+	assert_int_equal(write(fd, "{}\0{}", 5), 5);
+	close(fd);
+	assert_int_equal(ft_profile_load(path, &b, why, sizeof(why)), FT_PROFILE_CORRUPT);
+	assert_non_null(strstr(why, "holds NUL bytes"));
+	unlink(path);
+	rmdir(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(round_trip),
 		cmocka_unit_test(refusals),
 		cmocka_unit_test(save_load_compat),
+		cmocka_unit_test(load_bounded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
