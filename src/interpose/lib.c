@@ -198,8 +198,14 @@ static void init_once(void)
 
 	ft_g.libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NODELETE);
 	if (!ft_g.libcuda) {
-		ft_warn("cannot load libcuda.so.1 (%s); passing every call through",
-			dlerror());
+		/* said only where the library was asked to act (the public API
+		 * starts it in any process) */
+		if (ft_g.opt.enabled)
+			ft_warn("cannot load libcuda.so.1 (%s); passing every call through",
+				dlerror());
+		else
+			ft_debug("cannot load libcuda.so.1 (%s); passing every call through",
+				 dlerror());
 		return;
 	}
 	load_real();

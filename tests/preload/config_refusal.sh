@@ -62,4 +62,16 @@ if [ $? != 0 ] || [ -s "$out" ]; then
 else
 	echo "ok: non-CUDA process untouched by a bad setting"
 fi
+# The public API starts the library in any process; with FT_ENABLED=0 and no
+# libcuda.so.1 to load it says nothing.
+if command -v python3 >/dev/null 2>&1; then
+	env -u LD_LIBRARY_PATH FT_ENABLED=0 LD_PRELOAD="$lib" python3 -c \
+		'import ctypes; ctypes.CDLL(None).ft_mark_pass()' >/dev/null 2>"$out"
+	if [ -s "$out" ]; then
+		echo "FAIL: the public API with FT_ENABLED=0 printed:"; cat "$out"
+		fail=1
+	else
+		echo "ok: the public API with FT_ENABLED=0 is silent"
+	fi
+fi
 exit $fail
