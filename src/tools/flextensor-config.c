@@ -181,6 +181,7 @@ int main(int argc, char **argv)
 	if (errors) {
 		fprintf(stderr, "flextensor: error: %d problem(s) in the FT_* settings; "
 				"`flextensor-config --list` shows every option\n", errors);
+		ft_options_free(&o);
 		return 2;
 	}
 	if (!strcmp(cmd, "--list")) {

@@ -1,7 +1,8 @@
 #!/bin/sh
 # The unit and preload tests that exercise the library's own code, again in
 # the sanitized builds scripts/setup.sh makes beside ./build: build-asan
-# (AddressSanitizer + UndefinedBehaviorSanitizer: any report fails) and
+# (AddressSanitizer + UndefinedBehaviorSanitizer: any report fails, a leak
+# in a unit test too) and
 # build-tsan (ThreadSanitizer, on the tests that run threads and fork).
 # Exits 77 where those builds do not exist (a compiler without the
 # sanitizer runtimes).
@@ -13,22 +14,27 @@ status=0
 ran=0
 # ASan's runtime must come first among a process's libraries; a preloaded
 # library comes before the test program's own libasan, and the order check
-# is all that objects (the programs are instrumented themselves).  Leaks are
-# not checked: the library's state lives as long as the process.
-asan="verify_asan_link_order=0:detect_leaks=0:abort_on_error=0:halt_on_error=1"
-ubsan="halt_on_error=1:print_stacktrace=1"
+# is all that objects (the programs are instrumented themselves).  The unit
+# tests are checked for leaks too; the preloaded runs and the learner
+# replay are not (the library's state lives as long as the process, and the
+# replay tool does not take the learner down).
+asan="verify_asan_link_order=0:abort_on_error=0:halt_on_error=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 if [ -d "$src/build-asan" ]; then
 	ran=1
-	ASAN_OPTIONS=$asan UBSAN_OPTIONS=$ubsan meson test -C "$src/build-asan" \
+	ASAN_OPTIONS=$asan:detect_leaks=1 meson test -C "$src/build-asan" \
 		--num-processes 2 --print-errorlogs \
 		test_traps test_plan test_discover test_passes test_graphs test_kernels \
 		test_offload test_profile test_refresh test_registry test_scan test_timing \
-		passes_fixture_h200-hf8 learn_replay_capture \
+		test_input test_trace test_options passes_fixture_h200-hf8 || status=1
+	ASAN_OPTIONS=$asan:detect_leaks=0 meson test -C "$src/build-asan" --no-rebuild \
+		--num-processes 2 --print-errorlogs learn_replay_capture \
 		route_direct route_dlsym route_getproc route_runtime inert rtld_next \
-		fork_child threads nccl_alloc phases_fresh phases_graph \
+		fork_child threads nccl_alloc phases_fresh phases_graph faults \
 		offload_allocation_block_transfer offload_raw_block_transfer offload_strategy \
 		offload_graph-raw_block_transfer offload_mixed-allocation_block_transfer \
-		offload_verify offload_early offload_tail-raw_block_transfer replay_h200-hf8 || status=1
+		offload_verify offload_early offload_tail-raw_block_transfer replay_h200-hf8 \
+		config_refusal || status=1
 fi
 if [ -d "$src/build-tsan" ]; then
 	ran=1

@@ -28,8 +28,14 @@ static void collect(void *ud, const char *m)
 		snprintf(s->text[s->n++], sizeof(s->text[0]), "%s", m);
 }
 
+/* Loads env into o, freeing what the previous load into the same o held
+ * (tests reuse one struct; LeakSanitizer checks them). */
 static int load(struct ft_options *o, struct msgs *m, char **env)
 {
+	static struct ft_options *last;
+	if (o == last)
+		ft_options_free(o);
+	last = o;
 	memset(m, 0, sizeof(*m));
 	return ft_options_load(o, env, collect, m);
 }
@@ -37,7 +43,7 @@ static int load(struct ft_options *o, struct msgs *m, char **env)
 static void defaults_are_valid(void **state)
 {
 	(void)state;
-	struct ft_options o;
+	struct ft_options o = { 0 }; /* load() may free it (same address as the last) */
 	struct msgs m;
 	char *env[] = { NULL };
 	assert_int_equal(load(&o, &m, env), 0);
@@ -60,7 +66,7 @@ static void defaults_are_valid(void **state)
 static void env_values(void **state)
 {
 	(void)state;
-	struct ft_options o;
+	struct ft_options o = { 0 }; /* load() may free it (same address as the last) */
 	struct msgs m;
 	char *env[] = { "FT_ENABLED=yes", "FT_NUM_BLOCKS=8", "FT_MIN_BLOCKS=2",
 			"FT_MAX_GPU_MEM_FRACTION=0.3", "FT_TRANSFER_MODE=RAW_BLOCK_TRANSFER",
@@ -127,7 +133,7 @@ static void refusals(void **state)
 		{ "FT_Num_Blocks=8", "did you mean FT_NUM_BLOCKS? the names are upper case" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct ft_options o;
+		struct ft_options o = { 0 };
 		struct msgs m;
 		char *env[] = { (char *)cases[i].var, NULL };
 		assert_int_equal(load(&o, &m, env), 1);
@@ -141,7 +147,7 @@ static void refusals(void **state)
 static void cross_checks(void **state)
 {
 	(void)state;
-	struct ft_options o;
+	struct ft_options o = { 0 }; /* load() may free it (same address as the last) */
 	struct msgs m;
 	char *e1[] = { "FT_MIN_BLOCKS=6", NULL };
 	assert_int_equal(load(&o, &m, e1), 1);
@@ -173,7 +179,7 @@ static void ini_file(void **state)
 	close(fd);
 	char cf[256];
 	snprintf(cf, sizeof(cf), "FT_CONFIG_FILE=%s", path);
-	struct ft_options o;
+	struct ft_options o = { 0 }; /* load() may free it (same address as the last) */
 	struct msgs m;
 	/* env beats file beats default */
 	char *env[] = { cf, "FT_PROFILING_ITERS=7", NULL };
@@ -220,7 +226,7 @@ static void config_file_kinds(void **state)
 		{ NULL, ": is 1048577 bytes, more than the 1 MiB accepted" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct ft_options o;
+		struct ft_options o = { 0 };
 		struct msgs m;
 		char *env[] = { cases[i].var ? (char *)cases[i].var : big_var, NULL };
 		assert_int_equal(load(&o, &m, env), 1);
@@ -252,7 +258,7 @@ static void ini_long_lines(void **state)
 	memset(text + k, 'a', 199 - 16);
 	snprintf(text + k + 183, sizeof(text) - (size_t)k - 183, "verify = 1\nnum_blocks = 6\n");
 	ini_write(text, strlen(text), path, var, sizeof(var));
-	struct ft_options o;
+	struct ft_options o = { 0 }; /* load() may free it (same address as the last) */
 	struct msgs m;
 	char *env[] = { var, NULL };
 	assert_int_equal(load(&o, &m, env), 1);
@@ -285,7 +291,7 @@ static void ini_binary(void **state)
 		n += 19;
 	}
 	ini_write(text, n, path, var, sizeof(var));
-	struct ft_options o;
+	struct ft_options o = { 0 }; /* load() may free it (same address as the last) */
 	struct msgs m;
 	char *env[] = { var, NULL };
 	assert_int_equal(load(&o, &m, env), 1);
@@ -314,7 +320,7 @@ static void ini_duplicates(void **state)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		char path[64], var[96];
 		ini_write(cases[i].text, strlen(cases[i].text), path, var, sizeof(var));
-		struct ft_options o;
+		struct ft_options o = { 0 };
 		struct msgs m;
 		char *env[] = { var, NULL };
 		assert_int_equal(load(&o, &m, env), 1);
@@ -327,7 +333,7 @@ static void ini_duplicates(void **state)
 	char path[64], var[96];
 	const char *once = "[flextensor]\nnum_blocks = 6\n";
 	ini_write(once, strlen(once), path, var, sizeof(var));
-	struct ft_options o;
+	struct ft_options o = { 0 }; /* load() may free it (same address as the last) */
 	struct msgs m;
 	char *env[] = { var, "FT_NUM_BLOCKS=8", NULL };
 	assert_int_equal(load(&o, &m, env), 0);
@@ -350,7 +356,7 @@ static void long_paths(void **state)
 			int k = sprintf(var, "%s=/tmp/", vars[i]);
 			memset(var + k, 'a', len - 7); /* "/tmp/" + a... + "/x": len bytes */
 			strcpy(var + k + len - 7, "/x");
-			struct ft_options o;
+			struct ft_options o = { 0 };
 			struct msgs m;
 			char *env[] = { var, "FT_ENABLED=1", NULL };
 			int errors = load(&o, &m, env);
@@ -381,7 +387,7 @@ static void long_paths(void **state)
 static void listing(void **state)
 {
 	(void)state;
-	struct ft_options o;
+	struct ft_options o = { 0 }; /* load() may free it (same address as the last) */
 	struct msgs m;
 	char *env[] = { "FT_NUM_BLOCKS=8", NULL };
 	assert_int_equal(load(&o, &m, env), 0);
@@ -436,7 +442,7 @@ static void refused_sentences(void **state)
 		snprintf(want, sizeof(want), "%s is not supported: it %s; remove it", var,
 			 refused[i].why);
 		strcat(var, "=1");
-		struct ft_options o;
+		struct ft_options o = { 0 };
 		struct msgs m;
 		char *env[] = { var, NULL };
 		assert_int_equal(load(&o, &m, env), 1);
@@ -453,7 +459,7 @@ static void refused_sentences(void **state)
 static void planned_notes(void **state)
 {
 	(void)state;
-	struct ft_options o;
+	struct ft_options o = { 0 }; /* load() may free it (same address as the last) */
 	struct msgs m, notes = { 0 };
 	char *env[] = { "FT_ENABLED=1", "FT_PIECEWISE_PREFETCH=off", "FT_LOG_LEVEL=info", NULL };
 	assert_int_equal(load(&o, &m, env), 0);
@@ -484,7 +490,7 @@ static void rank_from_launchers(void **state)
 		{ { "SLURM_PROCID=5", "SLURM_NTASKS=8", NULL }, 5 },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		struct ft_options o;
+		struct ft_options o = { 0 };
 		struct msgs m;
 		assert_int_equal(load(&o, &m, (char **)cases[i].env), 0);
 		assert_int_equal(o.rank, cases[i].rank);
