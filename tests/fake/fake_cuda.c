@@ -743,6 +743,7 @@ API CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 API CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long f)
 {
 	(void)f;
+	INJECT("cuGraphInstantiate");
 	*e = (CUgraphExec)g;
 	return CUDA_SUCCESS;
 }

@@ -64,4 +64,26 @@ cuMemcpyHtoDAsync:1 any
 cuMemcpyHtoDAsync:200 made-good
 cuMemcpyHtoDAsync:200+ made-good
 CASES
+# Faults in the program's own calls: it must see what it sees without the
+# library (the same exit status and outputs, the same fault injected into
+# both runs).  mode is the offload program's (graph: a capture at step 12).
+while read -r fault mode; do
+	[ -z "$fault" ] && continue
+	n=app-$(echo "$fault" | tr ':+' '__')
+	FAKE_FAIL=$fault "$prog" "$tmp/$n-plain.bin" $mode 2>/dev/null
+	want=$?
+	FAKE_FAIL=$fault FT_PROFILING_ITERS=2 FT_TRANSFER_BUDGET_SCALE=1000 LD_PRELOAD="$lib" \
+		FT_ENABLED=1 FT_LOG_LEVEL=warn "$prog" "$tmp/$n.bin" $mode 2>"$tmp/$n.log"
+	st=$?
+	if [ $st != $want ]; then
+		echo "FAIL: $fault ($mode): exit status $st, without the library $want"; fail=1
+	elif ! cmp -s "$tmp/$n-plain.bin" "$tmp/$n.bin"; then
+		echo "FAIL: $fault ($mode): outputs differ from the run without the library"; fail=1
+	else
+		echo "ok: $fault ($mode): the program sees what it sees without the library (status $st)"
+	fi
+done <<'CASES'
+cuGraphInstantiate:1 graph
+cuGraphInstantiate:1 early
+CASES
 exit $fail
