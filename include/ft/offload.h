@@ -182,6 +182,12 @@ void ft_off_movable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t 
 void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 		   const uint16_t *words, unsigned n, unsigned nstale, struct ft_kernel *kern,
 		   const char *kernel);
+/* After ft_off_launch (or ft_off_capture_launch), once the launch is
+ * enqueued (or refused): a launch that read offloaded traps holds the
+ * engine from ft_off_launch until then, so that no other thread's load into
+ * a block it reads can record its release events on its stream before the
+ * launch is there.  Nothing when the call held nothing. */
+void ft_off_launched(struct ft_offload *o);
 /* Graphs.  A launch being captured (capture id cap, on stream s) that reads
  * offloaded traps: the executor adds its copies and waits to the capture
  * (the copy stream joins it through an event recorded on s; every block is

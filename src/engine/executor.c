@@ -515,6 +515,16 @@ static void verify_others(struct ft_offload *o, const int *touched, int nt)
 	}
 }
 
+_Thread_local struct ft_offload *ft_off_held;
+
+void ft_off_launched(struct ft_offload *o)
+{
+	if (ft_off_held && ft_off_held == o) {
+		ft_off_held = NULL;
+		pthread_mutex_unlock(&o->lock);
+	}
+}
+
 void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 		   const uint16_t *words, unsigned n, unsigned nstale, struct ft_kernel *kern,
 		   const char *kernel)
@@ -522,7 +532,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	if (!o->active || !(n + nstale || o->gpu))
 		return;
 	int touched[FT_OFF_TOUCHED], moves[FT_OFF_TOUCHED];
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	ft_off_demote_pending(o); /* traps that had to come back while a capture was under way */
 	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves);
 	verify_others(o, touched, nt);
@@ -540,14 +550,17 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	if (o->mode != FT_TM_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
 	o->cur = cur;
-	pthread_mutex_unlock(&o->lock);
+	/* The blocks it reads are its own until the launch is on its stream:
+	 * another thread's load into one records its release events there
+	 * only after it (ft_off_launched). */
+	ft_off_held = o;
 }
 
 void ft_off_freed(struct ft_offload *o, uint64_t base, uint64_t size)
 {
 	if (!o->active)
 		return;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	for (uint32_t i = 0; i < o->nw; i++)
 		if (o->w[i].lo >= base && o->w[i].lo < base + size)
 			o->w[i].trap = UINT32_MAX;
@@ -592,7 +605,7 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 {
 	if (!o->active)
 		return;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	/* traps with chunks the copy writes into (a run lies within its
 	 * trap's weights, so only the weights the range meets are looked at) */
 	for (uint32_t k = first_after(o, dst); dbytes && k < o->nw && o->w[k].lo < dst + dbytes;

@@ -208,7 +208,7 @@ void ft_off_sizes(const struct ft_offload *o, uint64_t *offloaded, uint64_t *blo
 void ft_off_fork(struct ft_offload *o, int done)
 {
 	if (o && !done)
-		pthread_mutex_lock(&o->lock);
+		ft_off_lock(o);
 	else if (o)
 		pthread_mutex_unlock(&o->lock);
 }
@@ -223,6 +223,7 @@ void ft_off_destroy(struct ft_offload *o)
 {
 	if (!o)
 		return;
+	ft_off_launched(o); /* a launch of this thread's that kept its lock */
 	release_all(o);
 	free(o);
 }

@@ -37,7 +37,7 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 		return -1;
 	}
 	const struct ft_real *r = o->real;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	if (o->cap_id && o->cap_id != cap) {
 		pthread_mutex_unlock(&o->lock);
 		return -1;
@@ -74,7 +74,7 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 	if (!o->active)
 		return;
 	const struct ft_real *r = o->real;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	if (o->cap_id && o->cap_id == cap) {
 		ft_off_timing_capture_end(o, origin);
 		if (o->mode != FT_TM_STRATEGY) {
@@ -100,7 +100,7 @@ void ft_off_capture_over(struct ft_offload *o)
 {
 	if (!o->active)
 		return;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	ft_off_demote_pending(o);
 	pthread_mutex_unlock(&o->lock);
 }
@@ -110,7 +110,7 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 	if (!o->active)
 		return;
 	const struct ft_real *r = o->real;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	if (!after && o->npending) {
 		/* graphs captured while traps had to come back read their
 		 * own memory: they come back first */

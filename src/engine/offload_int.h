@@ -165,4 +165,19 @@ int ft_off_reads_trap(struct ft_offload *o, const uint64_t *addr, unsigned n);
 /* The GPU checksum kernel's sum over n bytes of the store at p (offload.c). */
 uint64_t ft_off_host_checksum(const unsigned char *p, size_t n);
 
+/* The engine whose lock this thread kept after ft_off_launch, until its
+ * launch was enqueued (ft_off_launched), or NULL (executor.c). */
+extern _Thread_local struct ft_offload *ft_off_held;
+
+/* o->lock for an entry point of the engine: taken, or taken over from this
+ * thread's launch that kept it. */
+static inline void ft_off_lock(struct ft_offload *o)
+{
+	if (ft_off_held == o) {
+		ft_off_held = NULL;
+		return;
+	}
+	pthread_mutex_lock(&o->lock);
+}
+
 #endif

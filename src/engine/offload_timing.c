@@ -30,7 +30,7 @@ int ft_off_timing(struct ft_offload *o, struct ft_timing_store *st,
 	if (!r->cuEventElapsedTime_v2 ||
 	    (graphs && (!r->cuEventRecordWithFlags || !r->cuEventQuery)))
 		return -1;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	if (!o->events) {
 		o->etev = calloc(o->ntraps, sizeof(*o->etev));
 		if (!o->etev || make_events(r, o->etev, o->ntraps)) {
@@ -55,7 +55,7 @@ int ft_off_on_pass(struct ft_offload *o,
 {
 	if (!o->active || ft_off_timing(o, NULL, NULL, graphs))
 		return -1;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	o->pass_done = fn;
 	o->pass_arg = arg;
 	pthread_mutex_unlock(&o->lock);
@@ -206,7 +206,7 @@ int ft_off_timing_update(struct ft_offload *o)
 {
 	if (!o->active || !o->graph_timing)
 		return -1;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	int n = update(o);
 	pthread_mutex_unlock(&o->lock);
 	return n;
@@ -216,7 +216,7 @@ void ft_off_timing_reset(struct ft_offload *o)
 {
 	if (!o->active || !o->events)
 		return;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	clear(o->etev, o->ntraps);
 	for (uint32_t i = 0; i < o->ngt; i++)
 		o->gt[i].pending = 0;
@@ -235,7 +235,7 @@ void ft_off_timing_flush(struct ft_offload *o)
 {
 	if (!o->active || !o->timed)
 		return;
-	pthread_mutex_lock(&o->lock);
+	ft_off_lock(o);
 	end_eager(o);
 	o->cur = -1; /* the next launch begins a pass */
 	update(o);

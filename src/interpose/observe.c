@@ -248,6 +248,7 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 
 void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUresult rc)
 {
+	ft_off_launched(ft_g.off); /* the launch is on its stream now */
 	if (s->scanned) {
 		if (s->refs.n)
 			FT_STAT_ADD(&ft_g.stats, launch_refs, s->refs.n);

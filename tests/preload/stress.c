@@ -3,7 +3,8 @@
  * own (own activations, shared weights).  Thread 0 alone runs the first
  * GO forwards, marking its passes (ft_mark_pass), so the library learns
  * one thread's passes; the others start as it marks the pass that ends
- * profiling, so the plan is applied while they launch.  Every forward's first outputs go to OUT
+ * profiling, so the plan is applied while they launch (GO_LATE=k: k
+ * forwards later, once the plan is in effect).  Every forward's first outputs go to OUT
  * (a file), thread by thread: offload_case-style comparison with a run
  * without the library (stress.sh).  The fake driver runs a kernel inside
  * its launch call, so a block reloaded for one thread while another
@@ -27,6 +28,9 @@
 #define N (1 << 20) /* floats a tensor: 4 MiB, two chunks */
 #define KEEP 64     /* floats of each output kept */
 #define GO 4        /* thread 0's forward whose mark ends profiling */
+#ifndef GO_LATE
+#define GO_LATE 0
+#endif
 
 static CUfunction add;
 static CUdeviceptr emb, head, w[LAYERS][2];
@@ -73,7 +77,7 @@ static void *run(void *ud)
 		vec_add(s, h, head, out);
 		cuStreamSynchronize(s);
 		cuMemcpyDtoH_v2(kept[id][step], out, sizeof(kept[id][step]));
-		if (!id && step == GO)
+		if (!id && step == GO + GO_LATE)
 			atomic_store(&go, 1);
 		if (!id && mark)
 			mark();
