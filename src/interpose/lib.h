@@ -108,6 +108,7 @@ struct ft_seen {
 	const struct ft_kernel *k;
 	uint64_t seq, cap;
 	int scanned;
+	uint32_t paged; /* a captured launch paged so (its tag), said after it */
 };
 void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s);
 void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUresult rc);

@@ -196,6 +196,7 @@ static void trace_launch(const struct ft_launch *l, const struct ft_kernel *k,
 
 void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 {
+	s->paged = 0;
 	s->k = ft_kernels_get(&ft_g.kernels, l->f);
 	s->scanned = ft_scan_launch(&ft_g.reg, ft_g.tmaps, s->k && s->k->known ? &s->k->layout : NULL,
 				    l->params, l->extra, &s->refs) == 0;
@@ -236,8 +237,11 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 			/* the copies and waits go into the capture */
 			int paged = ft_off_capture_launch(ft_g.off, l->stream, s->cap, a, word, n,
 							  s->refs.n - n, kern, name);
+			/* the engine is held until the launch is enqueued: the
+			 * graphs' lock comes after (fork takes them the other
+			 * way round) */
 			if (paged > 0)
-				ft_graphs_capture_paged(ft_g.graphs, s->cap, (uint32_t)paged);
+				s->paged = (uint32_t)paged;
 			else if (paged < 0 && ft_off_offloaded(ft_g.off, a, n, &trap, &w))
 				ft_obs_hidden("a captured launch the executor cannot page (another "
 					      "capture pages weights, or the host store is pageable)",
@@ -249,6 +253,8 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUresult rc)
 {
 	ft_off_launched(ft_g.off); /* the launch is on its stream now */
+	if (s->paged)
+		ft_graphs_capture_paged(ft_g.graphs, s->cap, s->paged);
 	if (s->scanned) {
 		if (s->refs.n)
 			FT_STAT_ADD(&ft_g.stats, launch_refs, s->refs.n);

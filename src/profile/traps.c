@@ -101,9 +101,12 @@ static uint32_t chain(const uint64_t *s, uint32_t n, uint32_t p, uint32_t *c)
 
 uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_t *layers)
 {
-	for (uint32_t p = 1; p <= n / 3; p++) {
-		/* Longest run of i with s[i] == s[i + p]: it covers [a, b + p). */
-		uint32_t best_a = 0, strict = 0;
+	for (uint32_t per = 1; per <= n / 3; per++) {
+		/* Longest run of i with s[i] == s[i + per]: it covers
+		 * [a, b + per).  p is the layer's period: per, or a divisor
+		 * (per itself stays the loop's: a rejected divisor must not
+		 * send the search back to it). */
+		uint32_t best_a = 0, strict = 0, p = per;
 		uint32_t best_len = longest_run(s, n, p, 0, &best_a, &strict);
 		if (enough(best_len, p, n)) {
 			/* A divisor of p may be the layer: tensors of 1-10 MB
@@ -128,7 +131,7 @@ uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_
 			 * at a segment's end), so the longest chain of layers
 			 * each like the one before is searched from every
 			 * start, nearest the run's first. */
-			uint32_t most = 0;
+			uint32_t most = 0, first = 0;
 			for (uint32_t i = 0; i + p <= n; i++) {
 				uint32_t c = i <= best_a ? best_a - i : i;
 				if (c + p > n)
@@ -136,13 +139,14 @@ uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_
 				uint32_t b = c, k = chain(s, n, p, &b);
 				if (k > most) {
 					most = k;
-					*start = b;
+					first = b;
 				}
 			}
 			/* Layers that cover less than half the weights are not
 			 * the model's pattern: a longer period may be. */
 			if ((uint64_t)most * p * 2 < n)
 				continue;
+			*start = first;
 			*layers = most;
 			best_a = *start;
 			/* The last layer before the head may end its allocator

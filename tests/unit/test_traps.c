@@ -204,6 +204,35 @@ static void converted_to_bf16(void **state)
 	free(t);
 }
 
+/* A divisor of the period whose layers then cover too few weights was
+ * rejected, and the search went back to the period it came from, took the
+ * divisor again, and never ended (found by review: discovery hung under
+ * the learning lock).  These 44 sizes did it; the period of 14 stands. */
+static void a_rejected_divisor_ends_the_search(void **state)
+{
+	(void)state;
+	uint64_t s[44];
+	uint32_t n = 0;
+	s[n++] = 12402ull << 20;
+	for (int rep = 0; rep < 3; rep++) {
+		s[n++] = 953ull << 20;
+		s[n++] = 4974ull << 20;
+		for (int k = 0; k < 6; k++) {
+			s[n++] = 1734ull << 20;
+			s[n++] = 3316ull << 20;
+		}
+	}
+	s[n++] = 5735ull << 20;
+	assert_int_equal(n, 44);
+	uint32_t start, layers;
+	uint32_t p = ft_traps_period(s, n, &start, &layers);
+	assert_true(p == 0 || (uint64_t)p * layers * 2 >= n);
+	struct ft_trap *t;
+	int k = ft_traps_group(s, n, 256 << 20, &t);
+	check_cover(t, k, s, n);
+	free(t);
+}
+
 static void no_period_falls_back(void **state)
 {
 	(void)state;
@@ -421,6 +450,7 @@ int main(void)
 		cmocka_unit_test(one_layer_padded_differently),
 		cmocka_unit_test(qwen2_kv_segments),
 		cmocka_unit_test(converted_to_bf16),
+		cmocka_unit_test(a_rejected_divisor_ends_the_search),
 		cmocka_unit_test(no_period_falls_back),
 		cmocka_unit_test(minor_regions_in_some_layers),
 		cmocka_unit_test(layers_cut_for_a_small_budget),
