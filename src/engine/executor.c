@@ -387,7 +387,7 @@ static int hold(struct ft_offload *o, CUstream s, const int *ignored, int ni, in
  * ones read directly.  Under o->lock. */
 static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const uint16_t *words,
 		  unsigned n, unsigned nstale, struct ft_kernel *kern, const char *kernel,
-		  int *touched, int *moves)
+		  int *touched, int *moves, int *nread)
 {
 	int nt = 0, nl = 0, linked[FT_OFF_TOUCHED], ni = 0, ignored[FT_OFF_TOUCHED];
 	for (unsigned i = 0; i < n; i++) {
@@ -449,6 +449,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 			ni = ignore(o, ignored, ni, (int)o->w[k].trap);
 	}
 	nt = one_per_block(o, touched, moves, nt, kernel);
+	*nread = nt; /* the traps read; those held come after them */
 	return hold(o, s, ignored, ni, touched, moves, nt, kernel);
 }
 
@@ -474,12 +475,13 @@ static int position(const struct ft_offload *o, const int *touched, const int *m
 /* Every offloaded trap read is in its block before the launch on s runs,
  * with the timing events around the waits.  Under o->lock. */
 static void serve(struct ft_offload *o, CUstream s, const int *touched, int nt,
-		  const char *kernel, int timing)
+		  const char *kernel, int timing, int nread)
 {
 	for (int k = 0; k < nt; k++) {
 		int t = touched[k];
-		struct ft_off_tev *e = timing ? ft_off_tev(o, t) : NULL;
-		int enter = timing && !e->entered;
+		/* a trap only held (hold()) is not read: no timing window */
+		struct ft_off_tev *e = timing && k < nread ? ft_off_tev(o, t) : NULL;
+		int enter = e && !e->entered;
 		if (enter && o->t[t].block < 0)
 			ft_off_record(o, e->cs, s);
 		if (o->t[t].block >= 0) {
@@ -534,7 +536,8 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	int touched[FT_OFF_TOUCHED], moves[FT_OFF_TOUCHED];
 	ft_off_lock(o);
 	ft_off_demote_pending(o); /* traps that had to come back while a capture was under way */
-	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves);
+	int nread;
+	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, &nread);
 	verify_others(o, touched, nt);
 	if (!nt) {
 		pthread_mutex_unlock(&o->lock);
@@ -545,8 +548,8 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 		o->cap_first = cur;
 	int timing = ft_off_timing_now(o, ft_off_capturing(o));
 	if (timing)
-		ft_off_timing_before(o, s, touched, nt, cur);
-	serve(o, s, touched, nt, kernel, timing);
+		ft_off_timing_before(o, s, touched, nread, cur);
+	serve(o, s, touched, nt, kernel, timing, nread);
 	if (o->mode != FT_TM_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
 	o->cur = cur;
