@@ -251,7 +251,10 @@ static uint32_t choose_plan(struct ft_learn *L, const uint64_t *cov, int *block,
 	if (!p->plan)
 		return 0;
 	plan_blocks(p->plan, block, nblocks);
-	if (*saved && shares_a_block(p, block)) {
+	/* strategy mode's executor has one block: a saved plan made for
+	 * more (before 73458e1) would keep traps read together outside it */
+	int one = L->env.opt->transfer_mode == FT_TM_STRATEGY;
+	if (*saved && (shares_a_block(p, block) || (one && *nblocks != 1))) {
 		ft_profile_drop_plan(p);
 		*saved = 0;
 		make_plan(L, cov);
