@@ -7,6 +7,7 @@
 # (blocks, the pinned host store), inference (loads, events).
 # usage: faults.sh <libflextensor.so> <offload program>
 set -u
+. "$(dirname "$0")/trace_stat.sh"
 lib=$1 prog=$2
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -23,9 +24,8 @@ while read -r fault want; do
 		FT_ENABLED=1 FT_LOG_LEVEL=warn FT_TRACE="$tmp/$n.trace" \
 		"$prog" "$tmp/$n.bin" 2>"$tmp/$n.log"
 	st=$?
-	stats=$(sed -n '/"ev":"stats"/h; ${x;p;}' "$tmp/$n.trace" 2>/dev/null)
-	got=$(echo "$stats" | sed -n 's/.*"offloaded_bytes":\([0-9][0-9]*\)[,}].*/\1/p')
-	faults=$(echo "$stats" | sed -n 's/.*"offload_faults":\([0-9][0-9]*\)[,}].*/\1/p')
+	got=$(trace_stat "$tmp/$n.trace" offloaded_bytes)
+	faults=$(trace_stat "$tmp/$n.trace" offload_faults)
 	lines=$(wc -l <"$tmp/$n.log")
 	msg=$(head -1 "$tmp/$n.log")
 	if [ $st != 0 ]; then

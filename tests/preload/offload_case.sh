@@ -36,6 +36,7 @@
 # profile.rank<r>.json (two_ranks).
 # usage: offload_case.sh <libflextensor.so> <offload> <case>
 set -u
+. "$(dirname "$0")/trace_stat.sh"
 lib=$1 prog=$2 case=$3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -58,10 +59,7 @@ launch() {
 		FT_TRACE="$tmp/$n.trace" "$prog" "$tmp/$n.bin" $mod 2>"$tmp/$n.log"
 }
 # stat <name> <counter>: the counter in the last "stats" record of the trace
-stat() {
-	sed -n '/"ev":"stats"/h; ${x;p;}' "$tmp/$1.trace" 2>/dev/null |
-		sed -n "s/.*\"$2\":\([0-9][0-9]*\)[,}].*/\1/p"
-}
+stat() { trace_stat "$tmp/$1.trace" "$2"; }
 # is <name> <counter> <test operator> <value>
 is() {
 	v=$(stat "$1" "$2")

@@ -6,6 +6,7 @@
 # usage: stress.sh <libflextensor.so> <stress program>
 # (LD_LIBRARY_PATH must find the fake libcuda.so.1: build/tests/fake)
 set -u
+. "$(dirname "$0")/trace_stat.sh"
 lib=$1 prog=$2
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -19,8 +20,7 @@ for round in $(seq "${ROUNDS:-5}"); do
 			LD_PRELOAD="$lib" FT_ENABLED=1 FT_TRACE="$tmp/$n.trace" \
 			"$prog" "$tmp/$n.bin" 2>"$tmp/$n.log" ||
 			{ echo "FAIL: $n: exit status $?"; tail -3 "$tmp/$n.log"; fail=1; continue; }
-		got=$(sed -n '/"ev":"stats"/h; ${x;p;}' "$tmp/$n.trace" |
-			sed -n 's/.*"offloaded_bytes":\([0-9][0-9]*\)[,}].*/\1/p')
+		got=$(trace_stat "$tmp/$n.trace" offloaded_bytes)
 		if ! cmp -s "$tmp/plain.bin" "$tmp/$n.bin"; then
 			echo "FAIL: $n: outputs differ from the run without the library"; fail=1
 		elif [ "${got:-0}" = 0 ]; then
