@@ -65,6 +65,9 @@ struct ft_learn_env {
 	struct ft_offload *off;
 	struct ft_timing_store *timing, *timing_window; /* FT_OFFLOAD_TIMING */
 	_Atomic int *captures;    /* stream captures in progress, any thread */
+	/* offloading just began: graphs captured before it are made to page
+	 * what they read (NULL: none) */
+	void (*graphs_planned)(void);
 };
 
 struct ft_prof_launch {
@@ -82,6 +85,9 @@ struct ft_learn {
 	pthread_mutex_t lock;
 	struct ft_passes passes;
 	struct ft_phases phases;
+	/* launch numbers: the last one given (ft_learn_seq); eager launches
+	 * take one each, a replay one per launch of its capture */
+	_Atomic uint64_t seq;
 	_Atomic int phase;        /* phases.phase, readable without the lock */
 	int started;              /* discovery collects (see ft_learn_pass) */
 	uint64_t bounds[2];       /* the last two boundaries before it started */
@@ -157,8 +163,17 @@ void ft_learn_before(struct ft_learn *L, CUstream s, int ptsz, const struct ft_r
 /* After it: PROFILING's "after" event, pass detection, DISCOVERY's reads. */
 void ft_learn_after(struct ft_learn *L, CUstream s, int ptsz, const struct ft_refs *refs,
 		    uint64_t seq);
-/* A graph whose capture read tracked memory was replayed: one pass, whose
- * reads are those of the capture. */
+/* n new launch numbers: the first of them (the rest follow it). */
+static inline uint64_t ft_learn_seq(struct ft_learn *L, uint64_t n)
+{
+	return atomic_fetch_add_explicit(&L->seq, n, memory_order_relaxed) + 1;
+}
+/* A graph whose capture read tracked memory was replayed: its captured
+ * launches, in order, are launches as eager ones are (pass detection and
+ * discovery take them one by one: a graph may be a whole pass, as a decode
+ * step, or a piece of one, as vLLM's PIECEWISE graphs with attention run
+ * eagerly between them), except that they are not timed.  Where they are
+ * not known, the replay is one pass reading what the capture read. */
 void ft_learn_replay(struct ft_learn *L, uint64_t exec);
 /* A plan that was ready while a capture was under way is applied now, if
  * none is (a flag's load when there is no such plan). */

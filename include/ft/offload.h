@@ -212,6 +212,19 @@ void ft_off_capture_over(struct ft_offload *o);
  * published if it is done, else dropped); after, every block is unknown to
  * the eager executor and its copies wait for the replay. */
 void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag);
+/* Graphs captured before the plan (graph_sub.c).  The offloaded traps that
+ * addr[0..n) read bytes of that left the GPU, once each in first-read
+ * order: up to cap of them into out (trap, its block, the first address
+ * read in it); how many there are. */
+struct ft_off_read {
+	int trap, block;
+	uint64_t addr;
+};
+unsigned ft_off_graph_traps(struct ft_offload *o, const uint64_t *addr, unsigned n,
+			    struct ft_off_read *out, unsigned cap);
+/* Every offloaded trap addr[0..n) read comes back to the GPU for good (why:
+ * said in the log): a reader that cannot be paged. */
+void ft_off_keep(struct ft_offload *o, const uint64_t *addr, unsigned n, const char *why);
 /* The first of addr[0..n) that lies in an offloaded trap: 1 with the trap
  * and the weight's address, else 0 (a reader the executor cannot serve). */
 int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int *trap,

@@ -630,3 +630,42 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 	}
 	pthread_mutex_unlock(&o->lock);
 }
+
+unsigned ft_off_graph_traps(struct ft_offload *o, const uint64_t *addr, unsigned n,
+			    struct ft_off_read *out, unsigned cap)
+{
+	if (!o->active)
+		return 0;
+	unsigned nt = 0;
+	ft_off_lock(o);
+	for (unsigned i = 0; i < n; i++) {
+		int k = weight_of(o, addr[i]);
+		int t = k < 0 ? -1 : (int)o->w[k].trap;
+		if (t < 0 || o->t[t].block < 0 || !ft_off_weight_offloaded(o, k, addr[i]))
+			continue;
+		unsigned j = 0;
+		while (j < nt && j < cap && out[j].trap != t)
+			j++;
+		if (j < nt && j < cap)
+			continue;
+		if (nt < cap)
+			out[nt] = (struct ft_off_read){ .trap = t, .block = o->t[t].block,
+							.addr = addr[i] };
+		nt++;
+	}
+	pthread_mutex_unlock(&o->lock);
+	return nt;
+}
+
+void ft_off_keep(struct ft_offload *o, const uint64_t *addr, unsigned n, const char *why)
+{
+	if (!o->active)
+		return;
+	ft_off_lock(o);
+	for (unsigned i = 0; i < n; i++) {
+		int k = weight_of(o, addr[i]);
+		if (k >= 0 && o->t[o->w[k].trap].block >= 0)
+			ft_off_demote(o, (int)o->w[k].trap, why);
+	}
+	pthread_mutex_unlock(&o->lock);
+}

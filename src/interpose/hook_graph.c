@@ -70,11 +70,16 @@ BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz, 1)
 END_CAPTURE(cuStreamEndCapture, 0)
 END_CAPTURE(cuStreamEndCapture_ptsz, 1)
 
-static void instantiated(const char *api, CUgraph g, CUgraphExec *e, CUresult rc)
+static void instantiated(const char *api, CUgraph g, CUgraphExec *e, unsigned long long flags,
+			 CUresult rc)
 {
 	if (rc == CUDA_SUCCESS && e) {
 		FT_STAT_INC(&ft_g.stats, graph_instantiates);
-		ft_graphs_instantiate(ft_g.graphs, H(g), H(*e));
+		/* a graph that does not page what it reads is cloned: the
+		 * application may destroy it, and a plan may come later */
+		ft_graphs_instantiate(ft_g.graphs, H(g), H(*e), ft_sub_keep(g), flags);
+		if (ft_off_active(ft_g.off))
+			ft_sub_plan(*e);
 	}
 	ft_obs_event("graph_instantiate", api, rc, "graph", H(g), "exec",
 		     rc == CUDA_SUCCESS && e ? H(*e) : 0);
@@ -84,7 +89,7 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long lo
 {
 	CUresult rc = FT_CALL(cuGraphInstantiateWithFlags, e, g, flags);
 	if (OBSERVING())
-		instantiated("cuGraphInstantiateWithFlags", g, e, rc);
+		instantiated("cuGraphInstantiateWithFlags", g, e, flags, rc);
 	return rc;
 }
 
@@ -93,7 +98,7 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long lo
 	{                                                                      \
 		CUresult rc = FT_CALL(sym, e, g, p);                           \
 		if (OBSERVING())                                               \
-			instantiated(#sym, g, e, rc);                          \
+			instantiated(#sym, g, e, p ? p->flags : 0, rc);        \
 		return rc;                                                     \
 	}
 INSTANTIATE_PARAMS(cuGraphInstantiateWithParams)
@@ -111,10 +116,13 @@ static void replayed(CUgraphExec e)
 	ft_learn_replay(&ft_g.learn, H(e));
 }
 
-/* A replay of a graph captured before offloading began that reads offloaded
- * weights: nothing in it pages them, so it is said. */
+/* A replay of a graph that reads offloaded weights with nothing to page
+ * them (one that could not be cloned): said. */
 static void check_offloaded(CUgraphExec e)
 {
+	struct ft_graph_exec x;
+	if (ft_graphs_exec_get(ft_g.graphs, H(e), &x) && x.how != FT_GRAPH_UNPLANNED)
+		return; /* paged, or what it reads is back on the GPU */
 	struct ft_region_ref *r = NULL;
 	uint32_t n = ft_graphs_exec_refs(ft_g.graphs, H(e), &r);
 	uint64_t *a = n ? malloc(n * sizeof(*a)) : NULL;
@@ -132,41 +140,125 @@ static void check_offloaded(CUgraphExec e)
 	free(r);
 }
 
-#define GRAPH_ON_STREAM(sym, ev, counted)                                      \
+#define GRAPH_ON_STREAM(sym, ev, launch, ptsz)                                 \
 	CUresult sym(CUgraphExec e, CUstream s)                                \
 	{                                                                      \
-		uint32_t paged = counted && ft_off_active(ft_g.off) ?          \
-			    ft_graphs_exec_paged(ft_g.graphs, H(e)) : 0;       \
-		if (paged)                                                     \
-			ft_off_replay(ft_g.off, s, 0, paged);                  \
-		else if (counted && ft_off_active(ft_g.off))                   \
+		if (!OBSERVING())                                              \
+			return FT_CALL(sym, e, s);                             \
+		if (launch && ft_off_active(ft_g.off))                         \
 			check_offloaded(e);                                    \
-		CUresult rc = FT_CALL(sym, e, s);                              \
-		if (paged)                                                     \
-			ft_off_replay(ft_g.off, s, 1, paged);                  \
-		if (OBSERVING()) {                                             \
-			if (counted && rc == CUDA_SUCCESS) {                   \
-				FT_STAT_INC(&ft_g.stats, graph_launches);      \
-				replayed(e);                                   \
-			}                                                      \
-			ft_obs_event(ev, #sym, rc, "exec", H(e), "stream", H(s)); \
+		CUresult rc = ft_sub_launch(e, s, !launch, ptsz);              \
+		if (launch && rc == CUDA_SUCCESS) {                            \
+			FT_STAT_INC(&ft_g.stats, graph_launches);              \
+			replayed(e);                                           \
 		}                                                              \
+		ft_obs_event(ev, #sym, rc, "exec", H(e), "stream", H(s));      \
 		return rc;                                                     \
 	}
-GRAPH_ON_STREAM(cuGraphUpload, "graph_upload", 0)
-GRAPH_ON_STREAM(cuGraphUpload_ptsz, "graph_upload", 0)
-GRAPH_ON_STREAM(cuGraphLaunch, "graph_launch", 1)
-GRAPH_ON_STREAM(cuGraphLaunch_ptsz, "graph_launch", 1)
+GRAPH_ON_STREAM(cuGraphUpload, "graph_upload", 0, 0)
+GRAPH_ON_STREAM(cuGraphUpload_ptsz, "graph_upload", 0, 1)
+GRAPH_ON_STREAM(cuGraphLaunch, "graph_launch", 1, 0)
+GRAPH_ON_STREAM(cuGraphLaunch_ptsz, "graph_launch", 1, 1)
 
 
 CUresult cuGraphExecDestroy(CUgraphExec e)
 {
 	CUresult rc = FT_CALL(cuGraphExecDestroy, e);
 	if (rc == CUDA_SUCCESS && OBSERVING())
-		ft_graphs_exec_destroy(ft_g.graphs, H(e));
+		ft_graphs_exec_destroy(ft_g.graphs, H(e)); /* its substitute too */
 	if (OBSERVING())
 		ft_obs_event("graph_exec_destroy", "cuGraphExecDestroy", rc, "exec",
 			     H(e), NULL, 0);
+	return rc;
+}
+
+CUresult cuGraphDestroy(CUgraph g)
+{
+	CUresult rc = FT_CALL(cuGraphDestroy, g);
+	if (rc == CUDA_SUCCESS && OBSERVING())
+		ft_graphs_graph_destroy(ft_g.graphs, H(g)); /* executables keep their clones */
+	return rc;
+}
+
+/* An executable captured before the plan, updated with a graph captured
+ * after it: the loads the library added to the new graph change its
+ * topology, so the driver refuses an update the application's own graphs
+ * allow.  The new graph gets an executable of its own, launched in the
+ * application's place: the update succeeds as it would without the
+ * library.  0, or -1 (the driver's answer stands). */
+static int update_paged(CUgraphExec e, CUgraph g, unsigned long long flags,
+			CUgraphExecUpdateResultInfo *info)
+{
+	struct ft_graph_exec x;
+	CUgraphExec sub = NULL;
+	uint32_t tag = ft_graphs_graph_paged(ft_g.graphs, H(g));
+	if (!tag || ft_g.real.cuGraphInstantiateWithFlags(&sub, g, flags) != CUDA_SUCCESS)
+		return -1;
+	ft_graphs_exec_destroy(ft_g.graphs, H(e));
+	ft_graphs_instantiate(ft_g.graphs, H(g), H(e), 0, flags);
+	if (!ft_graphs_exec_get(ft_g.graphs, H(e), &x)) {
+		ft_g.real.cuGraphExecDestroy(sub);
+		return -1;
+	}
+	x.sub = H(sub);
+	x.how = FT_GRAPH_SUBSTITUTE;
+	ft_graphs_exec_set(ft_g.graphs, H(e), &x);
+	FT_STAT_INC(&ft_g.stats, graphs_substituted);
+	if (info)
+		*info = (CUgraphExecUpdateResultInfo){ .result = CU_GRAPH_EXEC_UPDATE_SUCCESS };
+	return 0;
+}
+
+/* The application's executable now runs graph g: its clone, its paging
+ * and what it reads are g's. */
+CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *info)
+{
+	CUresult rc = FT_CALL(cuGraphExecUpdate_v2, e, g, info);
+	if (!OBSERVING())
+		return rc;
+	struct ft_graph_exec x;
+	unsigned long long flags = ft_graphs_exec_get(ft_g.graphs, H(e), &x) ? x.flags : 0;
+	if (rc != CUDA_SUCCESS) {
+		if (ft_off_active(ft_g.off) && !update_paged(e, g, flags, info))
+			rc = CUDA_SUCCESS;
+		ft_obs_event("graph_exec_update", "cuGraphExecUpdate_v2", rc, "exec", H(e),
+			     "graph", H(g));
+		return rc;
+	}
+	ft_graphs_exec_destroy(ft_g.graphs, H(e));
+	ft_graphs_instantiate(ft_g.graphs, H(g), H(e), ft_sub_keep(g), flags);
+	if (ft_off_active(ft_g.off))
+		ft_sub_plan(e);
+	ft_obs_event("graph_exec_update", "cuGraphExecUpdate_v2", rc, "exec", H(e), "graph",
+		     H(g));
+	return rc;
+}
+
+/* A kernel node's new parameters reach the substitute: the clone takes
+ * them (the node found through the application's graph, which lives while
+ * its nodes are used) and the substitute is made again. */
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
+					   const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	CUresult rc = FT_CALL(cuGraphExecKernelNodeSetParams_v2, e, n, p);
+	struct ft_graph_exec x;
+	if (rc != CUDA_SUCCESS || !OBSERVING() || !ft_graphs_exec_get(ft_g.graphs, H(e), &x) ||
+	    !x.kept)
+		return rc;
+	CUgraphNode c = NULL;
+	if (ft_g.real.cuGraphNodeFindInClone(&c, n, (CUgraph)(uintptr_t)x.kept) ||
+	    ft_g.real.cuGraphKernelNodeSetParams_v2(c, p)) {
+		/* the clone no longer describes the executable */
+		ft_sub_unpageable(e, "a kernel node got new parameters its kept clone cannot take");
+		return rc;
+	}
+	if (x.how == FT_GRAPH_SUBSTITUTE || x.how == FT_GRAPH_BOUNDARY) {
+		x.how = FT_GRAPH_UNPLANNED;
+		x.sub = 0;
+		x.naddr = 0;
+		ft_graphs_exec_set(ft_g.graphs, H(e), &x);
+		ft_sub_plan(e);
+	}
 	return rc;
 }
 

@@ -152,6 +152,7 @@ static int start_observers(void)
 	}
 	ft_tmaps_init(ft_g.tmaps);
 	ft_graphs_init(ft_g.graphs);
+	ft_sub_init();
 	/* FT_GPU_DEVICE set: that device only; unset: the first allocated on */
 	ft_vmm_init(&ft_g.vmm, &ft_g.real, (size_t)ft_g.opt.vmm_min_bytes,
 		    ft_g.opt.max_gpu_mem_fraction, (int)ft_g.opt.gpu_device);
@@ -159,7 +160,7 @@ static int start_observers(void)
 		.real = &ft_g.real, .opt = &ft_g.opt, .stats = &ft_g.stats, .reg = &ft_g.reg,
 		.graphs = ft_g.graphs, .trace = &ft_g.trace, .vmm = &ft_g.vmm, .off = ft_g.off,
 		.timing = &ft_g.timing, .timing_window = &ft_g.timing_window,
-		.captures = &ft_g.active_captures,
+		.captures = &ft_g.active_captures, .graphs_planned = ft_sub_plan_all,
 	};
 	if (ft_learn_init(&ft_g.learn, &env)) {
 		ft_error("out of memory while starting; passing every call through");

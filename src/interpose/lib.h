@@ -110,6 +110,9 @@ struct ft_seen {
 	int scanned;
 	uint32_t paged; /* a captured launch paged so (its tag), said after it */
 };
+/* The addresses refs point to: the ones read first (how many: the return
+ * value), then the stale ones; word[i]: the parameter word of a[i]. */
+unsigned ft_obs_addrs(const struct ft_refs *refs, uint64_t *a, uint16_t *word);
 void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s);
 void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUresult rc);
 /* Generic record for capture, graph, context, module and VMM handle events:
@@ -122,5 +125,21 @@ void ft_obs_hidden(const char *what, const char *name, int trap, uint64_t weight
 /* Capture id of the capture stream s belongs to, or 0. */
 uint64_t ft_obs_capture_id(CUstream s, int ptsz);
 void ft_obs_tensormap(const char *api, const CUtensorMap *map, uint64_t addr);
+
+/* graph_sub.c: graphs captured before the plan (include/ft/graphs.h). */
+void ft_sub_init(void);
+/* At instantiation of g: a clone kept to page it later (0: none needed, or
+ * the driver refused). */
+uint64_t ft_sub_keep(CUgraph g);
+/* Once offloading is in effect: how exec's replays page what it reads
+ * (substitute, launch boundary, or kept on the GPU), decided and set up. */
+void ft_sub_plan(CUgraphExec exec);
+/* exec can no longer be paged (why): what it reads comes back to the GPU
+ * for good (its substitute goes). */
+void ft_sub_unpageable(CUgraphExec exec, const char *why);
+/* Every executable kept so far (the plan was just applied). */
+void ft_sub_plan_all(void);
+/* cuGraphLaunch / cuGraphUpload of exec on s, paged as decided. */
+CUresult ft_sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz);
 
 #endif

@@ -194,6 +194,17 @@ static void trace_launch(const struct ft_launch *l, const struct ft_kernel *k,
 	ft_trace_emit(&ft_g.trace, rec);
 }
 
+unsigned ft_obs_addrs(const struct ft_refs *refs, uint64_t *a, uint16_t *word)
+{
+	unsigned n = 0, m = refs->n;
+	for (unsigned i = 0; i < refs->n; i++) {
+		unsigned j = refs->v[i].stale ? --m : n++;
+		a[j] = refs->v[i].alloc_base + refs->v[i].offset;
+		word[j] = refs->v[i].word;
+	}
+	return n;
+}
+
 void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 {
 	s->paged = 0;
@@ -206,9 +217,11 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 		if (stale)
 			FT_STAT_ADD(&ft_g.stats, refs_stale, stale);
 	}
-	/* The launch counter is also the launch's sequence number. */
-	s->seq = FT_STAT_INC(&ft_g.stats, launches);
+	FT_STAT_INC(&ft_g.stats, launches);
 	s->cap = ft_obs_capture_id(l->stream, l->ptsz);
+	/* a captured launch runs in its replays, which number their launches
+	 * then: it takes no number of its own (the latest one, for the trace) */
+	s->seq = s->cap ? atomic_load(&ft_g.learn.seq) : ft_learn_seq(&ft_g.learn, 1);
 	if (s->scanned && !s->cap)
 		ft_learn_before(&ft_g.learn, l->stream, l->ptsz, &s->refs, s->seq);
 	if (!ft_off_active(ft_g.off))
@@ -218,16 +231,11 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 		ft_warn_once("kernel %s cannot be scanned while weights are offloaded: if it reads "
 			     "one, it reads whatever the block holds", name);
 	} else if (s->refs.n || ft_off_verifying(ft_g.off)) {
-		/* the references the kernel reads, then the stale ones (any
-		 * launch with FT_VERIFY: it releases the blocks it does not read) */
+		/* (any launch with FT_VERIFY: it releases the blocks it does
+		 * not read) */
 		uint64_t a[FT_MAX_REFS];
 		uint16_t word[FT_MAX_REFS];
-		unsigned n = 0, m = s->refs.n;
-		for (unsigned i = 0; i < s->refs.n; i++) {
-			unsigned j = s->refs.v[i].stale ? --m : n++;
-			a[j] = s->refs.v[i].alloc_base + s->refs.v[i].offset;
-			word[j] = s->refs.v[i].word;
-		}
+		unsigned n = ft_obs_addrs(&s->refs, a, word);
 		struct ft_kernel *kern = (struct ft_kernel *)s->k;
 		int trap;
 		uint64_t w;
@@ -267,7 +275,7 @@ void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUr
 	}
 	if (s->cap) {
 		FT_STAT_INC(&ft_g.stats, captured_launches);
-		if (s->scanned && s->refs.n) {
+		if (s->scanned) { /* every launch counts, read or not */
 			struct ft_region_ref r[FT_MAX_REFS];
 			unsigned n = ft_learn_regions(&s->refs, r);
 			ft_graphs_capture_read(ft_g.graphs, s->cap, r, n);

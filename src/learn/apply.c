@@ -360,6 +360,8 @@ void ft_learn_offload(struct ft_learn *L)
 	ft_vmm_unlimit(L->env.vmm);
 	if (L->env.opt->offload_timing != FT_TIMING_OFF)
 		start_timing(L);
+	if (L->env.graphs_planned)
+		L->env.graphs_planned();
 	ft_learn_arm_refresh(L, p);
 out:
 	free(w);

@@ -18,7 +18,7 @@ void ft_learn_alloc(struct ft_learn *L, uint64_t id)
 		return;
 	pthread_mutex_lock(&L->lock);
 	uint32_t i = L->nallocs++ % FT_ALLOC_EVENTS;
-	L->allocs[i].seq = atomic_load(&L->env.stats->v[FT_STAT_launches]);
+	L->allocs[i].seq = atomic_load(&L->seq);
 	L->allocs[i].id = id;
 	pthread_mutex_unlock(&L->lock);
 }
@@ -117,7 +117,7 @@ void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
 		return;
 	atomic_fetch_add_explicit(&L->env.stats->v[stat[source]], 1, memory_order_relaxed);
 	int phase = L->phases.phase, changed = 0;
-	uint64_t at = source == FT_PASS_EAGER ? start : atomic_load(&L->env.stats->v[FT_STAT_launches]);
+	uint64_t at = source == FT_PASS_EAGER ? start : atomic_load(&L->seq);
 	if (!L->started) {
 		start_discovery(L, source, at);
 	} else {
@@ -210,16 +210,31 @@ void ft_learn_replay(struct ft_learn *L, uint64_t exec)
 {
 	ft_learn_deferred(L);
 	struct ft_region_ref *r = NULL;
+	uint32_t *ends = NULL;
 	uint32_t n = ft_graphs_exec_refs(L->env.graphs, exec, &r);
+	uint32_t nl = n ? ft_graphs_exec_launches(L->env.graphs, exec, &ends) : 0;
+	if (nl && ends[nl - 1] != n)
+		nl = 0; /* not the launches of these references */
+	uint64_t seq = nl ? ft_learn_seq(L, nl) : 0;
 	pthread_mutex_lock(&L->lock);
-	int src = ft_passes_graph(&L->passes, n > 0);
-	if (src != FT_PASS_NONE) {
-		ft_learn_pass(L, src, 0);
-		/* the replay is the new pass: it reads what its capture read */
-		if (L->started && L->phases.phase == FT_PHASE_DISCOVERY)
-			ft_learn_disc_feed(L, r, n, 0);
+	if (!nl) {
+		if (ft_passes_graph(&L->passes, n > 0) != FT_PASS_NONE) {
+			ft_learn_pass(L, FT_PASS_GRAPH, 0);
+			/* the replay is the new pass: it reads what its capture read */
+			if (L->started && L->phases.phase == FT_PHASE_DISCOVERY)
+				ft_learn_disc_feed(L, r, n, 0);
+		}
+	}
+	for (uint32_t i = 0, from = 0; i < nl; from = ends[i], i++) {
+		uint64_t start = 0;
+		int src = ft_passes_launch(&L->passes, seq + i, r + from, ends[i] - from, &start);
+		if (src != FT_PASS_NONE)
+			ft_learn_pass(L, src, start); /* feeds this launch to the new pass */
+		else if (L->started && L->phases.phase == FT_PHASE_DISCOVERY)
+			ft_learn_disc_feed(L, r + from, ends[i] - from, 1);
 	}
 	pthread_mutex_unlock(&L->lock);
+	free(ends);
 	free(r);
 }
 

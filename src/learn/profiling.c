@@ -278,6 +278,11 @@ void ft_learn_finish_profiling(struct ft_learn *L)
 	}
 	free(v);
 	ft_info("profiling: %u passes timed, %.3f ms of trap compute per pass", L->nsamples, sum);
+	if (!L->nsamples && !(L->env.opt->max_gpu_mem_fraction > 0)) /* NaN: unset */
+		ft_warn("profiling timed no pass (its passes were CUDA graph replays, which are not "
+			"timed trap by trap): latency mode has no compute time to hide copies behind "
+			"and offloads nothing. Set FT_MAX_GPU_MEM_FRACTION (memory mode), or keep a "
+			"profile.json from a run with eager passes (FT_PROFILE_STORAGE_DIR)");
 	shared_weights(L);
 	/* the traps read together, once more without those weights */
 	L->prof.ncoread = 0;

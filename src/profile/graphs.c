@@ -12,6 +12,13 @@ void ft_graphs_init(struct ft_graphs *g)
 	pthread_mutex_init(&g->lock, NULL);
 }
 
+void ft_graphs_set_release(struct ft_graphs *g, void (*release)(const struct ft_graph_exec *x))
+{
+	pthread_mutex_lock(&g->lock);
+	g->release = release;
+	pthread_mutex_unlock(&g->lock);
+}
+
 static int find(struct ft_graphs *g, int kind, uint64_t key)
 {
 	for (int i = 0; i < FT_GRAPH_ENTRIES; i++)
@@ -20,46 +27,82 @@ static int find(struct ft_graphs *g, int kind, uint64_t key)
 	return -1;
 }
 
+static void release(struct ft_graphs *g, const struct ft_graph_exec *x)
+{
+	if (g->release && (x->kept || x->sub || x->sub_graph))
+		g->release(x);
+}
+
 static void drop(struct ft_graphs *g, int i)
 {
+	release(g, &g->e[i].x);
 	free(g->e[i].refs);
-	g->e[i].refs = NULL;
-	g->e[i].n = g->e[i].cap = 0;
-	g->e[i].kind = FREE;
-	g->e[i].paged = 0;
+	free(g->e[i].ends);
+	memset(&g->e[i], 0, sizeof(g->e[i]));
+}
+
+/* An executable whose replays page through the entry must not lose it. */
+static int pinned(const struct ft_graphs *g, int i)
+{
+	uint8_t how = g->e[i].x.how;
+	return g->e[i].kind == EXEC && (how == FT_GRAPH_SUBSTITUTE || how == FT_GRAPH_BOUNDARY ||
+					g->e[i].paged);
 }
 
 static int entry(struct ft_graphs *g, int kind, uint64_t key)
 {
 	int i = find(g, kind, key);
-	if (i < 0) {
+	if (i >= 0)
+		return i;
+	for (int k = 0; k < FT_GRAPH_ENTRIES; k++) {
 		i = (int)(g->next++ % FT_GRAPH_ENTRIES);
-		drop(g, i);
-		g->e[i].kind = (uint8_t)kind;
-		g->e[i].key = key;
+		if (!pinned(g, i))
+			break;
 	}
+	/* all pinned (more live paged executables than entries): the oldest
+	 * goes anyway */
+	drop(g, i);
+	g->e[i].kind = (uint8_t)kind;
+	g->e[i].key = key;
 	return i;
+}
+
+static int grow(void **p, uint32_t *cap, uint32_t need, size_t size)
+{
+	if (need <= *cap)
+		return 0;
+	uint32_t c = need * 2;
+	void *q = realloc(*p, c * size);
+	if (!q)
+		return -1;
+	*p = q;
+	*cap = c;
+	return 0;
 }
 
 static void append(struct ft_graphs *g, int i, const struct ft_region_ref *r, unsigned n)
 {
-	if (g->e[i].n + n > g->e[i].cap) {
-		uint32_t cap = (g->e[i].n + n) * 2;
-		struct ft_region_ref *refs = realloc(g->e[i].refs, cap * sizeof(*refs));
-		if (!refs)
-			return;
-		g->e[i].refs = refs;
-		g->e[i].cap = cap;
-	}
+	if (grow((void **)&g->e[i].refs, &g->e[i].cap, g->e[i].n + n, sizeof(*r)))
+		return;
 	memcpy(g->e[i].refs + g->e[i].n, r, n * sizeof(*r));
 	g->e[i].n += n;
+}
+
+/* A launch ends at the current reference count. */
+static void end_launch(struct ft_graphs *g, int i)
+{
+	if (grow((void **)&g->e[i].ends, &g->e[i].capl, g->e[i].nl + 1, sizeof(uint32_t)))
+		return;
+	g->e[i].ends[g->e[i].nl++] = g->e[i].n;
 }
 
 void ft_graphs_capture_read(struct ft_graphs *g, uint64_t capture,
 			    const struct ft_region_ref *r, unsigned n)
 {
 	pthread_mutex_lock(&g->lock);
-	append(g, entry(g, CAPTURE, capture), r, n);
+	int i = entry(g, CAPTURE, capture);
+	append(g, i, r, n);
+	end_launch(g, i);
 	pthread_mutex_unlock(&g->lock);
 }
 
@@ -78,22 +121,48 @@ void ft_graphs_capture_end(struct ft_graphs *g, uint64_t capture, uint64_t graph
 	pthread_mutex_unlock(&g->lock);
 }
 
-void ft_graphs_instantiate(struct ft_graphs *g, uint64_t graph, uint64_t exec)
+static void *dup(const void *p, size_t n)
+{
+	void *q = n ? malloc(n) : NULL;
+	if (q)
+		memcpy(q, p, n);
+	return q;
+}
+
+void ft_graphs_instantiate(struct ft_graphs *g, uint64_t graph, uint64_t exec, uint64_t kept,
+			   uint64_t flags)
 {
 	pthread_mutex_lock(&g->lock);
 	int i = find(g, GRAPH, graph);
 	/* copied out first: taking an entry for the exec may recycle i's */
-	uint32_t n = i >= 0 ? g->e[i].n : 0;
+	uint32_t n = i >= 0 ? g->e[i].n : 0, nl = i >= 0 ? g->e[i].nl : 0;
 	uint32_t paged = i >= 0 ? g->e[i].paged : 0;
-	struct ft_region_ref *tmp = n ? malloc(n * sizeof(*tmp)) : NULL;
-	if (tmp) {
-		memcpy(tmp, g->e[i].refs, n * sizeof(*tmp));
+	struct ft_region_ref *refs = n ? dup(g->e[i].refs, n * sizeof(*refs)) : NULL;
+	uint32_t *ends = nl ? dup(g->e[i].ends, nl * sizeof(*ends)) : NULL;
+	if (i >= 0 && kept)
+		g->e[i].instantiated = 1;
+	if (refs && (ends || !nl)) {
 		int j = entry(g, EXEC, exec);
-		g->e[j].n = 0;
+		drop(g, j);
+		g->e[j].kind = EXEC;
+		g->e[j].key = exec;
 		g->e[j].paged = paged;
-		append(g, j, tmp, n);
-		free(tmp);
+		g->e[j].refs = refs;
+		g->e[j].n = g->e[j].cap = n;
+		g->e[j].ends = ends;
+		g->e[j].nl = g->e[j].capl = nl;
+		g->e[j].x.kept = kept;
+		g->e[j].x.flags = flags;
+		g->e[j].x.how = paged ? FT_GRAPH_CAPTURED : FT_GRAPH_UNPLANNED;
+		g->e[j].x.tag = paged;
+		refs = NULL;
+		ends = NULL;
+		kept = 0;
 	}
+	free(refs);
+	free(ends);
+	if (kept && g->release) /* nothing tracked to page: no clone needed */
+		g->release(&(struct ft_graph_exec){ .kept = kept });
 	pthread_mutex_unlock(&g->lock);
 }
 
@@ -103,12 +172,22 @@ uint32_t ft_graphs_exec_refs(struct ft_graphs *g, uint64_t exec, struct ft_regio
 	int i = find(g, EXEC, exec);
 	uint32_t n = i >= 0 ? g->e[i].n : 0;
 	if (copy) {
-		*copy = n ? malloc(n * sizeof(**copy)) : NULL;
-		if (*copy)
-			memcpy(*copy, g->e[i].refs, n * sizeof(**copy));
-		else
+		*copy = n ? dup(g->e[i].refs, n * sizeof(**copy)) : NULL;
+		if (!*copy)
 			n = 0;
 	}
+	pthread_mutex_unlock(&g->lock);
+	return n;
+}
+
+uint32_t ft_graphs_exec_launches(struct ft_graphs *g, uint64_t exec, uint32_t **ends)
+{
+	pthread_mutex_lock(&g->lock);
+	int i = find(g, EXEC, exec);
+	uint32_t n = i >= 0 ? g->e[i].nl : 0;
+	*ends = n ? dup(g->e[i].ends, n * sizeof(**ends)) : NULL;
+	if (!*ends)
+		n = 0;
 	pthread_mutex_unlock(&g->lock);
 	return n;
 }
@@ -120,6 +199,77 @@ void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec)
 	if (i >= 0)
 		drop(g, i);
 	pthread_mutex_unlock(&g->lock);
+}
+
+int ft_graphs_graph_unpaged(struct ft_graphs *g, uint64_t graph)
+{
+	pthread_mutex_lock(&g->lock);
+	int i = find(g, GRAPH, graph);
+	int r = i >= 0 && g->e[i].n && !g->e[i].paged;
+	pthread_mutex_unlock(&g->lock);
+	return r;
+}
+
+uint32_t ft_graphs_graph_paged(struct ft_graphs *g, uint64_t graph)
+{
+	pthread_mutex_lock(&g->lock);
+	int i = find(g, GRAPH, graph);
+	uint32_t tag = i >= 0 ? g->e[i].paged : 0;
+	pthread_mutex_unlock(&g->lock);
+	return tag;
+}
+
+void ft_graphs_graph_destroy(struct ft_graphs *g, uint64_t graph)
+{
+	pthread_mutex_lock(&g->lock);
+	int i = find(g, GRAPH, graph);
+	if (i >= 0)
+		drop(g, i);
+	pthread_mutex_unlock(&g->lock);
+}
+
+int ft_graphs_exec_get(struct ft_graphs *g, uint64_t exec, struct ft_graph_exec *x)
+{
+	pthread_mutex_lock(&g->lock);
+	int i = find(g, EXEC, exec);
+	if (i >= 0)
+		*x = g->e[i].x;
+	pthread_mutex_unlock(&g->lock);
+	return i >= 0;
+}
+
+int ft_graphs_exec_set(struct ft_graphs *g, uint64_t exec, const struct ft_graph_exec *x)
+{
+	pthread_mutex_lock(&g->lock);
+	int i = find(g, EXEC, exec);
+	if (i >= 0) {
+		struct ft_graph_exec old = g->e[i].x;
+		/* what x no longer holds goes */
+		struct ft_graph_exec gone = {
+			.kept = old.kept != x->kept ? old.kept : 0,
+			.sub = old.sub != x->sub ? old.sub : 0,
+			.sub_graph = old.sub_graph != x->sub_graph ? old.sub_graph : 0,
+		};
+		release(g, &gone);
+		g->e[i].x = *x;
+	}
+	pthread_mutex_unlock(&g->lock);
+	return i >= 0 ? 0 : -1;
+}
+
+uint32_t ft_graphs_unplanned(struct ft_graphs *g, uint64_t *out, uint32_t cap)
+{
+	pthread_mutex_lock(&g->lock);
+	uint32_t n = 0;
+	for (int i = 0; i < FT_GRAPH_ENTRIES; i++)
+		if (g->e[i].kind == EXEC && g->e[i].x.kept && !g->e[i].paged &&
+		    g->e[i].x.how == FT_GRAPH_UNPLANNED) {
+			if (n < cap)
+				out[n] = g->e[i].key;
+			n++;
+		}
+	pthread_mutex_unlock(&g->lock);
+	return n;
 }
 
 void ft_graphs_capture_paged(struct ft_graphs *g, uint64_t capture, uint32_t tag)
@@ -138,17 +288,30 @@ uint32_t ft_graphs_exec_paged(struct ft_graphs *g, uint64_t exec)
 	return paged;
 }
 
+/* Whether entry i's replays read their weights where they are, for good:
+ * nothing pages them, nor can later. */
+static int unpaged(const struct ft_graphs *g, int i)
+{
+	if (g->e[i].kind == FREE || g->e[i].paged)
+		return 0;
+	if (g->e[i].kind == GRAPH)
+		return !g->e[i].instantiated;
+	if (g->e[i].kind == EXEC)
+		return !g->e[i].x.kept || g->e[i].x.how == FT_GRAPH_RESIDENT;
+	return 1;
+}
+
 uint32_t ft_graphs_unpaged_refs(struct ft_graphs *g, struct ft_region_ref **out)
 {
 	pthread_mutex_lock(&g->lock);
 	uint32_t n = 0;
 	for (int i = 0; i < FT_GRAPH_ENTRIES; i++)
-		if (g->e[i].kind != FREE && !g->e[i].paged)
+		if (unpaged(g, i))
 			n += g->e[i].n;
 	*out = n ? malloc(n * sizeof(**out)) : NULL;
 	uint32_t k = 0;
 	for (int i = 0; *out && i < FT_GRAPH_ENTRIES; i++)
-		if (g->e[i].kind != FREE && !g->e[i].paged) {
+		if (unpaged(g, i)) {
 			memcpy(*out + k, g->e[i].refs, g->e[i].n * sizeof(**out));
 			k += g->e[i].n;
 		}

@@ -443,14 +443,52 @@ API CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 API CUresult cuMemAllocHost_v2(void **p, size_t n) { ALLOC_OR_FAIL(*p, n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memcpy(d, H(s), n); return CUDA_SUCCESS; }
 
+/* Streams are not freed: a handle the fake did not make (the legacy or
+ * per-thread stream) may come here too. */
+API CUresult cuStreamDestroy_v2(CUstream s) { (void)s; return CUDA_SUCCESS; }
+
+/* A capture's dependency set: indices of nodes of the graph it captures
+ * into.  Nodes have at most FAKE_DEPS predecessors, streams at most
+ * FAKE_DEPS current dependencies. */
+#define FAKE_DEPS 64
+struct depset {
+	unsigned n;
+	unsigned i[FAKE_DEPS];
+};
+
+/* Adds node i to d unless it is there: -1 when d is full. */
+static int depset_add(struct depset *d, unsigned i)
+{
+	for (unsigned k = 0; k < d->n; k++)
+		if (d->i[k] == i)
+			return 0;
+	if (d->n == FAKE_DEPS) {
+		fprintf(stderr, "fake driver: more than %d dependencies\n", FAKE_DEPS);
+		return -1;
+	}
+	d->i[d->n++] = i;
+	return 0;
+}
+
+/* Adds every node of from to d: -1 when d is full. */
+static int depset_merge(struct depset *d, const struct depset *from)
+{
+	for (unsigned k = 0; k < from->n; k++)
+		if (depset_add(d, from->i[k]))
+			return -1;
+	return 0;
+}
+
 #include <time.h>
 /* An event: the host time of its record (first, for cuEventElapsedTime),
- * and the capture and stream that recorded it, if any. */
+ * and the capture and stream that recorded it, if any, with the stream's
+ * dependencies then (what a stream that waits for it depends on). */
 struct fake_event {
 	double t;
 	unsigned long long cap;
 	CUstream stream;
 	unsigned long at;       /* ops captured on stream when recorded */
+	struct depset deps;
 };
 API CUresult cuEventCreate(CUevent *e, unsigned f)
 {
@@ -469,6 +507,7 @@ static void joined(CUstream s, int on);
 static unsigned long long capture_id(void);
 static unsigned long joined_ops(CUstream s);
 static void origin_waited(CUstream w, CUstream s, unsigned long at);
+static struct depset *stream_deps(CUstream s);
 API CUresult cuEventRecord(CUevent e, CUstream s)
 {
 	INJECT("cuEventRecord");
@@ -477,6 +516,9 @@ API CUresult cuEventRecord(CUevent e, CUstream s)
 	ev->cap = capturing(s) ? capture_id() : 0;
 	ev->stream = s;
 	ev->at = joined_ops(s);
+	ev->deps.n = 0;
+	if (ev->cap)
+		ev->deps = *stream_deps(s);
 	return CUDA_SUCCESS;
 }
 API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) { return cuEventRecord(e, s); }
@@ -493,7 +535,10 @@ API CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
 /* Every call completes before it returns: ordering holds by itself.  In a
  * capture, a stream that waits on an event recorded in it joins it, and the
  * origin waiting on a joined stream's event joins that stream's work so far
- * back (at the end, every joined stream's work must be). */
+ * back (at the end, every joined stream's work must be).  The waiting
+ * stream's next node depends on what the event's stream had captured when
+ * it was recorded: a stream that joins starts from that, one in the capture
+ * adds it to its own dependencies. */
 API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
 {
 	(void)f;
@@ -506,10 +551,15 @@ API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
 		return CUDA_ERROR_CAPTURED_EVENT;
 	}
 	if (ev->cap && ev->cap == capture_id()) {
-		if (!capturing(s))
+		if (!capturing(s)) {
 			joined(s, 1);
-		else
+			if (stream_deps(s))
+				*stream_deps(s) = ev->deps;
+		} else {
 			origin_waited(s, ev->stream, ev->at);
+			if (depset_merge(stream_deps(s), &ev->deps))
+				return CUDA_ERROR_OUT_OF_MEMORY;
+		}
 	}
 	return CUDA_SUCCESS;
 }
@@ -531,34 +581,77 @@ API CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) { (void)d; *b = (size_t)
 static unsigned long launches;
 API unsigned long fake_launch_count(void) { return __atomic_load_n(&launches, __ATOMIC_RELAXED); }
 
+/* A graph node.  Its handle (CUgraphNode) is its address in its graph's
+ * array, so that its index is its offset there. */
+enum node_kind { NODE_KERNEL, NODE_COPY, NODE_EVENT };
+struct fake_graph;
 struct recorded {
-	const struct kdesc *k;  /* NULL: a host-to-device copy, or ev's record */
-	CUevent ev;             /* an external event node: recorded at replay */
-	unsigned char buf[4096];
-	void *dst;
+	enum node_kind kind;
+	const struct kdesc *k;  /* a kernel: its layout and body */
+	CUfunction f;           /* the handle it was launched with */
+	unsigned char buf[4096]; /* its packed parameters */
+	void *pp[4];            /* into buf at each parameter's offset */
+	CUevent ev;             /* an external event: recorded at replay */
+	void *dst;              /* a host-to-device copy */
 	const void *src;
 	size_t n;
+	struct fake_graph *g;   /* the graph it belongs to */
+	struct depset deps;     /* its predecessors, by index */
 };
-#define FAKE_NODES 512
+#define FAKE_NODES 1024
+/* A graph, and an executable too (an independent copy). */
+struct fake_graph {
+	unsigned n;
+	struct recorded r[FAKE_NODES];
+};
+
 static struct {
 	CUstream stream;
 	unsigned long long id;
 	int active;
-	struct recorded r[FAKE_NODES];
-	unsigned n;
+	struct fake_graph *g;   /* what it captures into */
+	int own;                /* g was made for it (not cuStreamBeginCaptureToGraph) */
+	struct depset deps;     /* the origin's current dependencies */
+	CUgraphNode out[FAKE_DEPS]; /* the last dependencies cuStreamGetCaptureInfo_v3 gave */
 	struct {
 		CUstream s;
 		unsigned long ops;       /* captured on it so far */
 		unsigned long joined_at; /* ops the origin has waited for */
+		struct depset deps;      /* its current dependencies */
 	} joined[8];            /* other streams in the capture */
 	unsigned njoined;
 } cap;
 static unsigned long long next_capture = 1;
 
-struct fake_graph {
-	struct recorded r[FAKE_NODES];
-	unsigned n;
-};
+static struct fake_graph *graph_new(void)
+{
+	return calloc(1, sizeof(struct fake_graph));
+}
+
+/* An independent copy of g (its nodes know their new graph). */
+static struct fake_graph *graph_dup(const struct fake_graph *g)
+{
+	struct fake_graph *c = graph_new();
+	if (!c)
+		return NULL;
+	c->n = g->n;
+	memcpy(c->r, g->r, g->n * sizeof(g->r[0]));
+	for (unsigned i = 0; i < c->n; i++)
+		c->r[i].g = c;
+	return c;
+}
+
+static unsigned node_index(const struct recorded *r)
+{
+	return (unsigned)(r - r->g->r);
+}
+
+/* Node h if it is one of g's, else NULL. */
+static struct recorded *node_in(CUgraphNode h, const struct fake_graph *g)
+{
+	struct recorded *r = (struct recorded *)h;
+	return r && r->g == g && node_index(r) < g->n ? r : NULL;
+}
 
 static int joined_index(CUstream s)
 {
@@ -571,6 +664,17 @@ static int joined_index(CUstream s)
 static int capturing(CUstream s)
 {
 	return cap.active && (s == cap.stream || joined_index(s) >= 0);
+}
+
+/* The current dependencies of a stream in the capture, else NULL. */
+static struct depset *stream_deps(CUstream s)
+{
+	if (!cap.active)
+		return NULL;
+	if (s == cap.stream)
+		return &cap.deps;
+	int i = joined_index(s);
+	return i >= 0 ? &cap.joined[i].deps : NULL;
 }
 
 /* A stream joins (waited on an event of the capture); an op recorded on a
@@ -609,12 +713,31 @@ static unsigned long long capture_id(void)
 	return cap.active ? cap.id : 0;
 }
 
+/* A new node of the capture on stream s (capturing): it depends on what s
+ * depends on, and s from now on on it alone.  NULL when the graph is full. */
+static struct recorded *captured_node(CUstream s, enum node_kind kind)
+{
+	struct fake_graph *g = cap.g;
+	struct depset *d = stream_deps(s);
+	if (g->n == FAKE_NODES)
+		return NULL;
+	captured_op(s);
+	struct recorded *r = &g->r[g->n];
+	memset(r, 0, sizeof(*r));
+	r->kind = kind;
+	r->g = g;
+	r->deps = *d;
+	d->n = 1;
+	d->i[0] = g->n++;
+	return r;
+}
+
 static CUresult record_node(CUevent e, CUstream s)
 {
-	if (cap.n == FAKE_NODES)
+	struct recorded *r = captured_node(s, NODE_EVENT);
+	if (!r)
 		return CUDA_ERROR_OUT_OF_MEMORY;
-	captured_op(s);
-	cap.r[cap.n++] = (struct recorded){ .ev = e };
+	r->ev = e;
 	return CUDA_SUCCESS;
 }
 
@@ -622,13 +745,40 @@ static CUresult record_node(CUevent e, CUstream s)
 static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st)
 {
 	if (capturing(st)) {
-		if (cap.n == FAKE_NODES)
+		struct recorded *r = captured_node(st, NODE_COPY);
+		if (!r)
 			return CUDA_ERROR_OUT_OF_MEMORY;
-		captured_op(st);
-		cap.r[cap.n++] = (struct recorded){ .dst = H(d), .src = s, .n = n };
+		r->dst = H(d);
+		r->src = s;
+		r->n = n;
 		return CUDA_SUCCESS;
 	}
 	memcpy(H(d), s, n);
+	return CUDA_SUCCESS;
+}
+
+/* Packs a launch's parameters (kernelParams, else an extra buffer) into
+ * buf (zeroed, 4096 bytes) with k's layout. */
+static CUresult pack(const struct kdesc *k, void **params, void **extra, unsigned char *buf)
+{
+	if (params) {
+		for (unsigned i = 0; i < k->nparams; i++)
+			memcpy(buf + k->p[i].off, params[i], k->p[i].size);
+		return CUDA_SUCCESS;
+	}
+	if (!extra)
+		return CUDA_ERROR_INVALID_VALUE;
+	const void *b = NULL;
+	size_t n = 0;
+	for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+			b = extra[i + 1];
+		if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
+			n = *(size_t *)extra[i + 1];
+	}
+	if (!b || n > 4096)
+		return CUDA_ERROR_INVALID_VALUE;
+	memcpy(buf, b, n);
 	return CUDA_SUCCESS;
 }
 
@@ -638,30 +788,16 @@ static CUresult do_launch(CUfunction f, CUstream s, void **params, void **extra)
 	unsigned char buf[4096] = { 0 };
 	if (!k)
 		return CUDA_ERROR_INVALID_HANDLE;
-	if (params) {
-		for (unsigned i = 0; i < k->nparams; i++)
-			memcpy(buf + k->p[i].off, params[i], k->p[i].size);
-	} else if (extra) {
-		const void *b = NULL;
-		size_t n = 0;
-		for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
-				b = extra[i + 1];
-			if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE)
-				n = *(size_t *)extra[i + 1];
-		}
-		if (!b || n > sizeof(buf))
-			return CUDA_ERROR_INVALID_VALUE;
-		memcpy(buf, b, n);
-	} else {
-		return CUDA_ERROR_INVALID_VALUE;
-	}
+	CUresult rc = pack(k, params, extra, buf);
+	if (rc != CUDA_SUCCESS)
+		return rc;
 	if (capturing(s)) {
-		if (cap.n == FAKE_NODES)
+		struct recorded *r = captured_node(s, NODE_KERNEL);
+		if (!r)
 			return CUDA_ERROR_OUT_OF_MEMORY;
-		captured_op(s);
-		cap.r[cap.n].k = k;
-		memcpy(cap.r[cap.n++].buf, buf, sizeof(buf));
+		r->k = k;
+		r->f = f;
+		memcpy(r->buf, buf, sizeof(buf));
 		return CUDA_SUCCESS;
 	}
 	k->run(buf);
@@ -696,28 +832,102 @@ API CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, u
 	return do_launch(f, s, p, NULL);
 }
 
+/* A capture on s begins into g (own: made for it), s depending on deps. */
+static void begin_capture(CUstream s, struct fake_graph *g, int own, const struct depset *deps)
+{
+	cap.active = 1;
+	cap.stream = s;
+	cap.g = g;
+	cap.own = own;
+	cap.deps = *deps;
+	cap.njoined = 0;
+	cap.id = next_capture++;
+}
+
 API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode m)
 {
 	(void)m;
 	if (cap.active)
 		return CUDA_ERROR_ILLEGAL_STATE;
-	cap.active = 1;
-	cap.stream = s;
-	cap.n = 0;
-	cap.njoined = 0;
-	cap.id = next_capture++;
+	struct fake_graph *g = graph_new();
+	if (!g)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	begin_capture(s, g, 1, &(struct depset){ 0 });
 	return CUDA_SUCCESS;
 }
 
+/* The nodes deps (n of them) of g as a dependency set: -1 if one is not
+ * g's or there are too many. */
+static int depset_of(struct depset *d, const struct fake_graph *g, const CUgraphNode *deps,
+		     size_t n)
+{
+	d->n = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct recorded *r = node_in(deps[i], g);
+		if (!r || depset_add(d, node_index(r)))
+			return -1;
+	}
+	return 0;
+}
+
+/* As cuStreamBeginCapture, but the nodes go into hGraph, after deps. */
+API CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph hGraph, const CUgraphNode *deps,
+					 const CUgraphEdgeData *data, size_t n,
+					 CUstreamCaptureMode m)
+{
+	(void)data; (void)m;
+	INJECT("cuStreamBeginCaptureToGraph");
+	struct fake_graph *g = (struct fake_graph *)hGraph;
+	struct depset d;
+	if (cap.active)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	if (!g || depset_of(&d, g, deps, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	begin_capture(s, g, 0, &d);
+	return CUDA_SUCCESS;
+}
+
+/* Only the origin reports the capture (joined streams report none); its
+ * dependencies are valid until the next call. */
 API CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *st,
 				       cuuint64_t *id, CUgraph *g, const CUgraphNode **d,
 				       const CUgraphEdgeData **e, size_t *n)
 {
-	(void)g; (void)d; (void)e; (void)n;
 	int on = cap.active && s == cap.stream;
-	*st = on ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+	if (st)
+		*st = on ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
 	if (id)
 		*id = on ? cap.id : 0;
+	if (g)
+		*g = on ? (CUgraph)cap.g : NULL;
+	if (e)
+		*e = NULL;
+	for (unsigned i = 0; on && i < cap.deps.n; i++)
+		cap.out[i] = (CUgraphNode)&cap.g->r[cap.deps.i[i]];
+	if (d)
+		*d = on ? cap.out : NULL;
+	if (n)
+		*n = on ? cap.deps.n : 0;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *deps,
+						  const CUgraphEdgeData *data, size_t n,
+						  unsigned flags)
+{
+	(void)data;
+	struct depset *cur = stream_deps(s), d;
+	if (!cur)
+		return CUDA_ERROR_ILLEGAL_STATE;
+	if (flags != CU_STREAM_SET_CAPTURE_DEPENDENCIES &&
+	    flags != CU_STREAM_ADD_CAPTURE_DEPENDENCIES)
+		return CUDA_ERROR_INVALID_VALUE;
+	if (depset_of(&d, cap.g, deps, n))
+		return CUDA_ERROR_INVALID_VALUE;
+	if (flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES)
+		*cur = d;
+	else if (depset_merge(cur, &d))
+		return CUDA_ERROR_INVALID_VALUE;
 	return CUDA_SUCCESS;
 }
 
@@ -730,38 +940,314 @@ API CUresult cuStreamEndCapture(CUstream s, CUgraph *g)
 			/* as the driver: work forked into the capture that the
 			 * origin does not wait for invalidates it */
 			cap.active = 0;
+			if (cap.own)
+				free(cap.g);
 			return CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
 		}
-	struct fake_graph *fg = calloc(1, sizeof(*fg));
-	memcpy(fg->r, cap.r, sizeof(cap.r));
-	fg->n = cap.n;
 	cap.active = 0;
-	*g = (CUgraph)fg;
+	*g = (CUgraph)cap.g;
 	return CUDA_SUCCESS;
+}
+
+/* ---- graphs: nodes, edges ---- */
+API CUresult cuGraphClone(CUgraph *out, CUgraph g)
+{
+	INJECT("cuGraphClone");
+	struct fake_graph *c = graph_dup((const struct fake_graph *)g);
+	if (!c)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*out = (CUgraph)c;
+	return CUDA_SUCCESS;
+}
+
+/* The clone's node of the same index. */
+API CUresult cuGraphNodeFindInClone(CUgraphNode *out, CUgraphNode orig, CUgraph clone)
+{
+	const struct fake_graph *c = (const struct fake_graph *)clone;
+	unsigned i = node_index((const struct recorded *)orig);
+	if (i >= c->n)
+		return CUDA_ERROR_INVALID_VALUE;
+	*out = (CUgraphNode)&c->r[i];
+	return CUDA_SUCCESS;
+}
+
+/* nodes NULL: *n = how many; else up to *n of them, *n = how many given,
+ * the rest of the *n entries NULL. */
+API CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *n)
+{
+	struct fake_graph *g = (struct fake_graph *)hGraph;
+	if (!nodes) {
+		*n = g->n;
+		return CUDA_SUCCESS;
+	}
+	size_t k = 0;
+	for (; k < *n && k < g->n; k++)
+		nodes[k] = (CUgraphNode)&g->r[k];
+	for (size_t i = k; i < *n; i++)
+		nodes[i] = NULL;
+	*n = k;
+	return CUDA_SUCCESS;
+}
+
+/* As cuGraphGetNodes, for edges: each node's predecessors, by index. */
+API CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to,
+				CUgraphEdgeData *data, size_t *n)
+{
+	struct fake_graph *g = (struct fake_graph *)hGraph;
+	size_t k = 0;
+	for (unsigned i = 0; i < g->n; i++)
+		for (unsigned j = 0; j < g->r[i].deps.n; j++, k++) {
+			if (!from || !to || k >= *n)
+				continue;
+			from[k] = (CUgraphNode)&g->r[g->r[i].deps.i[j]];
+			to[k] = (CUgraphNode)&g->r[i];
+			if (data)
+				memset(&data[k], 0, sizeof(data[k]));
+		}
+	if (!from || !to) {
+		*n = k;
+		return CUDA_SUCCESS;
+	}
+	for (size_t i = k; i < *n; i++) {
+		from[i] = to[i] = NULL;
+		if (data)
+			memset(&data[i], 0, sizeof(data[i]));
+	}
+	if (k < *n)
+		*n = k;
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
+{
+	static const CUgraphNodeType t[] = {
+		[NODE_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL,
+		[NODE_COPY] = CU_GRAPH_NODE_TYPE_MEMCPY,
+		[NODE_EVENT] = CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+	};
+	*type = t[((const struct recorded *)h)->kind];
+	return CUDA_SUCCESS;
+}
+
+/* The launch as captured: grid and block 1, parameters in place (pp). */
+API CUresult cuGraphKernelNodeGetParams_v2(CUgraphNode h, CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct recorded *r = (struct recorded *)h;
+	if (r->kind != NODE_KERNEL)
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned i = 0; i < r->k->nparams; i++)
+		r->pp[i] = r->buf + r->k->p[i].off;
+	memset(p, 0, sizeof(*p));
+	p->func = r->f;
+	p->gridDimX = p->gridDimY = p->gridDimZ = 1;
+	p->blockDimX = p->blockDimY = p->blockDimZ = 1;
+	p->kernelParams = r->pp;
+	return CUDA_SUCCESS;
+}
+
+/* New parameters for kernel node r, of the same function. */
+static CUresult set_kernel_params(struct recorded *r, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	unsigned char buf[4096] = { 0 };
+	const void *f = p->func ? (const void *)p->func : (const void *)p->kern;
+	if (r->kind != NODE_KERNEL || f != (const void *)r->f)
+		return CUDA_ERROR_INVALID_VALUE;
+	CUresult rc = pack(r->k, p->kernelParams, p->extra, buf);
+	if (rc == CUDA_SUCCESS)
+		memcpy(r->buf, buf, sizeof(buf));
+	return rc;
+}
+
+API CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	return set_kernel_params((struct recorded *)h, p);
+}
+
+API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
+{
+	const struct recorded *r = (const struct recorded *)h;
+	if (r->kind != NODE_COPY)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(p, 0, sizeof(*p));
+	p->srcMemoryType = CU_MEMORYTYPE_HOST;
+	p->srcHost = r->src;
+	p->dstMemoryType = CU_MEMORYTYPE_DEVICE;
+	p->dstDevice = (CUdeviceptr)(uintptr_t)r->dst;
+	p->WidthInBytes = r->n;
+	p->Height = 1;
+	p->Depth = 1;
+	return CUDA_SUCCESS;
+}
+
+/* The fake has no memset nodes. */
+API CUresult cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *p)
+{
+	(void)h; (void)p;
+	return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Edges from[i] -> to[i]: both g's, not there yet. */
+API CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
+				       const CUgraphNode *to, const CUgraphEdgeData *data,
+				       size_t n)
+{
+	(void)data;
+	struct fake_graph *g = (struct fake_graph *)hGraph;
+	for (size_t i = 0; i < n; i++) {
+		struct recorded *a = node_in(from[i], g), *b = node_in(to[i], g);
+		if (!a || !b || a == b)
+			return CUDA_ERROR_INVALID_VALUE;
+		unsigned ai = node_index(a);
+		for (unsigned j = 0; j < b->deps.n; j++)
+			if (b->deps.i[j] == ai)
+				return CUDA_ERROR_INVALID_VALUE;
+		if (depset_add(&b->deps, ai))
+			return CUDA_ERROR_OUT_OF_MEMORY;
+	}
+	return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphDestroy(CUgraph g)
+{
+	free(g);
+	return CUDA_SUCCESS;
+}
+
+/* ---- executables: copies of their graphs ---- */
+
+/* A topological order of g's nodes into order: among the ready nodes the
+ * lowest index first, or with FAKE_GRAPH_ORDER=lifo the highest.  -1 when
+ * the edges make a cycle. */
+static int graph_order(const struct fake_graph *g, unsigned *order)
+{
+	const char *e = getenv("FAKE_GRAPH_ORDER");
+	int lifo = e && !strcmp(e, "lifo");
+	unsigned pending[FAKE_NODES], at[FAKE_NODES + 1] = { 0 }, fill[FAKE_NODES] = { 0 };
+	unsigned char done[FAKE_NODES] = { 0 };
+	/* successors, counted then placed */
+	for (unsigned i = 0; i < g->n; i++) {
+		pending[i] = g->r[i].deps.n;
+		for (unsigned j = 0; j < g->r[i].deps.n; j++)
+			at[g->r[i].deps.i[j] + 1]++;
+	}
+	for (unsigned i = 0; i < g->n; i++)
+		at[i + 1] += at[i];
+	unsigned *succ = malloc((at[g->n] + 1) * sizeof(*succ));
+	if (!succ)
+		return -1;
+	for (unsigned i = 0; i < g->n; i++)
+		for (unsigned j = 0; j < g->r[i].deps.n; j++) {
+			unsigned p = g->r[i].deps.i[j];
+			succ[at[p] + fill[p]++] = i;
+		}
+	unsigned k = 0;
+	for (; k < g->n; k++) {
+		unsigned pick = g->n;
+		for (unsigned c = 0; c < g->n && pick == g->n; c++) {
+			unsigned i = lifo ? g->n - 1 - c : c;
+			if (!done[i] && !pending[i])
+				pick = i;
+		}
+		if (pick == g->n)
+			break;
+		done[pick] = 1;
+		order[k] = pick;
+		for (unsigned s = at[pick]; s < at[pick + 1]; s++)
+			pending[succ[s]]--;
+	}
+	free(succ);
+	return k == g->n ? 0 : -1;
 }
 
 API CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long long f)
 {
 	(void)f;
 	INJECT("cuGraphInstantiate");
-	*e = (CUgraphExec)g;
+	unsigned order[FAKE_NODES];
+	if (graph_order((const struct fake_graph *)g, order)) {
+		fprintf(stderr, "fake driver: cuGraphInstantiate: the graph's edges make a cycle\n");
+		return CUDA_ERROR_INVALID_VALUE;
+	}
+	struct fake_graph *x = graph_dup((const struct fake_graph *)g);
+	if (!x)
+		return CUDA_ERROR_OUT_OF_MEMORY;
+	*e = (CUgraphExec)x;
 	return CUDA_SUCCESS;
 }
 
+API CUresult cuGraphExecDestroy(CUgraphExec e)
+{
+	free(e);
+	return CUDA_SUCCESS;
+}
+
+/* Whether nodes a and b have the same kind and predecessors. */
+static int same_place(const struct recorded *a, const struct recorded *b)
+{
+	return a->kind == b->kind && a->deps.n == b->deps.n &&
+	       !memcmp(a->deps.i, b->deps.i, a->deps.n * sizeof(a->deps.i[0]));
+}
+
+/* The exec takes graph's parameters if it has the exec's topology: the same
+ * nodes (kinds, in order) and edges. */
+API CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph hGraph, CUgraphExecUpdateResultInfo *info)
+{
+	struct fake_graph *x = (struct fake_graph *)e;
+	const struct fake_graph *g = (const struct fake_graph *)hGraph;
+	int same = x->n == g->n;
+	for (unsigned i = 0; same && i < g->n; i++)
+		same = same_place(&x->r[i], &g->r[i]);
+	if (info)
+		*info = (CUgraphExecUpdateResultInfo){
+			same ? CU_GRAPH_EXEC_UPDATE_SUCCESS : CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED,
+			NULL, NULL
+		};
+	if (!same)
+		return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+	for (unsigned i = 0; i < g->n; i++) {
+		struct recorded *r = &x->r[i];
+		const struct recorded *s = &g->r[i];
+		r->k = s->k;
+		r->f = s->f;
+		memcpy(r->buf, s->buf, sizeof(r->buf));
+		r->ev = s->ev;
+		r->dst = s->dst;
+		r->src = s->src;
+		r->n = s->n;
+	}
+	return CUDA_SUCCESS;
+}
+
+/* The exec's node of the same index as h (a node of its graph). */
+API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode h,
+					       const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct fake_graph *x = (struct fake_graph *)e;
+	unsigned i = node_index((const struct recorded *)h);
+	if (i >= x->n)
+		return CUDA_ERROR_INVALID_VALUE;
+	return set_kernel_params(&x->r[i], p);
+}
+
+/* The nodes run in a topological order (graph_order). */
 API CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 {
 	(void)s;
 	struct fake_graph *fg = (struct fake_graph *)e;
-	for (unsigned i = 0; i < fg->n; i++) {
-		if (fg->r[i].ev) {
-			cuEventRecord(fg->r[i].ev, NULL);
+	unsigned order[FAKE_NODES];
+	if (graph_order(fg, order))
+		return CUDA_ERROR_INVALID_VALUE;
+	for (unsigned o = 0; o < fg->n; o++) {
+		struct recorded *r = &fg->r[order[o]];
+		if (r->kind == NODE_EVENT) {
+			cuEventRecord(r->ev, NULL);
 			continue;
 		}
-		if (!fg->r[i].k) {
-			memcpy(fg->r[i].dst, fg->r[i].src, fg->r[i].n);
+		if (r->kind == NODE_COPY) {
+			memcpy(r->dst, r->src, r->n);
 			continue;
 		}
-		fg->r[i].k->run(fg->r[i].buf);
+		r->k->run(r->buf);
 		__atomic_add_fetch(&launches, 1, __ATOMIC_RELAXED);
 	}
 	return CUDA_SUCCESS;
@@ -829,6 +1315,23 @@ static const struct row rows[] = {
 	R("cuGraphInstantiate", 11040, 0, cuGraphInstantiateWithFlags),
 	R("cuGraphInstantiateWithFlags", 11040, 0, cuGraphInstantiateWithFlags),
 	R("cuGraphLaunch", 10000, 0, cuGraphLaunch),
+	R("cuStreamBeginCaptureToGraph", 12030, 0, cuStreamBeginCaptureToGraph),
+	R("cuStreamUpdateCaptureDependencies", 12030, 0, cuStreamUpdateCaptureDependencies_v2),
+	R("cuStreamDestroy", 4000, 0, cuStreamDestroy_v2),
+	R("cuGraphClone", 10000, 0, cuGraphClone),
+	R("cuGraphNodeFindInClone", 10000, 0, cuGraphNodeFindInClone),
+	R("cuGraphGetNodes", 10000, 0, cuGraphGetNodes),
+	R("cuGraphGetEdges", 12030, 0, cuGraphGetEdges_v2),
+	R("cuGraphNodeGetType", 10000, 0, cuGraphNodeGetType),
+	R("cuGraphKernelNodeGetParams", 12000, 0, cuGraphKernelNodeGetParams_v2),
+	R("cuGraphKernelNodeSetParams", 12000, 0, cuGraphKernelNodeSetParams_v2),
+	R("cuGraphMemcpyNodeGetParams", 10000, 0, cuGraphMemcpyNodeGetParams),
+	R("cuGraphMemsetNodeGetParams", 10000, 0, cuGraphMemsetNodeGetParams),
+	R("cuGraphAddDependencies", 12030, 0, cuGraphAddDependencies_v2),
+	R("cuGraphDestroy", 10000, 0, cuGraphDestroy),
+	R("cuGraphExecDestroy", 10000, 0, cuGraphExecDestroy),
+	R("cuGraphExecUpdate", 12000, 0, cuGraphExecUpdate_v2),
+	R("cuGraphExecKernelNodeSetParams", 12000, 0, cuGraphExecKernelNodeSetParams_v2),
 };
 
 static void *lookup(const char *sym, int ver, cuuint64_t flags)

@@ -65,7 +65,7 @@ def deterministic(torch):
         no_cudnn_attention(torch)
 
 
-def model(torch):
+def model(torch, kv=True):
     F = torch.nn.functional
     hd = D // HEADS
 
@@ -84,10 +84,17 @@ def model(torch):
                 self.layers.append(b)
             self.norm = torch.nn.RMSNorm(D)
             self.head = L(D, VOCAB, bias=False)
-            # [layer, slot, position, kv head, dim]; slot SLOTS is where
-            # padded batch rows write
-            self.register_buffer("kc", torch.zeros(LAYERS, SLOTS + 1, MAX_LEN, KV, hd))
-            self.register_buffer("vc", torch.zeros(LAYERS, SLOTS + 1, MAX_LEN, KV, hd))
+            if kv:
+                self.alloc_kv()
+
+        def alloc_kv(self):
+            """The KV cache: [layer, slot, position, kv head, dim]; slot SLOTS
+            is where padded batch rows write (startup.py allocates it after
+            its profile forward, as vLLM sizes it then)."""
+            shape = (LAYERS, SLOTS + 1, MAX_LEN, KV, hd)
+            dev = self.emb.weight.device
+            self.register_buffer("kc", torch.zeros(shape, dtype=torch.bfloat16, device=dev))
+            self.register_buffer("vc", torch.zeros(shape, dtype=torch.bfloat16, device=dev))
 
         def mlp(self, b, x):
             h = b.n2(x)

@@ -22,8 +22,13 @@
  *   mixed: the graph captured at step 12 is replayed in odd steps, the
  *   forward runs eagerly in even ones (eager prefills between graph
  *   decode steps): neither may leave the blocks wrong for the other.
- *   early: as graph, captured at step 2, before any plan: the weights the
- *   graph reads must stay resident.
+ *   early: as graph, captured at step 7, before any plan: once the plan
+ *   offloads what it reads, the graph is paged by a substitute.
+ *   update: as early, and at step 16 the forward is captured again into a
+ *   new graph that cuGraphExecUpdate puts into the executable.
+ *   pieces: at step 7, before any plan, the embedding, each layer and the
+ *   head are captured as graphs of their own (vLLM's PIECEWISE graphs),
+ *   replayed every step with an eager kernel on activations between them.
  *   stale: a kernel after layer 4 that reads nothing carries, in every
  *   fourth forward, the address of layer 1's first weight (a stale pointer
  *   in a parameter block, as seen on the H200): layer 1 must still be
@@ -55,6 +60,8 @@
 
 #define STEPS 24
 #define GRAPH_AT 12 /* graph mode: the step captured, replayed from then on */
+#define EARLY_AT 7  /* early, update, pieces: captured then, while profiling
+		       (latency mode plans from the eager passes' timings) */
 #define LAYERS 6
 static int N = 1 << 20; /* floats a tensor: 4 MiB (OFFLOAD_MIB sets the MiB) */
 
@@ -63,7 +70,7 @@ static int stale_every; /* stale/shared: the stray reference every n-th forward 
 static int stray;       /* stray: a stale pointer to a later layer's weight */
 static int roam;        /* roam: a new kernel's word always points three layers on */
 static int tail_from = -1; /* tail: the step from which a tensor lives in a weight's tail */
-static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out;
+static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out, zero;
 static CUstream stream; /* NULL, or the captured stream */
 
 static void vec_add_n(CUdeviceptr a, CUdeviceptr x, CUdeviceptr c, int n)
@@ -123,6 +130,53 @@ static void forward(int step)
 	vec_add(h, head, out);
 }
 
+/* pieces: the embedding (0), each layer (1 + l) and the head (LAYERS + 1),
+ * captured one by one */
+#define PIECES (LAYERS + 2)
+static void piece(int i)
+{
+	if (i == 0) {
+		vec_add(inp, emb, h);
+	} else if (i <= LAYERS) {
+		vec_add(h, w[i - 1][0], tmp);
+		vec_add(tmp, w[i - 1][1], h);
+	} else {
+		vec_add(h, head, out);
+	}
+}
+
+/* A forward of pieces: each replayed (or run eagerly), with an eager
+ * kernel on activations only between them (attention's place). */
+static void forward_pieces(CUgraphExec *pe)
+{
+	for (int i = 0; i < PIECES; i++) {
+		if (i) {
+			CUstream s = stream;
+			stream = NULL;
+			vec_add(h, zero, h);
+			stream = s;
+		}
+		if (pe[i])
+			cuGraphLaunch(pe[i], stream);
+		else
+			piece(i);
+	}
+}
+
+static int capture(void (*fn)(int), int arg, CUgraphExec *exec)
+{
+	CUgraph g;
+	cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+	fn(arg);
+	if (cuStreamEndCapture(stream, &g) != CUDA_SUCCESS ||
+	    cuGraphInstantiateWithFlags(exec, g, 0) != CUDA_SUCCESS) {
+		fprintf(stderr, "capture failed\n");
+		return -1;
+	}
+	cuGraphDestroy(g); /* as PyTorch, right after instantiating */
+	return 0;
+}
+
 static void fill(CUdeviceptr d, float base)
 {
 	static float *v;
@@ -140,8 +194,11 @@ int main(int argc, char **argv)
 	int modify = argc > 2 && !strcmp(argv[2], "modify");
 	int mixed = argc > 2 && !strcmp(argv[2], "mixed");
 	int graph = mixed || (argc > 2 && !strcmp(argv[2], "graph"));
-	int early = argc > 2 && !strcmp(argv[2], "early");
-	int capture_at = graph ? GRAPH_AT : early ? 2 : -1;
+	int update = argc > 2 && !strcmp(argv[2], "update");
+	int early = update || (argc > 2 && !strcmp(argv[2], "early"));
+	int pieces = argc > 2 && !strcmp(argv[2], "pieces");
+	int capture_at = graph ? GRAPH_AT : early ? EARLY_AT : -1;
+	CUgraphExec pe[PIECES] = { 0 };
 	stale_every = argc > 2 && !strcmp(argv[2], "stale") ? 4 :
 		      argc > 2 && !strcmp(argv[2], "shared") ? 1 : 0;
 	stray = argc > 2 && !strcmp(argv[2], "stray");
@@ -177,6 +234,8 @@ int main(int argc, char **argv)
 			cuMemAlloc_v2(&h, N * sizeof(float));
 			cuMemAlloc_v2(&tmp, N * sizeof(float));
 			cuMemAlloc_v2(&out, N * sizeof(float));
+			cuMemAlloc_v2(&zero, N * sizeof(float));
+			fill(zero, 0.0f);
 		}
 		if (modify && s == 10) {
 			fill(w[3][0], 9.5f);                              /* a weight rewritten */
@@ -184,21 +243,34 @@ int main(int argc, char **argv)
 			fwrite(v, sizeof(float), N, f);
 		}
 		fill(inp, (float)s);
-		if (s == capture_at) {
-			/* one forward captured, then replayed every step */
+		if (s == capture_at || (pieces && s == EARLY_AT) || (update && s == 16)) {
+			/* one forward captured, then replayed every step (or
+			 * its pieces; or again, into the same executable) */
 			CUstream cs;
 			CUgraph g;
 			cuStreamCreate(&cs, 0);
 			stream = cs;
-			cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_GLOBAL);
-			forward(s);
-			if (cuStreamEndCapture(cs, &g) != CUDA_SUCCESS ||
-			    cuGraphInstantiateWithFlags(&exec, g, 0) != CUDA_SUCCESS) {
-				fprintf(stderr, "capture failed\n");
+			if (pieces) {
+				for (int i = 0; i < PIECES; i++)
+					if (capture(piece, i, &pe[i]))
+						return 1;
+			} else if (exec) {
+				CUgraphExecUpdateResultInfo info;
+				cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_GLOBAL);
+				forward(s);
+				if (cuStreamEndCapture(cs, &g) != CUDA_SUCCESS ||
+				    cuGraphExecUpdate_v2(exec, g, &info) != CUDA_SUCCESS) {
+					fprintf(stderr, "update failed\n");
+					return 1;
+				}
+				cuGraphDestroy(g);
+			} else if (capture((void (*)(int))forward, s, &exec)) {
 				return 1;
 			}
 		}
-		if (exec && (!mixed || s % 2))
+		if (pieces && s >= EARLY_AT)
+			forward_pieces(pe);
+		else if (exec && (!mixed || s % 2))
 			cuGraphLaunch(exec, stream);
 		else
 			forward(s);

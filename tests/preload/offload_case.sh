@@ -15,8 +15,12 @@
 # captured as a CUDA graph after offloading began and replayed, in each mode
 # (graph-*), replays and eager forwards in turn (mixed-*), with FT_VERIFY=1
 # (verify), and when the program rewrites a weight and saves another mid-run
-# (modify); a graph captured before any plan keeps what it reads resident
-# (early); a stray reference to a weight in a minority of the profiled
+# (modify); a graph captured before any plan is paged by a substitute once
+# the plan offloads what it reads (early, early-lifo, early-verify), also
+# after cuGraphExecUpdate (update), a graph per piece of the pass at its
+# launch boundaries (pieces), and when the driver refuses the clone or the
+# substitute, what the graph reads stays on the GPU (early-noclone,
+# early-nosub); a stray reference to a weight in a minority of the profiled
 # passes does not keep its trap resident (stale), one in every pass does
 # (shared); a stale pointer to a later layer's weight neither moves it in
 # the pass nor loads it out of turn (stray), nor does one that a new kernel
@@ -130,14 +134,80 @@ mixed-allocation_block_transfer | mixed-raw_block_transfer)
 	is "$case" hidden_readers -eq 0
 	is "$case" verify_failures -eq 0
 	;;
-early)
-	# a graph captured before any plan: what it reads stays resident
+early | early-lifo)
+	# a graph captured before any plan (the application destroys its
+	# graph after instantiating it): once the plan offloads what it reads,
+	# a substitute with the loads added runs in its place; the fake runs
+	# a graph's ready nodes lowest first, or highest first (lifo), so that
+	# a missing edge before or after a copy changes the outputs
+	order=fifo
+	[ "$case" = early-lifo ] && order=lifo
 	plain plain-early early
-	launch early early FT_TRANSFER_BUDGET_SCALE=1000 ||
-		{ echo "FAIL: early: early graph run"; tail -5 "$tmp/early.log"; fail=1; }
+	launch early early FT_TRANSFER_BUDGET_SCALE=1000 FAKE_GRAPH_ORDER=$order ||
+		{ echo "FAIL: $case: early graph run"; tail -5 "$tmp/early.log"; fail=1; }
 	same plain-early early
-	is early graph_kept_traps -gt 0 # kept resident for the graph
-	is early hidden_readers -eq 0 # no replay read offloaded weights
+	is early graphs_kept -eq 1
+	is early graphs_substituted -eq 1
+	is early offloaded_bytes -gt 0
+	is early graph_kept_traps -eq 0 # nothing kept resident for the graph
+	is early hidden_readers -eq 0 # every replay paged
+	is early offload_copies -gt 0
+	;;
+early-verify)
+	# the same with FT_VERIFY=1: no block read where the executor did not
+	# load it
+	plain plain-early early
+	run early early FT_VERIFY=1
+	same plain-early early
+	is early graphs_substituted -eq 1
+	is early verify_failures -eq 0
+	;;
+update)
+	# the executable updated with a new capture of the forward after the
+	# plan (cuGraphExecUpdate): that capture pages itself, and the loads
+	# in it change its topology, so the driver refuses the update the
+	# application's graphs allow; the new graph's executable runs in the
+	# executable's place (the update succeeds, as without the library)
+	plain plain-update update
+	run update update FAKE_GRAPH_ORDER=lifo
+	same plain-update update
+	is update graphs_kept -eq 1
+	is update graphs_substituted -eq 2
+	is update hidden_readers -eq 0
+	;;
+pieces)
+	# a graph per piece of the forward (embedding, each layer, head), with
+	# eager work between them, all captured before any plan: replays'
+	# launches feed pass detection, and pieces reading traps with blocks
+	# of their own are paged at their launch boundaries
+	plain plain-pieces pieces
+	run pieces pieces FAKE_GRAPH_ORDER=lifo
+	same plain-pieces pieces
+	is pieces graphs_boundary -gt 0
+	is pieces offloaded_bytes -gt 0
+	is pieces hidden_readers -eq 0
+	is pieces passes_graph -eq 0 # no replay taken for a whole pass
+	;;
+early-noclone)
+	# the driver refuses to clone the graph: what it reads stays resident
+	plain plain-early early
+	launch early early FT_TRANSFER_BUDGET_SCALE=1000 FAKE_FAIL=cuGraphClone:1+ ||
+		no "early run exited $?"
+	same plain-early early
+	is early graphs_kept -eq 0
+	is early graph_kept_traps -gt 0
+	is early hidden_readers -eq 0
+	;;
+early-nosub)
+	# the substitute cannot be built (the driver refuses the capture into
+	# the clone): what the graph reads comes back to the GPU for good
+	plain plain-early early
+	launch early early FT_TRANSFER_BUDGET_SCALE=1000 FAKE_FAIL=cuStreamBeginCaptureToGraph:1+ ||
+		no "early run exited $?"
+	same plain-early early
+	is early graphs_resident -eq 1
+	is early offload_demoted -gt 0
+	is early hidden_readers -eq 0
 	;;
 stale)
 	# a stray reference to layer 1's weight in a minority of the profiled

@@ -22,6 +22,8 @@ asan="verify_asan_link_order=0:abort_on_error=0:halt_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
 if [ -d "$src/build-asan" ]; then
 	ran=1
+	# built first: meson test given test names rebuilds only some targets
+	ninja -C "$src/build-asan" >/dev/null || status=1
 	ASAN_OPTIONS=$asan:detect_leaks=1 meson test -C "$src/build-asan" \
 		--num-processes 2 --print-errorlogs \
 		test_traps test_plan test_discover test_passes test_graphs test_kernels \
@@ -33,11 +35,12 @@ if [ -d "$src/build-asan" ]; then
 		fork_child threads nccl_alloc phases_fresh phases_graph faults \
 		offload_allocation_block_transfer offload_raw_block_transfer offload_strategy \
 		offload_graph-raw_block_transfer offload_mixed-allocation_block_transfer \
-		offload_verify offload_early offload_tail-raw_block_transfer replay_h200-hf8 \
+		offload_verify offload_early offload_update offload_pieces offload_early-nosub offload_tail-raw_block_transfer replay_h200-hf8 \
 		config_refusal || status=1
 fi
 if [ -d "$src/build-tsan" ]; then
 	ran=1
+	ninja -C "$src/build-tsan" >/dev/null || status=1
 	TSAN_OPTIONS="suppressions=$here/tsan.supp halt_on_error=1" \
 		meson test -C "$src/build-tsan" --print-errorlogs threads fork_child || status=1
 fi

@@ -196,6 +196,7 @@ int main(int argc, char **argv)
 			}
 			uint64_t seq = (uint64_t)num(r, "seq");
 			atomic_store(&stats.v[FT_STAT_launches], seq); /* as observation counts */
+			atomic_store(&L.seq, seq);
 			CUstream s = (CUstream)(uintptr_t)strtoull(
 				cJSON_GetObjectItem(r, "stream")->valuestring, NULL, 16);
 			ft_learn_before(&L, s, 0, &refs, seq);

@@ -20,8 +20,8 @@ static void chain(void **state)
 	ft_graphs_capture_read(&g, 7, a, 2);
 	ft_graphs_capture_read(&g, 7, &b, 1);
 	ft_graphs_capture_end(&g, 7, 0x100);
-	ft_graphs_instantiate(&g, 0x100, 0xe1);
-	ft_graphs_instantiate(&g, 0x100, 0xe2); /* a second executable of the graph */
+	ft_graphs_instantiate(&g, 0x100, 0xe1, 0, 0);
+	ft_graphs_instantiate(&g, 0x100, 0xe2, 0, 0); /* a second executable of the graph */
 	struct ft_region_ref *r;
 	assert_int_equal(ft_graphs_exec_refs(&g, 0xe1, &r), 3);
 	assert_int_equal(r[1].alloc_id, 2);
@@ -35,7 +35,7 @@ static void chain(void **state)
 
 	/* a capture that referred to nothing tracked */
 	ft_graphs_capture_end(&g, 8, 0x200);
-	ft_graphs_instantiate(&g, 0x200, 0xe3);
+	ft_graphs_instantiate(&g, 0x200, 0xe3, 0, 0);
 	assert_int_equal(ft_graphs_exec_refs(&g, 0xe3, &r), 0);
 	assert_null(r);
 }
@@ -51,7 +51,7 @@ static void recycling(void **state)
 	for (uint64_t c = 1; c <= 3 * FT_GRAPH_ENTRIES; c++) {
 		ft_graphs_capture_read(&g, c, &a, 1);
 		ft_graphs_capture_end(&g, c, 0x1000 + c);
-		ft_graphs_instantiate(&g, 0x1000 + c, 0x900000 + c);
+		ft_graphs_instantiate(&g, 0x1000 + c, 0x900000 + c, 0, 0);
 	}
 	assert_int_equal(ft_graphs_exec_refs(&g, 0x900000 + 3 * FT_GRAPH_ENTRIES, NULL), 1);
 	assert_int_equal(ft_graphs_exec_refs(&g, 0x900001, NULL), 0);

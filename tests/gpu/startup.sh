@@ -1,0 +1,48 @@
+#!/bin/sh
+# GPU check of graphs captured before the plan (see startup.py): the
+# harness without the library for each variant (full, piecewise), then with
+# it at about half of the decoder weights off the GPU: a first start (no
+# profile.json: the library learns from the eager passes and the replays,
+# and pages the graphs when its plan arrives) and a restart (the profile the
+# first start wrote), in allocation mode, and a first start in raw mode;
+# then the report (logits bit for bit per request, decode step against the
+# resident step and the transfer floor, host time per step and per launch).
+# Exits 77 where there is no GPU.
+# usage: startup.sh <libflextensor.so> <output dir> [share, default 0.5]
+# (STARTUP_VARIANTS: default "full piecewise"; STARTUP_RUNS: the library
+# runs, NAME:MODE each, NAME first|restart|verify)
+set -u
+lib=$1 out=$2 share=${3:-0.5}
+here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
+py=${PYTHON:-python3}
+. "$here/gpu_env.sh"
+require_gpu
+clean_ft_env
+rm -rf "$out"
+mkdir -p "$out"
+for v in ${STARTUP_VARIANTS:-full piecewise}; do
+	"$py" "$here/startup.py" run "plain-$v" "$out" "$v" || exit 1
+done
+f=$("$py" "$here/startup.py" fraction "$out" "$share") || exit 1
+runs=${STARTUP_RUNS:-"first:allocation_block_transfer restart:allocation_block_transfer first:raw_block_transfer"}
+for v in ${STARTUP_VARIANTS:-full piecewise}; do
+	for run in $runs; do
+		name=${run%:*} m=${run#*:}
+		tag=$v-$name-${m%%_*}
+		set --
+		[ "$name" = verify ] && set -- FT_VERIFY=1
+		[ "${STARTUP_TRACE:-0}" = 1 ] && set -- "$@" FT_TRACE="$out/$tag.trace.jsonl"
+		# a restart finds the profile its variant's first start wrote
+		prof="$out/profile-$v-$m"
+		[ "$name" = restart ] || rm -rf "$prof"
+		mkdir -p "$prof"
+		env "$@" LD_PRELOAD="$lib" FT_ENABLED=1 FT_MAX_GPU_MEM_FRACTION="$f" \
+			FT_TRANSFER_MODE="$m" FT_PROFILE_STORAGE_DIR="$prof" FT_LOG_LEVEL=info \
+			"$py" "$here/startup.py" run "$tag" "$out" "$v" >"$out/$tag.out" \
+			2>"$out/$tag.log" || { echo "$tag failed:"; tail -20 "$out/$tag.log"; }
+		cat "$out/$tag.out"
+		grep -E "plan \(|offloading \(|substitut|launch boundar|captured before|error|warn" \
+			"$out/$tag.log" | head -12 | sed "s/^/  $tag: /"
+	done
+done
+"$py" "$here/startup.py" report "$out"
