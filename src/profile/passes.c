@@ -238,7 +238,7 @@ static uint64_t confirm(struct ft_passes *p)
 static void propose(struct ft_passes *p, uint64_t i, const struct ft_region_ref *r, unsigned n,
 		    const uint64_t *last1, const uint64_t *ret)
 {
-	uint64_t minp = p->prev_len / 2 > MIN_PASS ? p->prev_len / 2 : MIN_PASS;
+	uint64_t minp = p->prev_len / 4 > MIN_PASS ? p->prev_len / 4 : MIN_PASS;
 	uint64_t maxp = p->prev_len ? 4 * p->prev_len + 64 : NONE;
 	uint64_t best_a = NONE;
 	struct ft_region_ref anchor = { 0 };
