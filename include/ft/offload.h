@@ -225,8 +225,9 @@ unsigned ft_off_graph_traps(struct ft_offload *o, const uint64_t *addr, unsigned
 /* Every offloaded trap addr[0..n) read comes back to the GPU for good (why:
  * said in the log): a reader that cannot be paged. */
 void ft_off_keep(struct ft_offload *o, const uint64_t *addr, unsigned n, const char *why);
-/* The first of addr[0..n) that lies in an offloaded trap: 1 with the trap
- * and the weight's address, else 0 (a reader the executor cannot serve). */
+/* The first of addr[0..n) that lies in an offloaded trap's weight, in or
+ * before bytes of it that left the GPU: 1 with the trap and the address,
+ * else 0 (a reader the executor cannot serve). */
 int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int *trap,
 		     uint64_t *weight);
 /* Before a copy or memset on stream s writing [dst, dst + dbytes) and

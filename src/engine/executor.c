@@ -594,7 +594,9 @@ int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
 		int t = k < 0 ? -1 : (int)o->w[k].trap;
-		if (t >= 0 && o->t[t].block >= 0) {
+		/* bytes of it left the GPU (a weight in chunks it shares with
+		 * something else stays there) */
+		if (t >= 0 && o->t[t].block >= 0 && ft_off_weight_offloaded(o, k, addr[i])) {
 			*trap = t;
 			*weight = addr[i];
 			return 1;

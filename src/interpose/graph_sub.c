@@ -122,9 +122,12 @@ static const char *walk_graph(CUgraph g, struct walk *w)
 	const struct ft_real *r = &ft_g.real;
 	size_t ne = 0;
 	memset(w, 0, sizeof(*w));
+	/* edges are asked for with their data: without it the driver refuses
+	 * to list edges that carry any (CUDA_ERROR_LOSSY_QUERY) */
 	if (r->cuGraphGetNodes(g, NULL, &w->n) || r->cuGraphGetEdges_v2(g, NULL, NULL, NULL, &ne))
 		return "the driver does not list its nodes";
 	CUgraphNode *from = malloc((ne + 1) * sizeof(*from)), *to = malloc((ne + 1) * sizeof(*to));
+	CUgraphEdgeData *data = calloc(ne + 1, sizeof(*data));
 	uint32_t *indeg = calloc(w->n + 1, sizeof(*indeg)), *succ_at = calloc(w->n + 2, 4);
 	uint32_t *succ = malloc((ne + 1) * 4);
 	w->node = malloc((w->n + 1) * sizeof(*w->node));
@@ -132,14 +135,14 @@ static const char *walk_graph(CUgraph g, struct walk *w)
 	w->pred_at = calloc(w->n + 2, sizeof(*w->pred_at));
 	w->pred = malloc((ne + 1) * sizeof(*w->pred));
 	const char *why = NULL;
-	if (!from || !to || !indeg || !succ_at || !succ || !w->node || !w->order || !w->pred_at ||
-	    !w->pred) {
+	if (!from || !to || !data || !indeg || !succ_at || !succ || !w->node || !w->order ||
+	    !w->pred_at || !w->pred) {
 		why = "out of host memory";
 		goto out;
 	}
 	if (r->cuGraphGetNodes(g, w->node, &w->n) ||
-	    r->cuGraphGetEdges_v2(g, from, to, NULL, &ne)) {
-		why = "the driver does not list its nodes";
+	    r->cuGraphGetEdges_v2(g, from, to, data, &ne)) {
+		why = "the driver does not list its nodes and edges";
 		goto out;
 	}
 	qsort(w->node, w->n, sizeof(*w->node), by_handle);
@@ -188,6 +191,7 @@ static const char *walk_graph(CUgraph g, struct walk *w)
 out:
 	free(from);
 	free(to);
+	free(data);
 	free(indeg);
 	free(succ_at);
 	free(succ);
