@@ -12,8 +12,9 @@
  * GPU).  The handles are opaque here; release() (ft_graphs_set_release)
  * frees them when the entry goes.
  *
- * Small fixed tables: when full, the oldest entry that holds no paging
- * (no substitute, no launch-boundary choice) is recycled; thread-safe.
+ * A fixed table with a hash index: when full, the oldest entry that no
+ * paging depends on (no clone, substitute, launch-boundary choice or paged
+ * capture) is recycled; thread-safe.
  */
 #ifndef FT_GRAPHS_H
 #define FT_GRAPHS_H
@@ -23,7 +24,8 @@
 
 #include "ft/passes.h"
 
-#define FT_GRAPH_ENTRIES 1024
+#define FT_GRAPH_ENTRIES 8192 /* vLLM's PIECEWISE graphs: sizes x (layers + 1) */
+#define FT_GRAPH_BUCKETS 4096
 
 /* How replays of an executable page the offloaded weights it reads. */
 enum ft_graph_how {
@@ -61,7 +63,9 @@ struct ft_graphs {
 		uint32_t nl, capl;    /* launches: launch i read refs [ends[i-1], ends[i]) */
 		uint32_t *ends;
 		struct ft_graph_exec x; /* executables */
+		int32_t chain;  /* next entry of its bucket, -1 none */
 	} e[FT_GRAPH_ENTRIES];
+	int32_t bucket[FT_GRAPH_BUCKETS]; /* first entry of each, -1 none */
 	unsigned next;
 	void (*release)(const struct ft_graph_exec *x); /* frees x's handles */
 };

@@ -214,8 +214,8 @@ void ft_off_capture_over(struct ft_offload *o);
 void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag);
 /* Graphs captured before the plan (graph_sub.c).  The offloaded traps that
  * addr[0..n) read bytes of that left the GPU, once each in first-read
- * order: up to cap of them into out (trap, its block, the first address
- * read in it); how many there are. */
+ * order: up to cap of them into out (trap, its block, the start of the
+ * first of its weights read); how many there are. */
 struct ft_off_read {
 	int trap, block;
 	uint64_t addr;

@@ -9,9 +9,10 @@
  *     launches between its two latest touches).  A weight is read once per
  *     pass, so it returns after one pass length; activation buffers reused
  *     by every layer return after a few launches.  A launch that touches a
- *     region again after d launches (d at least a quarter of the last pass,
- *     at most four passes; the region's previous return not short) is a candidate
- *     boundary c, with the hypothesis that the previous pass was [c - d, c).
+ *     region again after d launches (d at least a quarter of the longer of
+ *     the last two passes, at most four passes; the region's previous return
+ *     not short) is a candidate boundary c, with the hypothesis that the
+ *     previous pass was [c - d, c).
  *     The regions touched after c then vote: one last touched inside the
  *     hypothetical previous pass matches; one last touched before it whose
  *     own return distance is of pass scale (a weight the hypothesis skipped:
@@ -60,6 +61,7 @@ struct ft_passes {
 
 	uint64_t start;           /* launch index where the current pass began */
 	uint64_t prev_len;        /* launches in the previous pass; 0 = unknown */
+	uint64_t prev_len2;       /* in the one before it; 0 = unknown */
 
 	uint32_t ncand;
 	struct ft_pass_cand *cand;

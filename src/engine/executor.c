@@ -650,9 +650,9 @@ unsigned ft_off_graph_traps(struct ft_offload *o, const uint64_t *addr, unsigned
 			j++;
 		if (j < nt && j < cap)
 			continue;
-		if (nt < cap)
+		if (nt < cap) /* the weight's start: an address past it reads as foreign */
 			out[nt] = (struct ft_off_read){ .trap = t, .block = o->t[t].block,
-							.addr = addr[i] };
+							.addr = o->w[k].lo };
 		nt++;
 	}
 	pthread_mutex_unlock(&o->lock);
@@ -666,7 +666,7 @@ void ft_off_keep(struct ft_offload *o, const uint64_t *addr, unsigned n, const c
 	ft_off_lock(o);
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
-		if (k >= 0 && o->t[o->w[k].trap].block >= 0)
+		if (k >= 0 && o->t[o->w[k].trap].block >= 0 && ft_off_weight_offloaded(o, k, addr[i]))
 			ft_off_demote(o, (int)o->w[k].trap, why);
 	}
 	pthread_mutex_unlock(&o->lock);

@@ -53,6 +53,7 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 			swap_ready(b);
 		}
 		o->saved_cur = o->cur;
+		o->saved_last_stream = o->last_stream;
 		o->cur = -1;
 		o->cap_first = -1;
 		if (o->mode != FT_TM_STRATEGY) {
@@ -91,6 +92,7 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 			swap_ready(b);
 		}
 		o->cur = o->saved_cur;
+		o->last_stream = o->saved_last_stream;
 		o->cap_id = 0;
 	}
 	pthread_mutex_unlock(&o->lock);

@@ -90,6 +90,8 @@ struct ft_offload {
 	CUevent fork, join;
 	int cap_first;                      /* the capture's first position, -1 */
 	int saved_cur;
+	CUstream saved_last_stream;         /* last_stream before the capture (its
+					       stream may be gone after it) */
 	struct ft_off_saved {
 		int occupant;
 		uint32_t nreaders;

@@ -64,23 +64,58 @@ void ft_sub_init(void)
 	ft_graphs_set_release(ft_g.graphs, release);
 }
 
-uint64_t ft_sub_keep(CUgraph g)
+/* Why graph g, instantiated with flags, could never be paged by the
+ * library (NULL: it can be tried): known before any plan, so that the
+ * planner keeps what it reads on the GPU rather than bring it back later,
+ * when the memory may be gone. */
+static const char *unpageable(CUgraph g, unsigned long long flags)
+{
+	const struct ft_real *r = &ft_g.real;
+	if (!r->cuGraphClone || !r->cuStreamBeginCaptureToGraph || !r->cuGraphAddDependencies_v2 ||
+	    !r->cuStreamUpdateCaptureDependencies_v2 || !r->cuGraphGetEdges_v2 ||
+	    !r->cuGraphKernelNodeGetParams_v2 || !r->cuGraphGetNodes || !r->cuGraphNodeGetType)
+		return "the driver lacks the graph calls it needs (CUDA 12.3)";
+	if (!ft_g.opt.pinned_memory)
+		return "FT_PINNED_MEMORY=0 (a graph cannot copy from a pageable host store)";
+	if (flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH)
+		return "it was instantiated for device launch, whose launches the library never "
+		       "sees";
+	size_t n = 0;
+	if (r->cuGraphGetNodes(g, NULL, &n))
+		return "the driver does not list its nodes";
+	CUgraphNode *node = malloc((n + 1) * sizeof(*node));
+	const char *why = node ? NULL : "out of host memory";
+	if (node && r->cuGraphGetNodes(g, node, &n))
+		why = "the driver does not list its nodes";
+	for (size_t i = 0; !why && i < n; i++) {
+		CUgraphNodeType t;
+		if (r->cuGraphNodeGetType(node[i], &t))
+			why = "the driver does not tell a node's type";
+		else if (t == CU_GRAPH_NODE_TYPE_GRAPH)
+			why = "it holds a child graph node";
+		else if (t == CU_GRAPH_NODE_TYPE_CONDITIONAL)
+			why = "it holds a conditional node";
+		else if (t == CU_GRAPH_NODE_TYPE_MEM_ALLOC || t == CU_GRAPH_NODE_TYPE_MEM_FREE)
+			why = "it holds memory alloc or free nodes (it cannot be cloned)";
+	}
+	free(node);
+	return why;
+}
+
+uint64_t ft_sub_keep(CUgraph g, unsigned long long flags)
 {
 	if (!ft_graphs_graph_unpaged(ft_g.graphs, H(g)))
 		return 0;
-	if (!ft_g.real.cuGraphClone) {
-		ft_info_once("the driver has no cuGraphClone: CUDA graphs captured before the plan "
-			     "keep what they read on the GPU");
-		return 0;
-	}
 	uint64_t t0 = now_us();
+	const char *why = unpageable(g, flags);
 	CUgraph c = NULL;
-	CUresult rc = ft_g.real.cuGraphClone(&c, g);
+	CUresult rc = why ? CUDA_SUCCESS : ft_g.real.cuGraphClone(&c, g);
 	FT_STAT_ADD(&ft_g.stats, graph_keep_us, now_us() - t0);
-	if (rc != CUDA_SUCCESS || !c) {
-		ft_info("CUDA graph 0x%llx reads tracked memory but cannot be cloned (error %d: "
-			"memory alloc/free or conditional nodes): what it reads stays on the GPU",
-			(unsigned long long)H(g), rc);
+	if (!why && (rc != CUDA_SUCCESS || !c))
+		why = "the driver refused to clone it";
+	if (why) {
+		ft_info("CUDA graph 0x%llx reads tracked memory and cannot be paged by the library "
+			"(%s): what it reads stays on the GPU", (unsigned long long)H(g), why);
 		return 0;
 	}
 	FT_STAT_INC(&ft_g.stats, graphs_kept);
@@ -94,6 +129,8 @@ struct walk {
 	size_t n;
 	uint32_t *order;         /* indices into node, topological */
 	uint32_t *pred_at, *pred; /* node i's predecessors: pred[pred_at[i] .. pred_at[i+1]) */
+	uint8_t *full;           /* per pred: a full dependency (not a programmatic one,
+				    which orders only the start of the dependent) */
 };
 
 static int by_handle(const void *a, const void *b)
@@ -114,6 +151,7 @@ static void walk_free(struct walk *w)
 	free(w->order);
 	free(w->pred_at);
 	free(w->pred);
+	free(w->full);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -134,9 +172,10 @@ static const char *walk_graph(CUgraph g, struct walk *w)
 	w->order = malloc((w->n + 1) * sizeof(*w->order));
 	w->pred_at = calloc(w->n + 2, sizeof(*w->pred_at));
 	w->pred = malloc((ne + 1) * sizeof(*w->pred));
+	w->full = malloc(ne + 1);
 	const char *why = NULL;
 	if (!from || !to || !data || !indeg || !succ_at || !succ || !w->node || !w->order ||
-	    !w->pred_at || !w->pred) {
+	    !w->pred_at || !w->pred || !w->full) {
 		why = "out of host memory";
 		goto out;
 	}
@@ -170,6 +209,7 @@ static const char *walk_graph(CUgraph g, struct walk *w)
 	}
 	for (size_t e = 0; e < ne; e++) {
 		int a = index_of(w, from[e]), b = index_of(w, to[e]);
+		w->full[w->pred_at[b] + pfill[b]] = data[e].type == CU_GRAPH_DEPENDENCY_TYPE_DEFAULT;
 		w->pred[w->pred_at[b] + pfill[b]++] = (uint32_t)a;
 		succ[succ_at[a] + sfill[a]++] = (uint32_t)b;
 	}
@@ -320,7 +360,7 @@ static const char *join_into(const struct walk *w, uint32_t k, CUstream s, struc
 		int j = index_of(w, d[i]);
 		int known = j == (int)k;
 		for (uint32_t p = w->pred_at[k]; !known && j >= 0 && p < w->pred_at[k + 1]; p++)
-			known = w->pred[p] == (uint32_t)j;
+			known = w->pred[p] == (uint32_t)j && w->full[p];
 		if (!known && edge(e, d[i], w->node[k]))
 			return "out of host memory";
 	}
@@ -382,7 +422,10 @@ static int capture_loads(CUgraph g, const struct walk *w, CUstream s, const char
 		size_t nd = 0;
 		for (uint32_t p = w->pred_at[k]; p < w->pred_at[k + 1] && nd < 64; p++)
 			deps[nd++] = w->node[w->pred[p]];
-		if (last >= 0 && nd < 65)
+		int known = 0;
+		for (uint32_t p = w->pred_at[k]; last >= 0 && p < w->pred_at[k + 1]; p++)
+			known |= w->pred[p] == (uint32_t)last;
+		if (last >= 0 && !known && nd < 65)
 			deps[nd++] = w->node[last];
 		if (w->pred_at[k + 1] - w->pred_at[k] > 64 || set_deps(s, deps, nd)) {
 			*why = "the driver refused the capture's dependencies";
@@ -447,7 +490,10 @@ static int substitute(struct ft_graph_exec *x, const char **why)
 			tag = capture_loads(g, &w, s, why);
 		walk_free(&w);
 	}
-	if (!*why && tag > 0 && r->cuGraphInstantiateWithFlags(&e, g, x->flags))
+	/* the application's flags, less the upload (which needs a stream) */
+	if (!*why && tag > 0 &&
+	    r->cuGraphInstantiateWithFlags(&e, g, x->flags & ~(unsigned long long)
+					   CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
 		*why = "the driver refused to instantiate it with the loads";
 	if (s)
 		r->cuStreamDestroy_v2(s);

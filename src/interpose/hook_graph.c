@@ -77,7 +77,7 @@ static void instantiated(const char *api, CUgraph g, CUgraphExec *e, unsigned lo
 		FT_STAT_INC(&ft_g.stats, graph_instantiates);
 		/* a graph that does not page what it reads is cloned: the
 		 * application may destroy it, and a plan may come later */
-		ft_graphs_instantiate(ft_g.graphs, H(g), H(*e), ft_sub_keep(g), flags);
+		ft_graphs_instantiate(ft_g.graphs, H(g), H(*e), ft_sub_keep(g, flags), flags);
 		if (ft_off_active(ft_g.off))
 			ft_sub_plan(*e);
 	}
@@ -226,7 +226,7 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultI
 		return rc;
 	}
 	ft_graphs_exec_destroy(ft_g.graphs, H(e));
-	ft_graphs_instantiate(ft_g.graphs, H(g), H(e), ft_sub_keep(g), flags);
+	ft_graphs_instantiate(ft_g.graphs, H(g), H(e), ft_sub_keep(g, flags), flags);
 	if (ft_off_active(ft_g.off))
 		ft_sub_plan(e);
 	ft_obs_event("graph_exec_update", "cuGraphExecUpdate_v2", rc, "exec", H(e), "graph",

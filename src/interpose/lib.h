@@ -128,9 +128,9 @@ void ft_obs_tensormap(const char *api, const CUtensorMap *map, uint64_t addr);
 
 /* graph_sub.c: graphs captured before the plan (include/ft/graphs.h). */
 void ft_sub_init(void);
-/* At instantiation of g: a clone kept to page it later (0: none needed, or
- * the driver refused). */
-uint64_t ft_sub_keep(CUgraph g);
+/* At instantiation of g with flags: a clone kept to page it later (0: none
+ * needed, or it could never be paged: said). */
+uint64_t ft_sub_keep(CUgraph g, unsigned long long flags);
 /* Once offloading is in effect: how exec's replays page what it reads
  * (substitute, launch boundary, or kept on the GPU), decided and set up. */
 void ft_sub_plan(CUgraphExec exec);

@@ -9,6 +9,10 @@ enum { FREE, CAPTURE, GRAPH, EXEC };
 void ft_graphs_init(struct ft_graphs *g)
 {
 	memset(g, 0, sizeof(*g));
+	for (int i = 0; i < FT_GRAPH_BUCKETS; i++)
+		g->bucket[i] = -1;
+	for (int i = 0; i < FT_GRAPH_ENTRIES; i++)
+		g->e[i].chain = -1;
 	pthread_mutex_init(&g->lock, NULL);
 }
 
@@ -19,12 +23,41 @@ void ft_graphs_set_release(struct ft_graphs *g, void (*release)(const struct ft_
 	pthread_mutex_unlock(&g->lock);
 }
 
+static unsigned hash(int kind, uint64_t key)
+{
+	uint64_t x = (key ^ ((uint64_t)kind << 61)) * 0x9e3779b97f4a7c15ULL;
+	return (unsigned)(x >> 40) & (FT_GRAPH_BUCKETS - 1);
+}
+
 static int find(struct ft_graphs *g, int kind, uint64_t key)
 {
-	for (int i = 0; i < FT_GRAPH_ENTRIES; i++)
+	for (int i = g->bucket[hash(kind, key)]; i >= 0; i = g->e[i].chain)
 		if (g->e[i].kind == kind && g->e[i].key == key)
 			return i;
 	return -1;
+}
+
+/* Entry i leaves its bucket (it is free, or is about to change key). */
+static void unlink_entry(struct ft_graphs *g, int i)
+{
+	if (g->e[i].kind == FREE)
+		return;
+	int32_t *p = &g->bucket[hash(g->e[i].kind, g->e[i].key)];
+	while (*p >= 0 && *p != i)
+		p = &g->e[*p].chain;
+	if (*p == i)
+		*p = g->e[i].chain;
+	g->e[i].chain = -1;
+}
+
+/* Entry i (unlinked) becomes (kind, key). */
+static void link_entry(struct ft_graphs *g, int i, int kind, uint64_t key)
+{
+	unsigned b = hash(kind, key);
+	g->e[i].kind = (uint8_t)kind;
+	g->e[i].key = key;
+	g->e[i].chain = g->bucket[b];
+	g->bucket[b] = i;
 }
 
 static void release(struct ft_graphs *g, const struct ft_graph_exec *x)
@@ -35,18 +68,20 @@ static void release(struct ft_graphs *g, const struct ft_graph_exec *x)
 
 static void drop(struct ft_graphs *g, int i)
 {
+	unlink_entry(g, i);
 	release(g, &g->e[i].x);
 	free(g->e[i].refs);
 	free(g->e[i].ends);
 	memset(&g->e[i], 0, sizeof(g->e[i]));
+	g->e[i].chain = -1;
 }
 
-/* An executable whose replays page through the entry must not lose it. */
+/* Whether paging depends on entry i: a capture or graph that paged itself,
+ * an executable with a clone (to page once a plan exists) or paged. */
 static int pinned(const struct ft_graphs *g, int i)
 {
-	uint8_t how = g->e[i].x.how;
-	return g->e[i].kind == EXEC && (how == FT_GRAPH_SUBSTITUTE || how == FT_GRAPH_BOUNDARY ||
-					g->e[i].paged);
+	return g->e[i].kind != FREE && (g->e[i].paged || g->e[i].x.kept || g->e[i].x.sub ||
+					g->e[i].x.how == FT_GRAPH_BOUNDARY);
 }
 
 static int entry(struct ft_graphs *g, int kind, uint64_t key)
@@ -59,11 +94,9 @@ static int entry(struct ft_graphs *g, int kind, uint64_t key)
 		if (!pinned(g, i))
 			break;
 	}
-	/* all pinned (more live paged executables than entries): the oldest
-	 * goes anyway */
+	/* all pinned (more live graphs than entries): the oldest goes anyway */
 	drop(g, i);
-	g->e[i].kind = (uint8_t)kind;
-	g->e[i].key = key;
+	link_entry(g, i, kind, key);
 	return i;
 }
 
@@ -115,8 +148,8 @@ void ft_graphs_capture_end(struct ft_graphs *g, uint64_t capture, uint64_t graph
 		int j = find(g, GRAPH, graph);
 		if (j >= 0)
 			drop(g, j);
-		g->e[i].kind = GRAPH;
-		g->e[i].key = graph;
+		unlink_entry(g, i);
+		link_entry(g, i, GRAPH, graph);
 	}
 	pthread_mutex_unlock(&g->lock);
 }
@@ -144,8 +177,7 @@ void ft_graphs_instantiate(struct ft_graphs *g, uint64_t graph, uint64_t exec, u
 	if (refs && (ends || !nl)) {
 		int j = entry(g, EXEC, exec);
 		drop(g, j);
-		g->e[j].kind = EXEC;
-		g->e[j].key = exec;
+		link_entry(g, j, EXEC, exec);
 		g->e[j].paged = paged;
 		g->e[j].refs = refs;
 		g->e[j].n = g->e[j].cap = n;

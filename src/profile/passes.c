@@ -216,6 +216,7 @@ static uint64_t confirm(struct ft_passes *p)
 			b = x;
 	}
 	uint64_t c = placed(p, b);
+	p->prev_len2 = p->prev_len;
 	p->prev_len = p->passes ? c - p->start : c - b->a;
 	p->start = c;
 	p->passes++;
@@ -238,7 +239,11 @@ static uint64_t confirm(struct ft_passes *p)
 static void propose(struct ft_passes *p, uint64_t i, const struct ft_region_ref *r, unsigned n,
 		    const uint64_t *last1, const uint64_t *ret)
 {
-	uint64_t minp = p->prev_len / 4 > MIN_PASS ? p->prev_len / 4 : MIN_PASS;
+	/* a quarter of the longer of the last two passes: prefills and decode
+	 * steps alternate, and a short pass must not let a buffer reused every
+	 * few layers of a long one back a boundary */
+	uint64_t longer = p->prev_len > p->prev_len2 ? p->prev_len : p->prev_len2;
+	uint64_t minp = longer / 4 > MIN_PASS ? longer / 4 : MIN_PASS;
 	uint64_t maxp = p->prev_len ? 4 * p->prev_len + 64 : NONE;
 	uint64_t best_a = NONE;
 	struct ft_region_ref anchor = { 0 };
@@ -260,7 +265,7 @@ enum ft_pass_source ft_passes_launch(struct ft_passes *p, uint64_t i,
 	if (p->marked)
 		return FT_PASS_NONE;
 	if (p->prev_len && i - p->start > 4 * p->prev_len + 256)
-		p->prev_len = 0; /* nothing confirmed for too long: learn afresh */
+		p->prev_len = p->prev_len2 = 0; /* nothing confirmed for too long: learn afresh */
 	log_launch(p->log, i, r, n);
 
 	/* each region's state before this launch, for the proposal below */
