@@ -322,7 +322,9 @@ def run(tag, out, variant):
 def fraction(out, share):
     import torch
 
-    r = torch.load(os.path.join(out, "plain-full.pt"))
+    import glob
+
+    r = torch.load(sorted(glob.glob(os.path.join(out, "plain-*.pt")))[0])
     print(f"{budget_fraction(r['params'], r['decoder'], share, r['total']):.6f}")
 
 
