@@ -262,6 +262,45 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
 	return rc;
 }
 
+/* Any other change to a node of an executable that a substitute replaces:
+ * the application's executable takes it, the substitute could not follow,
+ * so what it reads comes back to the GPU and the executable runs itself. */
+static void exec_changed(CUgraphExec e, const char *api)
+{
+	struct ft_graph_exec x;
+	char why[96];
+	if (!ft_graphs_exec_get(ft_g.graphs, H(e), &x) || x.how != FT_GRAPH_SUBSTITUTE)
+		return;
+	snprintf(why, sizeof(why), "%s changed one of its nodes", api);
+	ft_sub_unpageable(e, why);
+}
+
+#define EXEC_NODE_SET(sym, T)                                                  \
+	CUresult sym(CUgraphExec e, CUgraphNode n, T p)                        \
+	{                                                                      \
+		CUresult rc = FT_CALL(sym, e, n, p);                           \
+		if (rc == CUDA_SUCCESS && OBSERVING())                         \
+			exec_changed(e, #sym);                                 \
+		return rc;                                                     \
+	}
+#define EXEC_NODE_SET_CTX(sym, T)                                              \
+	CUresult sym(CUgraphExec e, CUgraphNode n, T p, CUcontext c)           \
+	{                                                                      \
+		CUresult rc = FT_CALL(sym, e, n, p, c);                        \
+		if (rc == CUDA_SUCCESS && OBSERVING())                         \
+			exec_changed(e, #sym);                                 \
+		return rc;                                                     \
+	}
+EXEC_NODE_SET(cuGraphExecNodeSetParams, CUgraphNodeParams *)
+EXEC_NODE_SET_CTX(cuGraphExecMemcpyNodeSetParams, const CUDA_MEMCPY3D *)
+EXEC_NODE_SET_CTX(cuGraphExecMemsetNodeSetParams, const CUDA_MEMSET_NODE_PARAMS *)
+EXEC_NODE_SET(cuGraphExecHostNodeSetParams, const CUDA_HOST_NODE_PARAMS *)
+EXEC_NODE_SET(cuGraphExecChildGraphNodeSetParams, CUgraph)
+EXEC_NODE_SET(cuGraphExecEventRecordNodeSetEvent, CUevent)
+EXEC_NODE_SET(cuGraphExecEventWaitNodeSetEvent, CUevent)
+EXEC_NODE_SET(cuGraphExecBatchMemOpNodeSetParams, const CUDA_BATCH_MEM_OP_NODE_PARAMS *)
+EXEC_NODE_SET(cuGraphNodeSetEnabled, unsigned int)
+
 /* Contexts: which device later allocations belong to. */
 CUresult cuCtxSetCurrent(CUcontext c)
 {

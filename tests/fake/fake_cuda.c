@@ -597,6 +597,7 @@ struct recorded {
 	size_t n;
 	struct fake_graph *g;   /* the graph it belongs to */
 	struct depset deps;     /* its predecessors, by index */
+	int disabled;           /* an executable's node switched off (cuGraphNodeSetEnabled) */
 };
 #define FAKE_NODES 1024
 /* A graph, and an executable too (an independent copy). */
@@ -1229,6 +1230,17 @@ API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode h,
 	return set_kernel_params(&x->r[i], p);
 }
 
+/* An executable's node (named by its graph's node) on or off. */
+API CUresult cuGraphNodeSetEnabled(CUgraphExec e, CUgraphNode h, unsigned on)
+{
+	struct fake_graph *x = (struct fake_graph *)e;
+	unsigned i = node_index((const struct recorded *)h);
+	if (i >= x->n)
+		return CUDA_ERROR_INVALID_VALUE;
+	x->r[i].disabled = !on;
+	return CUDA_SUCCESS;
+}
+
 /* The nodes run in a topological order (graph_order). */
 API CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 {
@@ -1239,6 +1251,8 @@ API CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 		return CUDA_ERROR_INVALID_VALUE;
 	for (unsigned o = 0; o < fg->n; o++) {
 		struct recorded *r = &fg->r[order[o]];
+		if (r->disabled)
+			continue;
 		if (r->kind == NODE_EVENT) {
 			cuEventRecord(r->ev, NULL);
 			continue;
@@ -1332,6 +1346,7 @@ static const struct row rows[] = {
 	R("cuGraphExecDestroy", 10000, 0, cuGraphExecDestroy),
 	R("cuGraphExecUpdate", 12000, 0, cuGraphExecUpdate_v2),
 	R("cuGraphExecKernelNodeSetParams", 12000, 0, cuGraphExecKernelNodeSetParams_v2),
+	R("cuGraphNodeSetEnabled", 11060, 0, cuGraphNodeSetEnabled),
 };
 
 static void *lookup(const char *sym, int ver, cuuint64_t flags)

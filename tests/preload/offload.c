@@ -26,6 +26,10 @@
  *   offloads what it reads, the graph is paged by a substitute.
  *   update: as early, and at step 16 the forward is captured again into a
  *   new graph that cuGraphExecUpdate puts into the executable.
+ *   enabled: as early (the graph kept), and at step 16 the program switches
+ *   the executable's first node off (cuGraphNodeSetEnabled): the substitute
+ *   cannot follow such a change, so what the graph reads comes back and the
+ *   executable runs itself (outputs change as without the library).
  *   pieces: at step 7, before any plan, the embedding, each layer and the
  *   head are captured as graphs of their own (vLLM's PIECEWISE graphs),
  *   replayed every step with an eager kernel on activations between them.
@@ -163,6 +167,8 @@ static void forward_pieces(CUgraphExec *pe)
 	}
 }
 
+static CUgraph kept; /* enabled: the graph is kept, for its nodes */
+
 static int capture(void (*fn)(int), int arg, CUgraphExec *exec)
 {
 	CUgraph g;
@@ -173,7 +179,10 @@ static int capture(void (*fn)(int), int arg, CUgraphExec *exec)
 		fprintf(stderr, "capture failed\n");
 		return -1;
 	}
-	cuGraphDestroy(g); /* as PyTorch, right after instantiating */
+	if (kept == (CUgraph)1)
+		kept = g;
+	else
+		cuGraphDestroy(g); /* as PyTorch, right after instantiating */
 	return 0;
 }
 
@@ -195,10 +204,13 @@ int main(int argc, char **argv)
 	int mixed = argc > 2 && !strcmp(argv[2], "mixed");
 	int graph = mixed || (argc > 2 && !strcmp(argv[2], "graph"));
 	int update = argc > 2 && !strcmp(argv[2], "update");
-	int early = update || (argc > 2 && !strcmp(argv[2], "early"));
+	int enabled = argc > 2 && !strcmp(argv[2], "enabled");
+	int early = update || enabled || (argc > 2 && !strcmp(argv[2], "early"));
 	int pieces = argc > 2 && !strcmp(argv[2], "pieces");
 	int capture_at = graph ? GRAPH_AT : early ? EARLY_AT : -1;
 	CUgraphExec pe[PIECES] = { 0 };
+	if (enabled)
+		kept = (CUgraph)1; /* the capture keeps its graph */
 	stale_every = argc > 2 && !strcmp(argv[2], "stale") ? 4 :
 		      argc > 2 && !strcmp(argv[2], "shared") ? 1 : 0;
 	stray = argc > 2 && !strcmp(argv[2], "stray");
@@ -265,6 +277,15 @@ int main(int argc, char **argv)
 				}
 				cuGraphDestroy(g);
 			} else if (capture((void (*)(int))forward, s, &exec)) {
+				return 1;
+			}
+		}
+		if (enabled && s == 16) {
+			CUgraphNode node[1];
+			size_t nn = 1;
+			if (cuGraphGetNodes(kept, node, &nn) != CUDA_SUCCESS ||
+			    cuGraphNodeSetEnabled(exec, node[0], 0) != CUDA_SUCCESS) {
+				fprintf(stderr, "cuGraphNodeSetEnabled failed\n");
 				return 1;
 			}
 		}

@@ -17,7 +17,8 @@
 # (verify), and when the program rewrites a weight and saves another mid-run
 # (modify); a graph captured before any plan is paged by a substitute once
 # the plan offloads what it reads (early, early-lifo, early-verify), also
-# after cuGraphExecUpdate (update), a graph per piece of the pass at its
+# after cuGraphExecUpdate (update), not after another change to one of its
+# nodes (enabled), a graph per piece of the pass at its
 # launch boundaries (pieces), and when the driver refuses the clone or the
 # substitute, what the graph reads stays on the GPU (early-noclone,
 # early-nosub); a stray reference to a weight in a minority of the profiled
@@ -174,6 +175,19 @@ update)
 	is update graphs_kept -eq 1
 	is update graphs_substituted -eq 2
 	is update hidden_readers -eq 0
+	;;
+enabled)
+	# a node of the substituted executable switched (cuGraphNodeSetEnabled):
+	# the substitute cannot follow, so what the graph reads comes back to
+	# the GPU and the application's executable runs
+	plain plain-enabled enabled
+	launch enabled enabled FT_TRANSFER_BUDGET_SCALE=1000 FAKE_GRAPH_ORDER=lifo ||
+		no "enabled run exited $?"
+	same plain-enabled enabled
+	is enabled graphs_substituted -eq 1
+	is enabled graphs_resident -eq 1
+	is enabled offload_demoted -gt 0
+	is enabled hidden_readers -eq 0
 	;;
 pieces)
 	# a graph per piece of the forward (embedding, each layer, head), with
