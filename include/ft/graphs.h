@@ -47,6 +47,8 @@ struct ft_graph_exec {
 	uint32_t tag;        /* the loads' tag (ft_off_capture_launch), 0 none */
 	uint8_t how;         /* enum ft_graph_how */
 	uint8_t naddr;       /* FT_GRAPH_BOUNDARY: an address in each trap it reads */
+	uint8_t changed;     /* a kernel node got new parameters: what it reads is
+				known from its clone's nodes only (no launch boundary) */
 	uint64_t addr[FT_GRAPH_READS];
 };
 

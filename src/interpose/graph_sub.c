@@ -465,8 +465,8 @@ static int capture_loads(CUgraph g, const struct walk *w, CUstream s, const char
 	return *why ? -1 : tag;
 }
 
-/* A substitute for exec (clone kept, flags): 0 with x filled, or -1 with
- * why. */
+/* A substitute for exec (clone kept, flags): 0 with x filled, 1 when its
+ * nodes read nothing offloaded, or -1 with why. */
 static int substitute(struct ft_graph_exec *x, const char **why)
 {
 	const struct ft_real *r = &ft_g.real;
@@ -502,10 +502,8 @@ static int substitute(struct ft_graph_exec *x, const char **why)
 	FT_STAT_ADD(&ft_g.stats, graph_sub_us, now_us() - t0);
 	if (*why)
 		return -1;
-	if (tag <= 0) {
-		*why = "it reads nothing offloaded";
-		return -1;
-	}
+	if (tag <= 0)
+		return 1; /* it reads nothing offloaded: it runs as it is */
 	x->sub = H(e);
 	x->tag = (uint32_t)tag;
 	x->how = FT_GRAPH_SUBSTITUTE;
@@ -567,11 +565,11 @@ void ft_sub_plan(CUgraphExec exec)
 		return;
 	struct ft_off_read rd[FT_GRAPH_READS];
 	unsigned nt = ft_off_graph_traps(ft_g.off, a, n, rd, FT_GRAPH_READS);
-	if (!nt) {
+	if (!nt && !x.changed) {
 		free(a);
 		return; /* reads nothing offloaded */
 	}
-	int distinct = nt <= FT_GRAPH_READS;
+	int distinct = nt <= FT_GRAPH_READS && !x.changed;
 	for (unsigned i = 0; distinct && i < nt; i++)
 		for (unsigned j = 0; j < i; j++)
 			distinct &= rd[i].block != rd[j].block;
@@ -588,10 +586,12 @@ void ft_sub_plan(CUgraphExec exec)
 		FT_STAT_INC(&ft_g.stats, graphs_boundary);
 		ft_debug("CUDA graph exec 0x%llx reads %u offloaded traps with blocks of their own: "
 			 "paged at its launch boundary", (unsigned long long)H(exec), nt);
-	} else if (!substitute(&x, &why)) {
-		FT_STAT_INC(&ft_g.stats, graphs_substituted);
 	} else {
-		keep_resident(exec, &x, a, n, why);
+		int rc = substitute(&x, &why);
+		if (!rc)
+			FT_STAT_INC(&ft_g.stats, graphs_substituted);
+		else if (rc < 0)
+			keep_resident(exec, &x, a, n, why);
 	}
 	free(a);
 	if (ft_graphs_exec_set(ft_g.graphs, H(exec), &x) && x.sub)

@@ -252,13 +252,16 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
 		ft_sub_unpageable(e, "a kernel node got new parameters its kept clone cannot take");
 		return rc;
 	}
+	/* the references recorded at capture may be stale now: a substitute
+	 * reads the clone's nodes again */
+	x.changed = 1;
 	if (x.how == FT_GRAPH_SUBSTITUTE || x.how == FT_GRAPH_BOUNDARY) {
 		x.how = FT_GRAPH_UNPLANNED;
 		x.sub = 0;
 		x.naddr = 0;
-		ft_graphs_exec_set(ft_g.graphs, H(e), &x);
-		ft_sub_plan(e);
 	}
+	ft_graphs_exec_set(ft_g.graphs, H(e), &x);
+	ft_sub_plan(e);
 	return rc;
 }
 

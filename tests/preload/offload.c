@@ -26,6 +26,10 @@
  *   offloads what it reads, the graph is paged by a substitute.
  *   update: as early, and at step 16 the forward is captured again into a
  *   new graph that cuGraphExecUpdate puts into the executable.
+ *   params: as early (the graph kept), and at step 16 the executable's
+ *   second node (layer 0's first weight) gets new parameters: it reads
+ *   layer 1's first weight instead (cuGraphExecKernelNodeSetParams): the
+ *   substitute is built again from the changed clone.
  *   enabled: as early (the graph kept), and at step 16 the program switches
  *   the executable's first node off (cuGraphNodeSetEnabled): the substitute
  *   cannot follow such a change, so what the graph reads comes back and the
@@ -205,11 +209,12 @@ int main(int argc, char **argv)
 	int graph = mixed || (argc > 2 && !strcmp(argv[2], "graph"));
 	int update = argc > 2 && !strcmp(argv[2], "update");
 	int enabled = argc > 2 && !strcmp(argv[2], "enabled");
-	int early = update || enabled || (argc > 2 && !strcmp(argv[2], "early"));
+	int params = argc > 2 && !strcmp(argv[2], "params");
+	int early = update || enabled || params || (argc > 2 && !strcmp(argv[2], "early"));
 	int pieces = argc > 2 && !strcmp(argv[2], "pieces");
 	int capture_at = graph ? GRAPH_AT : early ? EARLY_AT : -1;
 	CUgraphExec pe[PIECES] = { 0 };
-	if (enabled)
+	if (enabled || params)
 		kept = (CUgraph)1; /* the capture keeps its graph */
 	stale_every = argc > 2 && !strcmp(argv[2], "stale") ? 4 :
 		      argc > 2 && !strcmp(argv[2], "shared") ? 1 : 0;
@@ -286,6 +291,25 @@ int main(int argc, char **argv)
 			if (cuGraphGetNodes(kept, node, &nn) != CUDA_SUCCESS ||
 			    cuGraphNodeSetEnabled(exec, node[0], 0) != CUDA_SUCCESS) {
 				fprintf(stderr, "cuGraphNodeSetEnabled failed\n");
+				return 1;
+			}
+		}
+		if (params && s == 16) {
+			CUgraphNode node[2];
+			size_t nn = 2;
+			CUdeviceptr a = h, x = w[1][0], c = tmp;
+			int n = N;
+			void *pv[] = { &a, &x, &c, &n };
+			CUDA_KERNEL_NODE_PARAMS kp = { 0 };
+			if (cuGraphGetNodes(kept, node, &nn) != CUDA_SUCCESS || nn < 2 ||
+			    cuGraphKernelNodeGetParams_v2(node[1], &kp) != CUDA_SUCCESS) {
+				fprintf(stderr, "cannot read the graph's second node\n");
+				return 1;
+			}
+			kp.kernelParams = pv;
+			kp.extra = NULL;
+			if (cuGraphExecKernelNodeSetParams_v2(exec, node[1], &kp) != CUDA_SUCCESS) {
+				fprintf(stderr, "cuGraphExecKernelNodeSetParams failed\n");
 				return 1;
 			}
 		}

@@ -17,8 +17,8 @@
 # (verify), and when the program rewrites a weight and saves another mid-run
 # (modify); a graph captured before any plan is paged by a substitute once
 # the plan offloads what it reads (early, early-lifo, early-verify), also
-# after cuGraphExecUpdate (update), not after another change to one of its
-# nodes (enabled), a graph per piece of the pass at its
+# after cuGraphExecUpdate (update) and new kernel node parameters (params),
+# not after another change to one of its nodes (enabled), a graph per piece of the pass at its
 # launch boundaries (pieces), and when the driver refuses the clone or the
 # substitute, what the graph reads stays on the GPU (early-noclone,
 # early-nosub); a stray reference to a weight in a minority of the profiled
@@ -175,6 +175,17 @@ update)
 	is update graphs_kept -eq 1
 	is update graphs_substituted -eq 2
 	is update hidden_readers -eq 0
+	;;
+params)
+	# a kernel node of the substituted executable gets new parameters (it
+	# reads another layer's weight): the substitute is built again from the
+	# changed clone, reading the nodes' parameters anew
+	plain plain-params params
+	run params params FAKE_GRAPH_ORDER=lifo
+	same plain-params params
+	is params graphs_substituted -eq 2
+	is params graphs_resident -eq 0
+	is params hidden_readers -eq 0
 	;;
 enabled)
 	# a node of the substituted executable switched (cuGraphNodeSetEnabled):
