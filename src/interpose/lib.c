@@ -138,6 +138,10 @@ static void fork_child(void)
 	/* nor do the parent's VMM allocations and blocks (CUDA does not cross fork) */
 	ft_g.vmm.n = 0;
 	ft_off_after_fork(ft_g.off);
+	/* nor its graphs: their clones and substitutes are not the child's to
+	 * destroy (one thread runs here: no lock needed) */
+	if (ft_g.graphs)
+		ft_g.graphs->release = NULL;
 }
 
 static int start_observers(void)

@@ -260,6 +260,7 @@ void ft_learn_finish_profiling(struct ft_learn *L)
 	struct ft_profile *p = &L->prof;
 	float *v = malloc((L->nsamples + 1) * sizeof(*v));
 	double sum = 0;
+	uint32_t untimed = 0;
 	for (uint32_t t = 0; v && t < p->ntraps; t++) {
 		uint32_t n = 0;
 		for (uint32_t k = 0; k < L->nsamples; k++) {
@@ -267,6 +268,7 @@ void ft_learn_finish_profiling(struct ft_learn *L)
 			if (!isnan(ms))
 				v[n++] = ms;
 		}
+		untimed += !n;
 		if (!n)
 			continue;
 		qsort(v, n, sizeof(*v), cmp_float);
@@ -278,6 +280,12 @@ void ft_learn_finish_profiling(struct ft_learn *L)
 	}
 	free(v);
 	ft_info("profiling: %u passes timed, %.3f ms of trap compute per pass", L->nsamples, sum);
+	if (L->nsamples && untimed && !(L->env.opt->max_gpu_mem_fraction > 0))
+		ft_warn("profiling timed %u of %u traps in no pass (they were read only in CUDA "
+			"graph replays, which are not timed trap by trap): latency mode plans them "
+			"with no compute time to hide copies behind. Set FT_MAX_GPU_MEM_FRACTION "
+			"(memory mode), or keep a profile.json from a run with eager passes",
+			untimed, p->ntraps);
 	if (!L->nsamples && !(L->env.opt->max_gpu_mem_fraction > 0)) /* NaN: unset */
 		ft_warn("profiling timed no pass (its passes were CUDA graph replays, which are not "
 			"timed trap by trap): latency mode has no compute time to hide copies behind "
