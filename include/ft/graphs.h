@@ -43,7 +43,6 @@ struct ft_graph_exec {
 	uint64_t kept;       /* a clone of its graph (CUgraph), 0 none */
 	uint64_t flags;      /* its instantiation flags */
 	uint64_t sub;        /* FT_GRAPH_SUBSTITUTE: the substitute (CUgraphExec) */
-	uint64_t sub_graph;  /* and the graph it was made from (CUgraph) */
 	uint32_t tag;        /* the loads' tag (ft_off_capture_launch), 0 none */
 	uint8_t how;         /* enum ft_graph_how */
 	uint8_t naddr;       /* FT_GRAPH_BOUNDARY: an address in each trap it reads */
@@ -73,7 +72,7 @@ struct ft_graphs {
 };
 
 void ft_graphs_init(struct ft_graphs *g);
-/* release(x) frees an entry's handles (kept, sub, sub_graph) when it goes:
+/* release(x) frees an entry's handles (kept, sub) when it goes:
  * destroyed, replaced or recycled.  Called under the table's lock. */
 void ft_graphs_set_release(struct ft_graphs *g, void (*release)(const struct ft_graph_exec *x));
 /* A launch captured into capture read these regions (n may be 0: the
@@ -93,11 +92,10 @@ uint32_t ft_graphs_exec_refs(struct ft_graphs *g, uint64_t exec, struct ft_regio
  * unknown), with *ends a malloc'd copy (caller frees). */
 uint32_t ft_graphs_exec_launches(struct ft_graphs *g, uint64_t exec, uint32_t **ends);
 void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec);
-/* Whether graph (captured) reads tracked memory it does not page itself:
- * an executable of it would need a clone to be paged later. */
-int ft_graphs_graph_unpaged(struct ft_graphs *g, uint64_t graph);
-/* The tag of graph's capture when it paged its weights itself, else 0. */
-uint32_t ft_graphs_graph_paged(struct ft_graphs *g, uint64_t graph);
+/* What graph's capture read: how many region reads (0: none tracked), and
+ * in *tag its tag when it paged its weights itself, else 0.  One that reads
+ * tracked memory it does not page needs a clone to be paged later. */
+uint32_t ft_graphs_graph_reads(struct ft_graphs *g, uint64_t graph, uint32_t *tag);
 /* The graph was destroyed (its executables keep their clones). */
 void ft_graphs_graph_destroy(struct ft_graphs *g, uint64_t graph);
 /* exec's paging state into *x: 1, or 0 when exec is unknown. */
@@ -116,7 +114,4 @@ uint32_t ft_graphs_unpaged_refs(struct ft_graphs *g, struct ft_region_ref **out)
 /* The block engine put its copies and waits into this capture: replays of
  * what it becomes page their weights themselves. */
 void ft_graphs_capture_paged(struct ft_graphs *g, uint64_t capture, uint32_t tag);
-/* The tag of the capture exec came from, 0 when it does not page. */
-uint32_t ft_graphs_exec_paged(struct ft_graphs *g, uint64_t exec);
-
 #endif

@@ -53,8 +53,6 @@ static void release(const struct ft_graph_exec *x)
 	const struct ft_real *r = &ft_g.real;
 	if (x->sub && r->cuGraphExecDestroy)
 		r->cuGraphExecDestroy((CUgraphExec)(uintptr_t)x->sub);
-	if (x->sub_graph && r->cuGraphDestroy)
-		r->cuGraphDestroy((CUgraph)(uintptr_t)x->sub_graph);
 	if (x->kept && r->cuGraphDestroy)
 		r->cuGraphDestroy((CUgraph)(uintptr_t)x->kept);
 }
@@ -104,8 +102,9 @@ static const char *unpageable(CUgraph g, unsigned long long flags)
 
 uint64_t ft_sub_keep(CUgraph g, unsigned long long flags)
 {
-	if (!ft_graphs_graph_unpaged(ft_g.graphs, H(g)))
-		return 0;
+	uint32_t tag;
+	if (!ft_graphs_graph_reads(ft_g.graphs, H(g), &tag) || tag)
+		return 0; /* reads nothing tracked, or pages it itself */
 	uint64_t t0 = now_us();
 	const char *why = unpageable(g, flags);
 	CUgraph c = NULL;

@@ -191,7 +191,8 @@ static int update_paged(CUgraphExec e, CUgraph g, unsigned long long flags,
 {
 	struct ft_graph_exec x;
 	CUgraphExec sub = NULL;
-	uint32_t tag = ft_graphs_graph_paged(ft_g.graphs, H(g));
+	uint32_t tag;
+	ft_graphs_graph_reads(ft_g.graphs, H(g), &tag);
 	if (!tag || ft_g.real.cuGraphInstantiateWithFlags(&sub, g, flags) != CUDA_SUCCESS)
 		return -1;
 	ft_graphs_exec_destroy(ft_g.graphs, H(e));

@@ -62,7 +62,7 @@ static void link_entry(struct ft_graphs *g, int i, int kind, uint64_t key)
 
 static void release(struct ft_graphs *g, const struct ft_graph_exec *x)
 {
-	if (g->release && (x->kept || x->sub || x->sub_graph))
+	if (g->release && (x->kept || x->sub))
 		g->release(x);
 }
 
@@ -224,40 +224,34 @@ uint32_t ft_graphs_exec_launches(struct ft_graphs *g, uint64_t exec, uint32_t **
 	return n;
 }
 
-void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec)
+/* (kind, key) is gone: its entry too. */
+static void forget(struct ft_graphs *g, int kind, uint64_t key)
 {
 	pthread_mutex_lock(&g->lock);
-	int i = find(g, EXEC, exec);
+	int i = find(g, kind, key);
 	if (i >= 0)
 		drop(g, i);
 	pthread_mutex_unlock(&g->lock);
 }
 
-int ft_graphs_graph_unpaged(struct ft_graphs *g, uint64_t graph)
+void ft_graphs_exec_destroy(struct ft_graphs *g, uint64_t exec)
 {
-	pthread_mutex_lock(&g->lock);
-	int i = find(g, GRAPH, graph);
-	int r = i >= 0 && g->e[i].n && !g->e[i].paged;
-	pthread_mutex_unlock(&g->lock);
-	return r;
+	forget(g, EXEC, exec);
 }
 
-uint32_t ft_graphs_graph_paged(struct ft_graphs *g, uint64_t graph)
+uint32_t ft_graphs_graph_reads(struct ft_graphs *g, uint64_t graph, uint32_t *tag)
 {
 	pthread_mutex_lock(&g->lock);
 	int i = find(g, GRAPH, graph);
-	uint32_t tag = i >= 0 ? g->e[i].paged : 0;
+	uint32_t n = i >= 0 ? g->e[i].n : 0;
+	*tag = i >= 0 ? g->e[i].paged : 0;
 	pthread_mutex_unlock(&g->lock);
-	return tag;
+	return n;
 }
 
 void ft_graphs_graph_destroy(struct ft_graphs *g, uint64_t graph)
 {
-	pthread_mutex_lock(&g->lock);
-	int i = find(g, GRAPH, graph);
-	if (i >= 0)
-		drop(g, i);
-	pthread_mutex_unlock(&g->lock);
+	forget(g, GRAPH, graph);
 }
 
 int ft_graphs_exec_get(struct ft_graphs *g, uint64_t exec, struct ft_graph_exec *x)
@@ -280,7 +274,6 @@ int ft_graphs_exec_set(struct ft_graphs *g, uint64_t exec, const struct ft_graph
 		struct ft_graph_exec gone = {
 			.kept = old.kept != x->kept ? old.kept : 0,
 			.sub = old.sub != x->sub ? old.sub : 0,
-			.sub_graph = old.sub_graph != x->sub_graph ? old.sub_graph : 0,
 		};
 		release(g, &gone);
 		g->e[i].x = *x;
@@ -309,15 +302,6 @@ void ft_graphs_capture_paged(struct ft_graphs *g, uint64_t capture, uint32_t tag
 	pthread_mutex_lock(&g->lock);
 	g->e[entry(g, CAPTURE, capture)].paged = tag;
 	pthread_mutex_unlock(&g->lock);
-}
-
-uint32_t ft_graphs_exec_paged(struct ft_graphs *g, uint64_t exec)
-{
-	pthread_mutex_lock(&g->lock);
-	int i = find(g, EXEC, exec);
-	uint32_t paged = i >= 0 ? g->e[i].paged : 0;
-	pthread_mutex_unlock(&g->lock);
-	return paged;
 }
 
 /* Whether entry i's replays read their weights where they are, for good:
