@@ -162,21 +162,68 @@ class Graphs:
         """tok [n] on the GPU, slot and pos Python lists of n."""
         n = len(slot)
         b = min(x for x in BATCHES if x >= n)
-        graph, (t, s, p), out = self.g[b]
-        t.zero_()
-        t[:n].copy_(tok)
-        # padded rows: distinct rows of the padding slot, so that no two
-        # rows of index_copy_ write one place (an order-dependent result)
-        s.copy_(self.pad(slot + [SLOTS] * (b - n)))
-        p.copy_(self.pad(pos + list(range(b - n))))
+        graph, ins, out = self.g[b]
+        fill_inputs(ins, tok, slot, pos)
         graph.replay()
         return out[:n].clone()
 
-    @staticmethod
-    def pad(v):
-        import torch
 
-        return torch.tensor(v, dtype=torch.long).to("cuda", non_blocking=False)
+def pad(v):
+    import torch
+
+    return torch.tensor(v, dtype=torch.long).to("cuda", non_blocking=False)
+
+
+def fill_inputs(ins, tok, slot, pos):
+    """A captured batch size's static inputs (tok, slot, pos: b rows each)
+    from n live rows: tok [n] on the GPU, slot and pos Python lists of n.
+    Padded rows write distinct rows of the padding slot, so that no two
+    rows of index_copy_ write one place (an order-dependent result)."""
+    t, s, p = ins
+    b, n = t.shape[0], len(slot)
+    t.zero_()
+    t[:n].copy_(tok)
+    s.copy_(pad(slot + [SLOTS] * (b - n)))
+    p.copy_(pad(pos + list(range(b - n))))
+
+
+def serve_requests(m, torch, g, res, decode):
+    """The request loop: requests() arrive (up to 6 at once, eager prefill
+    into a free slot, ids from generator g) and decode a token per step
+    with decode(tok [n], slots, positions) -> logits [n] until done; every
+    request's logits go to res["logits"], the loop's time and steps to
+    res["loop_s"] and res["decode_steps"]."""
+    pending = list(enumerate(requests()))
+    active = {}  # slot -> [request, next token, position, tokens left]
+    free = list(range(SLOTS))
+    t0 = time.perf_counter()
+    steps = 0
+    while pending or active:
+        while pending and free and len(active) < 6:  # admit, eager prefill
+            rid, (n, new) = pending.pop(0)
+            slot = free.pop(0)
+            ids = torch.randint(0, VOCAB, (1, n), device="cuda", generator=g)
+            m.probe = []
+            lg = m.prefill(ids, slot)
+            res["logits"][rid] = [lg[0].cpu()]
+            if PROBE:
+                res.setdefault("probe", {})[rid] = torch.stack(m.probe).cpu()
+            active[slot] = [rid, lg.argmax(-1), n, new - 1]
+        if not active:
+            continue
+        slots = sorted(active)
+        toks = torch.cat([active[s][1] for s in slots])
+        lg = decode(toks, slots, [active[s][2] for s in slots])
+        steps += 1
+        for j, s in enumerate(slots):
+            a = active[s]
+            res["logits"][a[0]].append(lg[j].cpu())
+            a[1], a[2], a[3] = lg[j:j + 1].argmax(-1), a[2] + 1, a[3] - 1
+            if a[3] <= 0:
+                del active[s]
+                free.append(s)
+    torch.cuda.synchronize()
+    res["loop_s"], res["decode_steps"] = time.perf_counter() - t0, steps
 
 
 def requests():
@@ -223,37 +270,7 @@ def run(tag, out):
         torch.cuda.synchronize()
         res["warm_phase"] = lib.ft_phase() if pre else -1
         graphs = Graphs(m, torch)
-        pending = list(enumerate(requests()))
-        active = {}  # slot -> [request, next token, position, tokens left]
-        free = list(range(SLOTS))
-        t0 = time.perf_counter()
-        steps = 0
-        while pending or active:
-            while pending and free and len(active) < 6:  # admit, eager prefill
-                rid, (n, new) = pending.pop(0)
-                slot = free.pop(0)
-                ids = torch.randint(0, VOCAB, (1, n), device="cuda", generator=g)
-                m.probe = []
-                lg = m.prefill(ids, slot)
-                res["logits"][rid] = [lg[0].cpu()]
-                if PROBE:
-                    res.setdefault("probe", {})[rid] = torch.stack(m.probe).cpu()
-                active[slot] = [rid, lg.argmax(-1), n, new - 1]
-            if not active:
-                continue
-            slots = sorted(active)
-            toks = torch.cat([active[s][1] for s in slots])
-            lg = graphs(toks, slots, [active[s][2] for s in slots])
-            steps += 1
-            for j, s in enumerate(slots):
-                a = active[s]
-                res["logits"][a[0]].append(lg[j].cpu())
-                a[1], a[2], a[3] = lg[j:j + 1].argmax(-1), a[2] + 1, a[3] - 1
-                if a[3] <= 0:
-                    del active[s]
-                    free.append(s)
-        torch.cuda.synchronize()
-        res["loop_s"], res["decode_steps"] = time.perf_counter() - t0, steps
+        serve_requests(m, torch, g, res, graphs)
         table = timing_table(lib)
         if table:
             print("offload timing of the serving loop (eager prefills, graph decode steps):")
@@ -281,8 +298,8 @@ def run(tag, out):
     res["stats"] = {s: stat(lib, s) for s in STATS}
     res["logits"] = {k: torch.stack(v) for k, v in res["logits"].items()}
     torch.save(res, os.path.join(out, tag + ".pt"))
-    print(f"{tag}: {steps} graph decode steps, warm-up ended in phase {res['warm_phase']}, "
-          f"stats {res['stats']}", flush=True)
+    print(f"{tag}: {res['decode_steps']} graph decode steps, warm-up ended in phase "
+          f"{res['warm_phase']}, stats {res['stats']}", flush=True)
 
 
 def timing_table(lib):

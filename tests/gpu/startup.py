@@ -42,7 +42,7 @@ here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, here)
 import serve  # noqa: E402
 from serve import (BATCHES, D, HEADS, LAYERS, MAX_LEN, SLOTS, VOCAB, deterministic,  # noqa: E402
-                   differing, requests, stat)
+                   differing, fill_inputs, serve_requests, stat)
 from bench_offload import budget_fraction, h2d_bandwidth, median, write_table  # noqa: E402
 
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 32)
@@ -51,17 +51,6 @@ HOST_BURST = 20
 STATS = serve.STATS + ("graphs_kept", "graph_keep_us", "graphs_substituted", "graphs_boundary",
                        "graphs_resident", "graph_sub_us", "graph_kept_traps", "passes_eager",
                        "passes_graph", "profile_adopted")
-
-
-def pad_rows(slot, pos, b):
-    """Rows beyond the live requests write distinct rows of the padding
-    slot (as serve.py)."""
-    import torch
-
-    n = len(slot)
-    s = torch.tensor(slot + [SLOTS] * (b - n), dtype=torch.long).to("cuda")
-    p = torch.tensor(pos + list(range(b - n)), dtype=torch.long).to("cuda")
-    return s, p
 
 
 class Full:
@@ -251,42 +240,14 @@ def run(tag, out, variant):
         res["startup_s"] = time.perf_counter() - t_start
         res["phase_after_capture"] = lib.ft_phase() if pre else -1
         # serving traffic
-        pending = list(enumerate(requests()))
-        active = {}
-        free_slots = list(range(SLOTS))
-        t0 = time.perf_counter()
-        steps = 0
-        while pending or active:
-            while pending and free_slots and len(active) < 6:
-                rid, (n, new) = pending.pop(0)
-                slot = free_slots.pop(0)
-                ids = torch.randint(0, VOCAB, (1, n), device="cuda", generator=g)
-                lg = m.prefill(ids, slot)
-                res["logits"][rid] = [lg[0].cpu()]
-                active[slot] = [rid, lg.argmax(-1), n, new - 1]
-            if not active:
-                continue
-            slots = sorted(active)
+
+        def decode(tok, slots, pos):
             n = len(slots)
             b = min(x for x in BATCHES if x >= n)
-            gr = graphs.g[b]
-            tok, sl, ps = gr[1]
-            tok.zero_()
-            tok[:n].copy_(torch.cat([active[s][1] for s in slots]))
-            s_, p_ = pad_rows(slots, [active[s][2] for s in slots], b)
-            sl.copy_(s_)
-            ps.copy_(p_)
-            lg = graphs.step(b)[:n].clone()
-            steps += 1
-            for j, s in enumerate(slots):
-                a = active[s]
-                res["logits"][a[0]].append(lg[j].cpu())
-                a[1], a[2], a[3] = lg[j:j + 1].argmax(-1), a[2] + 1, a[3] - 1
-                if a[3] <= 0:
-                    del active[s]
-                    free_slots.append(s)
-        torch.cuda.synchronize()
-        res["loop_s"], res["decode_steps"] = time.perf_counter() - t0, steps
+            fill_inputs(graphs.g[b][1], tok, slots, pos)
+            return graphs.step(b)[:n].clone()
+
+        serve_requests(m, torch, g, res, decode)
         res["phase_after_loop"] = lib.ft_phase() if pre else -1
         # batch-1 decode steps: GPU time of a step, host time of its launches
         gr = graphs.g[1]
@@ -314,7 +275,8 @@ def run(tag, out, variant):
     res["stats"] = {s: stat(lib, s) for s in STATS}
     res["logits"] = {k: torch.stack(v) for k, v in res["logits"].items()}
     torch.save(res, os.path.join(out, tag + ".pt"))
-    print(f"{tag}: {steps} decode steps, phase {res['phase_after_capture']} after capture, "
+    print(f"{tag}: {res['decode_steps']} decode steps, phase {res['phase_after_capture']} "
+          f"after capture, "
           f"{res['phase_after_loop']} after the loop, capture {res['capture_s']:.2f} s, "
           f"stats {res['stats']}", flush=True)
 
