@@ -34,6 +34,8 @@ enum ft_graph_how {
 	FT_GRAPH_SUBSTITUTE, /* a substitute executable with the loads runs instead */
 	FT_GRAPH_BOUNDARY,   /* the launch waits for its traps' loads; no edit */
 	FT_GRAPH_RESIDENT,   /* cannot be paged: what it reads stays on the GPU */
+	FT_GRAPH_CLEAR,      /* offloading runs and it reads nothing offloaded (the
+				plan only ever gives weights back: it stays so) */
 };
 
 #define FT_GRAPH_READS 8 /* traps a launch-boundary graph reads, at most */

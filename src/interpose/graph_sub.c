@@ -617,6 +617,28 @@ void ft_sub_plan_all(void)
 		n, (double)(now_us() - t0) / 1000.0);
 }
 
+/* A launch of exec, which no paging serves (one that could not be
+ * cloned, or that read nothing offloaded when the plan came): a read of
+ * offloaded weights is said and counted; one that reads none is marked
+ * clear, and its later launches look no more. */
+static void check_unpaged(CUgraphExec exec, struct ft_graph_exec *x)
+{
+	uint32_t n;
+	uint64_t *a = exec_addrs(exec, &n);
+	int trap;
+	uint64_t w;
+	char what[64];
+	if (a && ft_off_offloaded(ft_g.off, a, n, &trap, &w)) {
+		snprintf(what, sizeof(what), "a replay of graph exec 0x%llx",
+			 (unsigned long long)H(exec));
+		ft_obs_hidden(what, "cuGraphLaunch", trap, w);
+	} else if (a) {
+		x->how = FT_GRAPH_CLEAR;
+		ft_graphs_exec_set(ft_g.graphs, H(exec), x);
+	}
+	free(a);
+}
+
 CUresult ft_sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz)
 {
 	const struct ft_real *r = &ft_g.real;
@@ -650,6 +672,10 @@ CUresult ft_sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz)
 		rc = fn(exec, s);
 		ft_off_replay(ft_g.off, s, 1, x.tag);
 		return rc;
+	case FT_GRAPH_UNPLANNED:
+		if (!upload)
+			check_unpaged(exec, &x);
+		break;
 	default:
 		break;
 	}

@@ -116,37 +116,11 @@ static void replayed(CUgraphExec e)
 	ft_learn_replay(&ft_g.learn, H(e));
 }
 
-/* A replay of a graph that reads offloaded weights with nothing to page
- * them (one that could not be cloned): said. */
-static void check_offloaded(CUgraphExec e)
-{
-	struct ft_graph_exec x;
-	if (ft_graphs_exec_get(ft_g.graphs, H(e), &x) && x.how != FT_GRAPH_UNPLANNED)
-		return; /* paged, or what it reads is back on the GPU */
-	struct ft_region_ref *r = NULL;
-	uint32_t n = ft_graphs_exec_refs(ft_g.graphs, H(e), &r);
-	uint64_t *a = n ? malloc(n * sizeof(*a)) : NULL;
-	for (uint32_t i = 0; a && i < n; i++)
-		a[i] = r[i].alloc_base + r[i].offset;
-	int trap;
-	uint64_t w;
-	char what[64];
-	if (a && ft_off_offloaded(ft_g.off, a, n, &trap, &w)) {
-		snprintf(what, sizeof(what), "a replay of graph exec 0x%llx",
-			 (unsigned long long)H(e));
-		ft_obs_hidden(what, "cuGraphLaunch", trap, w);
-	}
-	free(a);
-	free(r);
-}
-
 #define GRAPH_ON_STREAM(sym, ev, launch, ptsz)                                 \
 	CUresult sym(CUgraphExec e, CUstream s)                                \
 	{                                                                      \
 		if (!OBSERVING())                                              \
 			return FT_CALL(sym, e, s);                             \
-		if (launch && ft_off_active(ft_g.off))                         \
-			check_offloaded(e);                                    \
 		CUresult rc = ft_sub_launch(e, s, !launch, ptsz);              \
 		if (launch && rc == CUDA_SUCCESS) {                            \
 			FT_STAT_INC(&ft_g.stats, graph_launches);              \
@@ -256,7 +230,7 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
 	/* the references recorded at capture may be stale now: a substitute
 	 * reads the clone's nodes again */
 	x.changed = 1;
-	if (x.how == FT_GRAPH_SUBSTITUTE || x.how == FT_GRAPH_BOUNDARY) {
+	if (x.how == FT_GRAPH_SUBSTITUTE || x.how == FT_GRAPH_BOUNDARY || x.how == FT_GRAPH_CLEAR) {
 		x.how = FT_GRAPH_UNPLANNED;
 		x.sub = 0;
 		x.naddr = 0;
