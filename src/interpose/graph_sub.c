@@ -391,11 +391,6 @@ static int capture_loads(CUgraph g, const struct walk *w, CUstream s, const char
 			*why = "the driver does not tell a node's type";
 			break;
 		}
-		if (type == CU_GRAPH_NODE_TYPE_GRAPH || type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
-			*why = type == CU_GRAPH_NODE_TYPE_GRAPH ? "it holds a child graph node"
-								: "it holds a conditional node";
-			break;
-		}
 		if ((type == CU_GRAPH_NODE_TYPE_MEMCPY || type == CU_GRAPH_NODE_TYPE_MEMSET) &&
 		    copy_touches(w->node[k], type)) {
 			*why = "a copy or memset node reads or writes offloaded weights";
@@ -476,11 +471,9 @@ static int substitute(struct ft_graph_exec *x, const char **why)
 	struct walk w;
 	int tag = -1;
 	*why = NULL;
-	if (!r->cuStreamBeginCaptureToGraph || !r->cuGraphAddDependencies_v2 ||
-	    !r->cuStreamUpdateCaptureDependencies_v2 || !r->cuGraphGetEdges_v2 ||
-	    !r->cuGraphKernelNodeGetParams_v2)
-		*why = "the driver lacks the graph calls it needs (CUDA 12.3)";
-	else if (r->cuGraphClone(&g, (CUgraph)(uintptr_t)x->kept))
+	/* a kept clone passed unpageable(): the calls exist, the node kinds
+	 * and flags allow a substitute */
+	if (r->cuGraphClone(&g, (CUgraph)(uintptr_t)x->kept))
 		*why = "its clone cannot be cloned";
 	else if (!(*why = walk_graph(g, &w))) {
 		if (r->cuStreamCreate(&s, CU_STREAM_NON_BLOCKING))
@@ -573,10 +566,7 @@ void ft_sub_plan(CUgraphExec exec)
 		for (unsigned j = 0; j < i; j++)
 			distinct &= rd[i].block != rd[j].block;
 	const char *why = NULL;
-	if (x.flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) {
-		keep_resident(exec, &x, a, n, "it was instantiated for device launch, whose "
-			      "launches the library never sees");
-	} else if (distinct) {
+	if (distinct) {
 		/* a piece of the pass: its traps are all in their blocks at once */
 		x.how = FT_GRAPH_BOUNDARY;
 		x.naddr = (uint8_t)nt;
