@@ -143,8 +143,8 @@ static void ensure(struct ft_offload *o, int t, CUstream s)
 
 /* FT_VERIFY: block k gives up its occupant now.  Its contents must still
  * be the host store's (else a kernel wrote to an offloaded weight), then
- * they are poisoned. */
-static void verify_release(struct ft_offload *o, uint32_t k)
+ * they are poisoned.  Not while a capture is under way (it synchronises). */
+void ft_off_verify_release(struct ft_offload *o, uint32_t k)
 {
 	struct ft_off_block *b = &o->b[k];
 	struct ft_off_trap *x = &o->t[b->occupant];
@@ -504,16 +504,52 @@ static void serve(struct ft_offload *o, CUstream s, const int *touched, int nt,
 	o->last_stream = s;
 }
 
-/* FT_VERIFY: every block whose occupant the launch does not read gives it
- * up now (checked, poisoned): a read the executor does not see reads NaN. */
-static void verify_others(struct ft_offload *o, const int *touched, int nt)
+/* FT_VERIFY in a capture (an application's after the plan, or a
+ * substitute's build): block k gives up its occupant inside the graph.
+ * Nothing can be checked there, but the occupant's bytes are poisoned on s
+ * once the block's readers are done, so that a read in a replay that the
+ * executor does not see reads NaN.  The next load into the block waits for
+ * s (its reader). */
+void ft_off_poison_captured(struct ft_offload *o, uint32_t k, CUstream s)
 {
-	if (!o->gpu || ft_off_capturing(o))
+	const struct ft_real *r = o->real;
+	struct ft_off_block *b = &o->b[k];
+	if (b->occupant < 0)
+		return;
+	struct ft_off_trap *x = &o->t[b->occupant];
+	/* after its copy (a prefetch no launch read yet) and its readers */
+	r->cuStreamWaitEvent(s, b->ready, 0);
+	for (uint32_t i = 0; i < b->nreaders; i++) {
+		if (b->readers[i] == s)
+			continue;
+		order(o, b->release[i], b->readers[i]);
+		r->cuStreamWaitEvent(s, b->release[i], 0);
+	}
+	for (uint32_t i = 0; i < x->nruns && r->cuMemsetD8Async; i++)
+		if (!x->dead[i] &&
+		    r->cuMemsetD8Async(x->runs[i].lo, 0xff, x->runs[i].hi - x->runs[i].lo, s))
+			ft_warn_once("FT_VERIFY: the driver refused a memset in a CUDA graph "
+				     "capture: blocks are not poisoned in its replays");
+	b->occupant = -1;
+	b->readers[0] = s;
+	b->nreaders = 1;
+}
+
+/* FT_VERIFY: every block whose occupant the launch does not read gives it
+ * up now (checked, poisoned; in a capture poisoned in the graph): a read
+ * the executor does not see reads NaN. */
+static void verify_others(struct ft_offload *o, CUstream s, const int *touched, int nt)
+{
+	if (!o->gpu)
 		return;
 	for (uint32_t k = 0; k < o->nblocks; k++) {
 		int occ = o->b[k].occupant;
-		if (occ >= 0 && among(touched, nt, occ) < 0)
-			verify_release(o, k);
+		if (occ < 0 || among(touched, nt, occ) >= 0)
+			continue;
+		if (o->cap_id)
+			ft_off_poison_captured(o, k, s);
+		else if (!ft_off_capturing(o)) /* (no synchronising while one is) */
+			ft_off_verify_release(o, k);
 	}
 }
 
@@ -538,7 +574,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	ft_off_demote_pending(o); /* traps that had to come back while a capture was under way */
 	int nread;
 	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, &nread);
-	verify_others(o, touched, nt);
+	verify_others(o, s, touched, nt);
 	if (!nt) {
 		pthread_mutex_unlock(&o->lock);
 		return;

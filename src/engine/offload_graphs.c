@@ -25,10 +25,14 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 	int trap;
 	uint64_t w;
 	/* a capture pages once it reads offloaded weights; when graphs are
-	 * timed, from its first read of any trap (resident ones are timed) */
-	if (!o->active ||
-	    !(o->graph_timing && !o->pageable ? ft_off_reads_trap(o, addr, n)
-					       : ft_off_offloaded(o, addr, n, &trap, &w)))
+	 * timed, from its first read of any trap (resident ones are timed).
+	 * With FT_VERIFY, every later launch of a capture that pages goes to
+	 * the executor: it poisons the blocks the launch does not read. */
+	if (!o->active)
+		return 0;
+	int reads = o->graph_timing && !o->pageable ? ft_off_reads_trap(o, addr, n)
+						    : ft_off_offloaded(o, addr, n, &trap, &w);
+	if (!reads && !(o->gpu && o->cap_id && o->cap_id == cap))
 		return 0;
 	if (o->pageable) {
 		/* a graph cannot copy from pageable memory */
@@ -86,6 +90,9 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 		ft_off_timing_captured(o, origin);
 		for (uint32_t k = 0; k < o->nblocks; k++) {
 			struct ft_off_block *b = &o->b[k];
+			/* FT_VERIFY: a replay leaves its blocks poisoned */
+			if (o->gpu)
+				ft_off_poison_captured(o, k, origin);
 			b->occupant = o->saved[k].occupant;
 			b->nreaders = o->saved[k].nreaders;
 			memcpy(b->readers, o->saved[k].readers, sizeof(b->readers));
@@ -131,6 +138,10 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 	}
 	for (uint32_t k = 0; k < o->nblocks; k++) {
 		struct ft_off_block *b = &o->b[k];
+		/* FT_VERIFY: the blocks eager launches used are checked and
+		 * poisoned before the replay (after one, they are poisoned) */
+		if (!after && o->gpu && b->occupant >= 0 && !ft_off_capturing(o))
+			ft_off_verify_release(o, k);
 		if (!after) {
 			/* the replay's copies must not overwrite what eager
 			 * launches on other streams still read */

@@ -121,6 +121,12 @@ static inline int ft_off_capturing(const struct ft_offload *o)
 	return o->cap_id || (o->captures && atomic_load(o->captures) > 0);
 }
 
+/* FT_VERIFY (executor.c): block k gives up its occupant, checked against
+ * the host store and poisoned (eager, no capture under way), or poisoned
+ * in the capture on s (o->cap_id). */
+void ft_off_verify_release(struct ft_offload *o, uint32_t k);
+void ft_off_poison_captured(struct ft_offload *o, uint32_t k, CUstream s);
+
 /* Weights back on the GPU (offload_back.c).  Trap t leaves its block for
  * good: its chunks get memory of their own, filled from the host store
  * (the device is idle first); while a capture is under way, only once

@@ -409,8 +409,11 @@ static int capture_loads(CUgraph g, const struct walk *w, CUstream s, const char
 			*why = "a kernel node's parameters cannot be read or scanned";
 			break;
 		}
-		if (!ft_off_graph_traps(ft_g.off, a, (unsigned)n, &x, 1))
-			continue; /* reads nothing offloaded: as captured */
+		/* reads nothing offloaded: as captured (with FT_VERIFY, it
+		 * poisons the blocks it does not read, as each node does) */
+		if (!ft_off_graph_traps(ft_g.off, a, (unsigned)n, &x, 1) &&
+		    !ft_off_verifying(ft_g.off))
+			continue;
 		/* its own dependencies, and the previous reader's: readers of
 		 * blocks follow one another */
 		size_t nd = 0;
@@ -669,5 +672,9 @@ CUresult ft_sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz)
 	default:
 		break;
 	}
+	if (!upload && ft_off_verifying(ft_g.off))
+		/* FT_VERIFY: a launch the executor does not page finds every
+		 * block poisoned */
+		ft_off_launch(ft_g.off, s, NULL, NULL, 0, 0, NULL, "a CUDA graph launch");
 	return fn(exec, s);
 }

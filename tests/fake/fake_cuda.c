@@ -241,7 +241,8 @@ API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n)
 	return CUDA_SUCCESS;
 }
 API CUresult cuMemsetD32_v2_ptds(CUdeviceptr d, unsigned v, size_t n) { return cuMemsetD32_v2(d, v, n); }
-API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { (void)s; memset(H(d), v, n); return CUDA_SUCCESS; }
+static CUresult memset_async(CUdeviceptr d, unsigned char v, size_t n, CUstream s);
+API CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return memset_async(d, v, n, s); }
 API CUresult cuMemsetD8Async_ptsz(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { return cuMemsetD8Async(d, v, n, s); }
 
 /* ---- kernels ---- */
@@ -257,6 +258,19 @@ static void run_vec_add(const unsigned char *b)
 	float *a, *x, *c;
 	int n;
 	memcpy(&a, b, 8); memcpy(&x, b + 8, 8); memcpy(&c, b + 16, 8); memcpy(&n, b + 24, 4);
+	for (int i = 0; i < n; i++)
+		c[i] = a[i] + x[i];
+}
+
+/* vec_add_ind: vec_add whose first operand's address is read from device
+ * memory (a table), where no parameter shows it: a reader the library
+ * cannot see. */
+static void run_vec_add_ind(const unsigned char *b)
+{
+	float **t, *a, *x, *c;
+	int n;
+	memcpy(&t, b, 8); memcpy(&x, b + 8, 8); memcpy(&c, b + 16, 8); memcpy(&n, b + 24, 4);
+	a = t[0];
 	for (int i = 0; i < n; i++)
 		c[i] = a[i] + x[i];
 }
@@ -303,6 +317,7 @@ static void run_nothing(const unsigned char *b)
 
 static const struct kdesc kernels[] = {
 	{ "vec_add", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add },
+	{ "vec_add_ind", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add_ind },
 	{ "scale", 1, { { 0, sizeof(struct fake_scale_args) } }, run_scale },
 	{ "tma_sum", 3, { { 0, 128 }, { 128, 8 }, { 136, 4 } }, run_tma_sum },
 	{ "ft_checksum", 3, { { 0, 8 }, { 8, 8 }, { 16, 8 } }, run_checksum },
@@ -583,7 +598,7 @@ API unsigned long fake_launch_count(void) { return __atomic_load_n(&launches, __
 
 /* A graph node.  Its handle (CUgraphNode) is its address in its graph's
  * array, so that its index is its offset there. */
-enum node_kind { NODE_KERNEL, NODE_COPY, NODE_EVENT };
+enum node_kind { NODE_KERNEL, NODE_COPY, NODE_EVENT, NODE_MEMSET };
 struct fake_graph;
 struct recorded {
 	enum node_kind kind;
@@ -592,9 +607,10 @@ struct recorded {
 	unsigned char buf[4096]; /* its packed parameters */
 	void *pp[4];            /* into buf at each parameter's offset */
 	CUevent ev;             /* an external event: recorded at replay */
-	void *dst;              /* a host-to-device copy */
+	void *dst;              /* a host-to-device copy, or a memset */
 	const void *src;
 	size_t n;
+	unsigned char value;    /* a memset's byte */
 	struct fake_graph *g;   /* the graph it belongs to */
 	struct depset deps;     /* its predecessors, by index */
 	int disabled;           /* an executable's node switched off (cuGraphNodeSetEnabled) */
@@ -755,6 +771,22 @@ static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st)
 		return CUDA_SUCCESS;
 	}
 	memcpy(H(d), s, n);
+	return CUDA_SUCCESS;
+}
+
+/* so do memsets */
+static CUresult memset_async(CUdeviceptr d, unsigned char v, size_t n, CUstream s)
+{
+	if (capturing(s)) {
+		struct recorded *r = captured_node(s, NODE_MEMSET);
+		if (!r)
+			return CUDA_ERROR_OUT_OF_MEMORY;
+		r->dst = H(d);
+		r->n = n;
+		r->value = v;
+		return CUDA_SUCCESS;
+	}
+	memset(H(d), v, n);
 	return CUDA_SUCCESS;
 }
 
@@ -1025,6 +1057,7 @@ API CUresult cuGraphNodeGetType(CUgraphNode h, CUgraphNodeType *type)
 		[NODE_KERNEL] = CU_GRAPH_NODE_TYPE_KERNEL,
 		[NODE_COPY] = CU_GRAPH_NODE_TYPE_MEMCPY,
 		[NODE_EVENT] = CU_GRAPH_NODE_TYPE_EVENT_RECORD,
+		[NODE_MEMSET] = CU_GRAPH_NODE_TYPE_MEMSET,
 	};
 	*type = t[((const struct recorded *)h)->kind];
 	return CUDA_SUCCESS;
@@ -1080,11 +1113,18 @@ API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
 	return CUDA_SUCCESS;
 }
 
-/* The fake has no memset nodes. */
 API CUresult cuGraphMemsetNodeGetParams(CUgraphNode h, CUDA_MEMSET_NODE_PARAMS *p)
 {
-	(void)h; (void)p;
-	return CUDA_ERROR_INVALID_VALUE;
+	const struct recorded *r = (const struct recorded *)h;
+	if (r->kind != NODE_MEMSET)
+		return CUDA_ERROR_INVALID_VALUE;
+	memset(p, 0, sizeof(*p));
+	p->dst = (CUdeviceptr)(uintptr_t)r->dst;
+	p->value = r->value;
+	p->elementSize = 1;
+	p->width = r->n;
+	p->height = 1;
+	return CUDA_SUCCESS;
 }
 
 /* Edges from[i] -> to[i]: both g's, not there yet. */
@@ -1259,6 +1299,10 @@ API CUresult cuGraphLaunch(CUgraphExec e, CUstream s)
 		}
 		if (r->kind == NODE_COPY) {
 			memcpy(r->dst, r->src, r->n);
+			continue;
+		}
+		if (r->kind == NODE_MEMSET) {
+			memset(r->dst, r->value, r->n);
 			continue;
 		}
 		r->k->run(r->buf);

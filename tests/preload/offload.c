@@ -34,6 +34,11 @@
  *   the executable's first node off (cuGraphNodeSetEnabled): the substitute
  *   cannot follow such a change, so what the graph reads comes back and the
  *   executable runs itself (outputs change as without the library).
+ *   hidden: as early, and the captured forward has one more kernel after
+ *   layer 2 that adds layer 5's first weight, read through an address in
+ *   device memory (a reader the library cannot see), to the activations;
+ *   the program prints how many outputs hold NaN (with FT_VERIFY=1, the
+ *   substitute's poisoned blocks must show the read).
  *   pieces: at step 7, before any plan, the embedding, each layer and the
  *   head are captured as graphs of their own (vLLM's PIECEWISE graphs),
  *   replayed every step with an eager kernel on activations between them.
@@ -73,7 +78,9 @@
 #define LAYERS 6
 static int N = 1 << 20; /* floats a tensor: 4 MiB (OFFLOAD_MIB sets the MiB) */
 
-static CUfunction add, touch;
+static CUfunction add, touch, add_ind;
+static int hidden;      /* hidden: a captured reader the library cannot see */
+static CUdeviceptr table; /* its table: layer 5's first weight's address */
 static int stale_every; /* stale/shared: the stray reference every n-th forward */
 static int stray;       /* stray: a stale pointer to a later layer's weight */
 static int roam;        /* roam: a new kernel's word always points three layers on */
@@ -118,6 +125,12 @@ static void forward(int step)
 			CUdeviceptr p[4] = { h, w[(l + 3) % LAYERS][0], 0, 0 };
 			void *a[] = { &p[0], &p[1], &p[2], &p[3] };
 			cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, stream, a, NULL);
+		}
+		if (l == 2 && hidden && stream) {
+			/* only in the capture (stream is set from then on) */
+			int n = N;
+			void *p[] = { &table, &h, &h, &n };
+			cuLaunchKernel(add_ind, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
 		}
 		if (l == 4 && tail_from >= 0 && step >= tail_from) {
 			/* a 1 MiB tensor in the free tail of layer 2's second
@@ -210,7 +223,10 @@ int main(int argc, char **argv)
 	int update = argc > 2 && !strcmp(argv[2], "update");
 	int enabled = argc > 2 && !strcmp(argv[2], "enabled");
 	int params = argc > 2 && !strcmp(argv[2], "params");
-	int early = update || enabled || params || (argc > 2 && !strcmp(argv[2], "early"));
+	hidden = argc > 2 && !strcmp(argv[2], "hidden");
+	int early = update || enabled || params || hidden ||
+		    (argc > 2 && !strcmp(argv[2], "early"));
+	int nan_steps = 0;
 	int pieces = argc > 2 && !strcmp(argv[2], "pieces");
 	int capture_at = graph ? GRAPH_AT : early ? EARLY_AT : -1;
 	CUgraphExec pe[PIECES] = { 0 };
@@ -232,6 +248,7 @@ int main(int argc, char **argv)
 	cuInit(0);
 	add = fake_function("vec_add");
 	touch = fake_function("touch4");
+	add_ind = fake_function("vec_add_ind");
 	CUdeviceptr *all[] = { &emb, &head };
 	for (int i = 0; i < 2; i++)
 		cuMemAlloc_v2(all[i], N * sizeof(float));
@@ -240,6 +257,10 @@ int main(int argc, char **argv)
 			cuMemAlloc_v2(&w[l][k], (size_t)N * sizeof(float) + (l == 2 && k == 1 ? 2u << 20 : 0));
 	fill(emb, 1.0f);
 	fill(head, 2.0f);
+	if (hidden) {
+		cuMemAlloc_v2(&table, 64);
+		cuMemcpyHtoD_v2(table, &w[5][0], sizeof(w[5][0]));
+	}
 	for (int l = 0; l < LAYERS; l++)
 		for (int k = 0; k < 2; k++)
 			fill(w[l][k], 0.25f * (float)(l * 2 + k));
@@ -321,8 +342,15 @@ int main(int argc, char **argv)
 			forward(s);
 		cuMemcpyDtoH_v2(v, out, N * sizeof(float));
 		fwrite(v, sizeof(float), N, f);
+		for (int i = 0; i < N; i++)
+			if (v[i] != v[i]) {
+				nan_steps++;
+				break;
+			}
 	}
 	fclose(f);
+	if (hidden)
+		printf("outputs with NaN: %d\n", nan_steps);
 	/* with the library and FT_OFFLOAD_TIMING=eager: the report, on stderr */
 	long (*collect)(char *, unsigned long) =
 		(long (*)(char *, unsigned long))dlsym(RTLD_DEFAULT, "ft_offload_timing_collect");

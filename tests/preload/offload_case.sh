@@ -16,7 +16,9 @@
 # (graph-*), replays and eager forwards in turn (mixed-*), with FT_VERIFY=1
 # (verify), and when the program rewrites a weight and saves another mid-run
 # (modify); a graph captured before any plan is paged by a substitute once
-# the plan offloads what it reads (early, early-lifo, early-verify), also
+# the plan offloads what it reads (early, early-lifo, early-verify), and
+# FT_VERIFY=1 turns a reader inside it that the library cannot see into NaN
+# (early-hidden), also
 # after cuGraphExecUpdate (update) and new kernel node parameters (params),
 # not after another change to one of its nodes (enabled), a graph per piece of the pass at its
 # launch boundaries (pieces), and when the driver refuses the clone or the
@@ -162,6 +164,20 @@ early-verify)
 	same plain-early early
 	is early graphs_substituted -eq 1
 	is early verify_failures -eq 0
+	;;
+early-hidden)
+	# the captured forward also reads layer 5's first weight through an
+	# address in device memory, which no parameter shows: with FT_VERIFY=1
+	# the substitute poisons every block a node is not seen to read, so
+	# the read gives NaN from the first replay after the plan on (without
+	# the library, none)
+	plain plain-hidden hidden >"$tmp/plain-hidden.out"
+	grep -q "outputs with NaN: 0" "$tmp/plain-hidden.out" || no "plain hidden run: NaN"
+	run hidden hidden FT_VERIFY=1 >"$tmp/hidden.out"
+	is hidden graphs_substituted -eq 1
+	n=$(sed -n 's/^outputs with NaN: //p' "$tmp/hidden.out")
+	[ "${n:-0}" -gt 0 ] || no "hidden: FT_VERIFY=1 did not turn the unseen read into NaN"
+	echo "hidden: $n outputs with NaN"
 	;;
 update)
 	# the executable updated with a new capture of the forward after the
