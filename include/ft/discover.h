@@ -110,11 +110,12 @@ const char *ft_disc_reason_name(enum ft_disc_reason r);
  * many (idx malloc'd). */
 uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx);
 
-/* FT_SKIP_DISCOVERY: keeps, of the candidate weights idx[0..n) (first-touch
- * order), the first subsequence whose extents are exactly sizes[0..nsizes)
- * (a saved profile's weights), in place.  Returns nsizes, or 0 when there
- * is none. */
+/* A saved profile after one pass: keeps, of the candidate weights
+ * idx[0..n) (first-touch order), the first subsequence whose extents are
+ * exactly sizes[0..nsizes) (a saved profile's weights), in place; with
+ * sums, also whose checksums are sums[0..nsizes) (and not 0: all-zero
+ * bytes prove nothing).  Returns nsizes, or 0 when there is none. */
 uint32_t ft_disc_match(const struct ft_discover *d, uint32_t *idx, uint32_t n,
-		       const uint64_t *sizes, uint32_t nsizes);
+		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes);
 
 #endif

@@ -103,7 +103,8 @@ struct ft_learn {
 	struct ft_profile prof;   /* weights, traps, curve, device, plan */
 	struct ft_profile saved;  /* FT_PROFILE_STORAGE_DIR/profile.json, if loaded */
 	int have_saved;
-	int skip_tried;           /* FT_SKIP_DISCOVERY was tried (once) */
+	int resave;               /* the adopted profile lacks this run's checksums */
+	int skip_tried;           /* a saved profile was tried after one pass (once) */
 	/* the plan was ready while a capture was under way (staging waits for
 	 * the device): it is applied at the first launch or replay after */
 	_Atomic int offload_deferred;

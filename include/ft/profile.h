@@ -81,6 +81,11 @@ struct ft_profile {
 	uint64_t fingerprint;    /* of the ordered weight sizes */
 	uint32_t nweights;
 	uint64_t *weights;       /* sizes, in first-touch order */
+	/* their contents' checksums (ft_gpu_checksums) when discovery ended;
+	 * NULL: not known (profiles of 0.2).  A restart that finds the same
+	 * sizes with the same checksums after its first pass needs no more
+	 * discovery passes. */
+	uint64_t *sums;
 	uint32_t ntraps;
 	struct ft_trap *traps;
 	uint32_t ncurve;

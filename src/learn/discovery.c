@@ -123,6 +123,7 @@ static void drop_discovery(struct ft_learn *L)
 {
 	struct ft_profile *p = &L->prof;
 	free(p->weights);
+	free(p->sums);
 	free(p->traps);
 	free(p->coread);
 	free(p->shared);
@@ -131,6 +132,7 @@ static void drop_discovery(struct ft_learn *L)
 	L->wpairs = NULL;
 	L->nwpairs = 0;
 	p->weights = NULL;
+	p->sums = NULL;
 	p->traps = NULL;
 	p->coread = NULL;
 	p->shared = NULL;
@@ -245,11 +247,19 @@ static uint64_t take_weights(struct ft_learn *L, const uint32_t *idx, uint32_t n
 	ft_gpu_device(&L->gpu, p->device.name, sizeof(p->device.name), &p->device.total_bytes,
 		      &p->device.driver);
 	p->weights = calloc(n + 1, sizeof(*p->weights));
+	p->sums = calloc(n + 1, sizeof(*p->sums));
 	L->wmap = calloc(n + 1, sizeof(*L->wmap));
 	uint64_t total = 0;
 	for (uint32_t k = 0; k < n && p->weights && L->wmap; k++) {
 		const struct ft_disc_region *r = &L->disc.r[idx[k]];
 		p->weights[k] = r->extent;
+		/* the checksum of its contents, when one covers them all */
+		if (p->sums && r->nsums && r->sum_extent == r->extent) {
+			p->sums[k] = r->sum;
+		} else {
+			free(p->sums);
+			p->sums = NULL;
+		}
 		L->wmap[k] = (struct ft_wmap){ r->alloc_id, r->offset, r->alloc_base + r->offset,
 					      r->extent, 0, k, 1 };
 		total += r->extent;
@@ -328,22 +338,30 @@ static void prepare_profiling(struct ft_learn *L)
 		L->prof_failed = 1;
 }
 
-/* Returns 1 when a saved profile was adopted (INFERENCE comes now).  trial:
- * FT_SKIP_DISCOVERY after one pass, contents taken on the saved profile's
- * word; when it does not match, nothing is kept and discovery goes on
- * (returns -1). */
-int ft_learn_finish_discovery(struct ft_learn *L, int trial)
+/* Returns 1 when a saved profile was adopted (INFERENCE comes now).  After
+ * one pass (end not FT_END_PASSES), when it does not match, nothing is kept
+ * and discovery goes on (returns -1). */
+int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 {
+	int trial = end != FT_END_PASSES;
 	struct ft_profile *p = &L->prof;
 	unsigned reasons[FT_DISC_REASONS] = { 0 };
 	classify(L, reasons);
 	uint32_t *idx;
 	uint32_t n = ft_disc_weights(&L->disc, &idx);
 	if (trial && idx) {
-		/* one pass proves nothing about contents: take exactly the saved
-		 * sizes, in order, from what the pass read */
-		uint32_t m = ft_disc_match(&L->disc, idx, n, L->saved.weights, L->saved.nweights);
-		if (!m)
+		/* one pass proves nothing about contents by itself: take exactly
+		 * the saved sizes, in order, from what the pass read (with the
+		 * saved checksums: the same bytes as the weights discovery found
+		 * before, which no buffer written by kernels holds) */
+		int content = end == FT_END_CONTENT;
+		uint32_t m = ft_disc_match(&L->disc, idx, n, L->saved.weights,
+					   content ? L->saved.sums : NULL, L->saved.nweights);
+		if (!m && content)
+			ft_info("the first pass did not read the %u weights %s/%s lists with their "
+				"contents, in its order: discovery runs its passes", L->saved.nweights,
+				L->env.opt->profile_storage_dir, FT_PROFILE_FILE);
+		else if (!m)
 			ft_warn("FT_SKIP_DISCOVERY=1: the first pass did not read regions of the "
 				"%u sizes %s/%s lists, in its order; discovery runs",
 				L->saved.nweights, L->env.opt->profile_storage_dir, FT_PROFILE_FILE);
@@ -362,7 +380,7 @@ int ft_learn_finish_discovery(struct ft_learn *L, int trial)
 	 * in a way that matters: a small one in a shared segment stays */
 	npairs = keep_movable(L, pairs, npairs);
 	split_for_budget(L, p, (const uint32_t (*)[2])pairs, npairs);
-	int adopted = L->have_saved && p->nweights && ft_learn_adopt_saved(L, trial);
+	int adopted = L->have_saved && p->nweights && ft_learn_adopt_saved(L, end);
 	if (trial && !adopted) {
 		free(pairs);
 		drop_discovery(L);

@@ -12,15 +12,20 @@ void ft_learn_pass(struct ft_learn *L, int source, uint64_t start);
 void ft_learn_to_gpu(struct ft_learn *L, int (*pick)(void *L, CUdeviceptr base),
 		     const char *what);
 
+/* How discovery ends: its passes done, or after one pass with a saved
+ * profile, on its word (FT_SKIP_DISCOVERY: the saved sizes) or proven by
+ * the contents (the saved sizes with the saved checksums). */
+enum ft_disc_end { FT_END_PASSES, FT_END_SIZES, FT_END_CONTENT };
+
 /* discovery.c.  Regions read (one launch's when launch is set: read
  * together too).  A content sample of the candidates at a boundary.  The
  * end of discovery: 1 when a saved profile was adopted (INFERENCE comes
- * now), -1 when trial (FT_SKIP_DISCOVERY) did not match, else 0.  The
- * order of L->wmap. */
+ * now), -1 when a one-pass end did not match, else 0.  The order of
+ * L->wmap. */
 void ft_learn_disc_feed(struct ft_learn *L, const struct ft_region_ref *r, unsigned n,
 			int launch);
 void ft_learn_sample(struct ft_learn *L);
-int ft_learn_finish_discovery(struct ft_learn *L, int trial);
+int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end);
 /* The traps read together (L->prof.coread) get the pairs of L->wpairs
  * whose weights both leave the GPU with their traps (a weight read all
  * over the pass stays: it pairs with every layer, and matters with none). */
@@ -35,11 +40,11 @@ void ft_learn_timed(struct ft_learn *L, CUstream s, int ptsz, uint64_t seq);
 void ft_learn_finish_profiling(struct ft_learn *L);
 
 /* saved.c: the saved profile read at start; adopted when it describes this
- * model (1), else 0; FT_SKIP_DISCOVERY after the first pass (1: INFERENCE
- * began). */
+ * model (1), else 0; after the first pass, taken at once when the pass
+ * read its weights (1: INFERENCE began). */
 void ft_learn_saved_start(struct ft_learn *L);
-int ft_learn_adopt_saved(struct ft_learn *L, int trial);
-int ft_learn_skip_discovery(struct ft_learn *L);
+int ft_learn_adopt_saved(struct ft_learn *L, enum ft_disc_end end);
+int ft_learn_after_first_pass(struct ft_learn *L);
 
 /* apply.c: memory mode's GPU budget for weights totalling `weights` bytes
  * (0: latency mode); INFERENCE begins: the plan is made or taken and

@@ -124,11 +124,11 @@ void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
 		if (phase == FT_PHASE_DISCOVERY) {
 			ft_disc_pass_end(&L->disc);
 			feed_moved(L, source);
-			if (ft_learn_skip_discovery(L)) {
+			ft_learn_sample(L);
+			if (ft_learn_after_first_pass(L)) {
 				L->phases.total++;
 				goto trace;
 			}
-			ft_learn_sample(L);
 		} else if (phase == FT_PHASE_PROFILING) {
 			ft_learn_analyse(L, source == FT_PASS_EAGER ? start : UINT64_MAX);
 		}
@@ -140,11 +140,13 @@ void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
 			pass_sources[source], ft_phase_name(L->phases.phase));
 		if (L->phases.phase == FT_PHASE_INFERENCE) {
 			ft_learn_finish_profiling(L);
-		} else if (ft_learn_finish_discovery(L, 0) > 0) {
+		} else if (ft_learn_finish_discovery(L, FT_END_PASSES) > 0) {
 			L->phases.phase = FT_PHASE_INFERENCE;
 			atomic_store_explicit(&L->phase, FT_PHASE_INFERENCE, memory_order_relaxed);
 			ft_info("pass %llu: entering INFERENCE", (unsigned long long)L->phases.total);
 			ft_learn_offload(L);
+			if (L->resave && L->env.opt->profile_storage_dir)
+				ft_learn_save(L, NULL);
 		}
 	}
 trace:

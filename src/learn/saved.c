@@ -13,13 +13,17 @@
 
 /* A saved profile of the same model on the same device: its traps and
  * timings are taken, and profiling is skipped.  Returns 1 when adopted. */
-int ft_learn_adopt_saved(struct ft_learn *L, int trial)
+int ft_learn_adopt_saved(struct ft_learn *L, enum ft_disc_end end)
 {
 	struct ft_profile *p = &L->prof;
 	char why[512];
 	enum ft_profile_refusal r = ft_profile_check_compatible(&L->saved, p, why, sizeof(why));
 	if (r != FT_PROFILE_OK) {
-		if (trial)
+		if (end == FT_END_CONTENT)
+			ft_info("the first pass read the weights %s/%s lists, but the file does not "
+				"describe this run (%s): discovery runs its passes",
+				L->env.opt->profile_storage_dir, FT_PROFILE_FILE, why);
+		else if (end == FT_END_SIZES)
 			ft_warn("FT_SKIP_DISCOVERY=1: the first pass does not match %s/%s (%s); "
 				"discovery runs", L->env.opt->profile_storage_dir, FT_PROFILE_FILE, why);
 		else
@@ -30,15 +34,22 @@ int ft_learn_adopt_saved(struct ft_learn *L, int trial)
 	/* what discovery found is kept (weights, device); the rest is the
 	 * saved profile's */
 	struct ft_profile mine = *p;
+	/* a file without this run's checksums is written again, so that the
+	 * next start takes it after one pass */
+	L->resave = mine.sums && (!L->saved.sums ||
+				  memcmp(mine.sums, L->saved.sums, mine.nweights * sizeof(*mine.sums)));
 	free(L->saved.weights);
+	free(L->saved.sums);
 	*p = L->saved;
 	memset(&L->saved, 0, sizeof(L->saved));
 	p->weights = mine.weights;
+	p->sums = mine.sums;
 	p->nweights = mine.nweights;
 	memcpy(&p->device, &mine.device, sizeof(p->device));
 	memcpy(p->library, mine.library, sizeof(p->library));
 	p->schema = mine.schema;
 	mine.weights = NULL;
+	mine.sums = NULL;
 	ft_profile_free(&mine);
 	L->adopted = 1;
 	FT_STAT_INC(L->env.stats, profile_adopted);
@@ -126,24 +137,35 @@ int ft_learn_save(struct ft_learn *L, const char *dir)
 	return rc ? -1 : 0;
 }
 
-/* FT_SKIP_DISCOVERY with a loaded profile: after the first discovery pass,
- * the regions read in it (not written, large enough, in first-touch order)
- * are taken as the weights if they match the saved profile exactly; then
- * INFERENCE begins at once.  Returns 1 when it did. */
-int ft_learn_skip_discovery(struct ft_learn *L)
+/* A loaded profile, after the first discovery pass (its content sample
+ * taken): the regions read in it (not written, large enough, in first-touch
+ * order) are taken as the weights if they match the saved profile exactly,
+ * in size and, unless FT_SKIP_DISCOVERY=1 takes them on the file's word, in
+ * content (the saved checksums); then INFERENCE begins at once, so that a
+ * serving engine's start-up captures, which follow its first forward, page
+ * from the start.  Returns 1 when it did. */
+int ft_learn_after_first_pass(struct ft_learn *L)
 {
-	if (!L->env.opt->skip_discovery || !L->have_saved || L->skip_tried)
+	if (!L->have_saved || L->skip_tried)
 		return 0;
 	L->skip_tried = 1;
+	enum ft_disc_end end = L->env.opt->skip_discovery ? FT_END_SIZES : FT_END_CONTENT;
+	if (end == FT_END_CONTENT && !L->saved.sums) {
+		ft_info("%s/%s has no checksums of its weights (written by 0.2): discovery runs "
+			"its passes; the file gets them when it is written again",
+			L->env.opt->profile_storage_dir, FT_PROFILE_FILE);
+		return 0;
+	}
 	L->disc.content_known = 1;
-	int adopted = ft_learn_finish_discovery(L, 1) > 0;
+	int adopted = ft_learn_finish_discovery(L, end) > 0;
 	L->disc.content_known = 0;
 	if (!adopted)
 		return 0;
 	L->phases.phase = FT_PHASE_INFERENCE;
 	atomic_store_explicit(&L->phase, FT_PHASE_INFERENCE, memory_order_relaxed);
-	ft_info("pass %llu: FT_SKIP_DISCOVERY=1 and the first pass matches the saved profile: "
-		"entering INFERENCE", (unsigned long long)L->phases.total);
+	ft_info("pass %llu: the first pass read the weights of the saved profile%s: entering "
+		"INFERENCE", (unsigned long long)L->phases.total,
+		end == FT_END_SIZES ? " (FT_SKIP_DISCOVERY=1: their sizes)" : ", with their contents");
 	ft_learn_offload(L);
 	return 1;
 }

@@ -319,11 +319,15 @@ uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx)
 }
 
 uint32_t ft_disc_match(const struct ft_discover *d, uint32_t *idx, uint32_t n,
-		       const uint64_t *sizes, uint32_t nsizes)
+		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes)
 {
 	uint32_t k = 0;
-	for (uint32_t i = 0; i < n && k < nsizes; i++)
-		if (d->r[idx[i]].extent == sizes[k])
+	for (uint32_t i = 0; i < n && k < nsizes; i++) {
+		const struct ft_disc_region *r = &d->r[idx[i]];
+		if (r->extent == sizes[k] &&
+		    (!sums || (r->nsums && r->sum_extent == r->extent && sums[k] &&
+			       r->sum == sums[k])))
 			idx[k++] = idx[i];
+	}
 	return k == nsizes ? k : 0;
 }

@@ -71,6 +71,7 @@ void ft_profile_drop_plan(struct ft_profile *p)
 void ft_profile_free(struct ft_profile *p)
 {
 	free(p->weights);
+	free(p->sums);
 	free(p->traps);
 	free(p->curve);
 	ft_profile_drop_plan(p);
@@ -129,6 +130,14 @@ char *ft_profile_to_json(const struct ft_profile *p)
 	cJSON *w = cJSON_AddArrayToObject(model, "weight_bytes");
 	for (uint32_t i = 0; i < p->nweights; i++)
 		cJSON_AddItemToArray(w, cJSON_CreateNumber((double)p->weights[i]));
+	if (p->sums) {
+		/* (hex: a JSON number holds 53 bits) */
+		cJSON *s = cJSON_AddArrayToObject(model, "weight_sums");
+		for (uint32_t i = 0; i < p->nweights; i++) {
+			snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)p->sums[i]);
+			cJSON_AddItemToArray(s, cJSON_CreateString(hex));
+		}
+	}
 	cJSON *traps = cJSON_AddArrayToObject(root, "traps");
 	for (uint32_t i = 0; i < p->ntraps; i++) {
 		const struct ft_trap *t = &p->traps[i];
@@ -320,6 +329,34 @@ static void read_coread(struct rd *rd, const cJSON *co, struct ft_profile *p)
 	}
 }
 
+/* The weights' checksums (absent in profiles of 0.2): one 16-digit hex
+ * string per weight. */
+static void read_sums(struct rd *rd, const cJSON *s, struct ft_profile *p)
+{
+	const cJSON *x;
+	uint32_t i = 0;
+	if (!s)
+		return;
+	if (!cJSON_IsArray(s) || (uint32_t)cJSON_GetArraySize(s) != p->nweights) {
+		bad(rd, FT_PROFILE_CORRUPT, "field \"weight_sums\" is not an array of one "
+		    "checksum per weight");
+		return;
+	}
+	p->sums = calloc(p->nweights + 1, sizeof(*p->sums));
+	const cJSON *list = p->sums ? s : NULL;
+	cJSON_ArrayForEach(x, list) {
+		const char *v = cJSON_GetStringValue(x);
+		char *end = NULL;
+		if (v && strlen(v) == 16 && strspn(v, "0123456789abcdef") == 16)
+			p->sums[i] = strtoull(v, &end, 16);
+		if (!end || *end) {
+			bad(rd, FT_PROFILE_CORRUPT, "weight_sums[%u] is not 16 hex digits", i);
+			return;
+		}
+		i++;
+	}
+}
+
 /* Weights that stay on the GPU (absent in profiles of 0.2). */
 static void read_shared(struct rd *rd, const cJSON *sh, struct ft_profile *p)
 {
@@ -366,6 +403,8 @@ static void read_body(struct rd *rd, const cJSON *root, struct ft_profile *p)
 		i++;
 	}
 	p->fingerprint = strtoull(fp, NULL, 16);
+	if (model && rd->r == FT_PROFILE_OK)
+		read_sums(rd, cJSON_GetObjectItemCaseSensitive(model, "weight_sums"), p);
 	if (rd->r == FT_PROFILE_OK && p->fingerprint != ft_profile_fingerprint(p->weights, p->nweights))
 		bad(rd, FT_PROFILE_INCONSISTENT, "the fingerprint does not match weight_bytes");
 

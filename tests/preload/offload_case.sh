@@ -18,7 +18,9 @@
 # (modify); a graph captured before any plan is paged by a substitute once
 # the plan offloads what it reads (early, early-lifo, early-verify), and
 # FT_VERIFY=1 turns a reader inside it that the library cannot see into NaN
-# (early-hidden), also
+# (early-hidden); on a restart with the profile.json of the first start,
+# the plan comes after the first forward and the graph pages itself
+# (early-restart), also
 # after cuGraphExecUpdate (update) and new kernel node parameters (params),
 # not after another change to one of its nodes (enabled), a graph per piece of the pass at its
 # launch boundaries (pieces), and when the driver refuses the clone or the
@@ -164,6 +166,23 @@ early-verify)
 	same plain-early early
 	is early graphs_substituted -eq 1
 	is early verify_failures -eq 0
+	;;
+early-restart)
+	# a restart with the profile.json the first start wrote: the plan comes
+	# after the first forward, before the capture at step 7, so the graph
+	# pages itself (nothing kept, nothing substituted); outputs as without
+	# the library, both times
+	plain plain-early early
+	run early early FT_PROFILE_STORAGE_DIR="$tmp/prof"
+	same plain-early early
+	is early graphs_substituted -eq 1
+	run restart early FT_PROFILE_STORAGE_DIR="$tmp/prof"
+	same plain-early restart
+	is restart profile_adopted -eq 1
+	is restart graphs_kept -eq 0
+	is restart graphs_substituted -eq 0
+	is restart hidden_readers -eq 0
+	logs restart "with their contents: entering INFERENCE"
 	;;
 early-hidden)
 	# the captured forward also reads layer 5's first weight through an

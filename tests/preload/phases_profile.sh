@@ -1,9 +1,11 @@
 #!/bin/sh
 # profile.json across runs: an eager run writes it; a second run of the same
-# model takes its timings and skips profiling (the file is left as it was),
-# and its plan only under the settings it was made with;
-# with FT_SKIP_DISCOVERY=1 a run takes it after one pass, and without a file
-# warns and discovers;
+# model takes it after one pass, whose weights have the saved contents, and
+# skips profiling (the file is left as it was), and its plan only under the
+# settings it was made with; a file whose checksums are not this model's is
+# taken after discovery's passes and written again with this run's;
+# with FT_SKIP_DISCOVERY=1 a run takes it after one pass on its sizes, and
+# without a file warns and discovers;
 # a corrupt file is refused with a warning, profiling runs and the file is
 # rewritten.
 # usage: phases_profile.sh <libflextensor.so> <phases>
@@ -23,7 +25,23 @@ run eager || { echo "FAIL: first run"; cat "$tmp/err"; fail=1; }
 cp "$tmp/p/profile.json" "$tmp/first.json"
 run again || { echo "FAIL: second run"; cat "$tmp/err"; fail=1; }
 grep -q "profiling skipped" "$tmp/err" || { echo "FAIL: profile not used"; cat "$tmp/err"; fail=1; }
+grep -q "first pass read the weights of the saved profile, with their contents: entering INFERENCE" \
+	"$tmp/err" || { echo "FAIL: profile not taken after one pass"; cat "$tmp/err"; fail=1; }
 cmp -s "$tmp/p/profile.json" "$tmp/first.json" || { echo "FAIL: profile rewritten"; fail=1; }
+# another model's contents (one checksum changed): discovery's passes, then
+# the profile, written again with this run's checksums
+sums() { grep -o '"weight_sums":[^]]*' "$1"; }
+[ -n "$(sums "$tmp/first.json")" ] || { echo "FAIL: profile.json has no weight_sums"; fail=1; }
+sed 's/\("weight_sums":[^"]*"\)0/\1z/; s/\("weight_sums":[^"]*"\)[1-9a-f]/\10/; s/\("weight_sums":[^"]*"\)z/\11/' \
+	"$tmp/first.json" >"$tmp/p/profile.json"
+[ "$(sums "$tmp/p/profile.json")" != "$(sums "$tmp/first.json")" ] || { echo "FAIL: sums not changed"; fail=1; }
+run slow || { echo "FAIL: run with other contents"; cat "$tmp/err"; fail=1; }
+grep -q "did not read the 22 weights .* with their contents" "$tmp/err" &&
+	grep -q "profiling skipped" "$tmp/err" ||
+	{ echo "FAIL: other contents: not discovered, or the profile not taken"; cat "$tmp/err"; fail=1; }
+[ "$(sums "$tmp/p/profile.json")" = "$(sums "$tmp/first.json")" ] ||
+	{ echo "FAIL: other contents: profile.json not written with this run's checksums"; fail=1; }
+cp "$tmp/first.json" "$tmp/p/profile.json"
 # other settings: the saved timings, but a new plan (the settings rule)
 run again FT_NUM_BLOCKS=6 || { echo "FAIL: run with other settings"; cat "$tmp/err"; fail=1; }
 grep -q "profiling skipped" "$tmp/err" && grep -q "the saved plan was made for .*FT_NUM_BLOCKS=4.*planning again" "$tmp/err" &&
@@ -32,7 +50,7 @@ grep -q "profiling skipped" "$tmp/err" && grep -q "the saved plan was made for .
 grep -q '"settings":.*"FT_MAX_GPU_MEM_FRACTION=0 FT_TRANSFER_MODE=allocation_block_transfer FT_NUM_BLOCKS=4' "$tmp/first.json" ||
 	{ echo "FAIL: the plan does not record its settings"; fail=1; }
 run skip FT_SKIP_DISCOVERY=1 || { echo "FAIL: FT_SKIP_DISCOVERY run"; cat "$tmp/err"; fail=1; }
-grep -q "first pass matches the saved profile" "$tmp/err" ||
+grep -q "first pass read the weights of the saved profile (FT_SKIP_DISCOVERY=1: their sizes)" "$tmp/err" ||
 	{ echo "FAIL: FT_SKIP_DISCOVERY not honoured"; cat "$tmp/err"; fail=1; }
 # without a profile: a warning, and discovery runs as usual
 mv "$tmp/p" "$tmp/kept"
