@@ -114,8 +114,11 @@ uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx);
  * idx[0..n) (first-touch order), the first subsequence whose extents are
  * exactly sizes[0..nsizes) (a saved profile's weights), in place; with
  * sums, also whose checksums are sums[0..nsizes) (and not 0: all-zero
- * bytes prove nothing).  Returns nsizes, or 0 when there is none. */
+ * bytes prove nothing).  Returns nsizes, or 0 when there is none (then
+ * *found: how many saved weights were matched before the first that was
+ * not). */
 uint32_t ft_disc_match(const struct ft_discover *d, uint32_t *idx, uint32_t n,
-		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes);
+		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
+		       uint32_t *found);
 
 #endif

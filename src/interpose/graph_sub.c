@@ -128,8 +128,6 @@ struct walk {
 	size_t n;
 	uint32_t *order;         /* indices into node, topological */
 	uint32_t *pred_at, *pred; /* node i's predecessors: pred[pred_at[i] .. pred_at[i+1]) */
-	uint8_t *full;           /* per pred: a full dependency (not a programmatic one,
-				    which orders only the start of the dependent) */
 };
 
 static int by_handle(const void *a, const void *b)
@@ -150,7 +148,6 @@ static void walk_free(struct walk *w)
 	free(w->order);
 	free(w->pred_at);
 	free(w->pred);
-	free(w->full);
 	memset(w, 0, sizeof(*w));
 }
 
@@ -171,10 +168,9 @@ static const char *walk_graph(CUgraph g, struct walk *w)
 	w->order = malloc((w->n + 1) * sizeof(*w->order));
 	w->pred_at = calloc(w->n + 2, sizeof(*w->pred_at));
 	w->pred = malloc((ne + 1) * sizeof(*w->pred));
-	w->full = malloc(ne + 1);
 	const char *why = NULL;
 	if (!from || !to || !data || !indeg || !succ_at || !succ || !w->node || !w->order ||
-	    !w->pred_at || !w->pred || !w->full) {
+	    !w->pred_at || !w->pred) {
 		why = "out of host memory";
 		goto out;
 	}
@@ -208,7 +204,6 @@ static const char *walk_graph(CUgraph g, struct walk *w)
 	}
 	for (size_t e = 0; e < ne; e++) {
 		int a = index_of(w, from[e]), b = index_of(w, to[e]);
-		w->full[w->pred_at[b] + pfill[b]] = data[e].type == CU_GRAPH_DEPENDENCY_TYPE_DEFAULT;
 		w->pred[w->pred_at[b] + pfill[b]++] = (uint32_t)a;
 		succ[succ_at[a] + sfill[a]++] = (uint32_t)b;
 	}
@@ -348,7 +343,11 @@ static int edge(struct edges *e, CUgraphNode from, CUgraphNode to)
 }
 
 /* Every node the capture's dependencies hold that is not yet a predecessor
- * of node k becomes one (recorded in e). */
+ * of node k becomes one (recorded in e).  One that already is, by an edge
+ * of any kind, stays as it is: the driver refuses a second edge between two
+ * nodes, and such a dependency means that nothing was captured on its path
+ * (no load for k through it), so the application's edge orders what it
+ * did. */
 static const char *join_into(const struct walk *w, uint32_t k, CUstream s, struct edges *e)
 {
 	CUgraphNode d[64];
@@ -359,7 +358,7 @@ static const char *join_into(const struct walk *w, uint32_t k, CUstream s, struc
 		int j = index_of(w, d[i]);
 		int known = j == (int)k;
 		for (uint32_t p = w->pred_at[k]; !known && j >= 0 && p < w->pred_at[k + 1]; p++)
-			known = w->pred[p] == (uint32_t)j && w->full[p];
+			known = w->pred[p] == (uint32_t)j;
 		if (!known && edge(e, d[i], w->node[k]))
 			return "out of host memory";
 	}

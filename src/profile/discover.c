@@ -319,7 +319,8 @@ uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx)
 }
 
 uint32_t ft_disc_match(const struct ft_discover *d, uint32_t *idx, uint32_t n,
-		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes)
+		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
+		       uint32_t *found)
 {
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < n && k < nsizes; i++) {
@@ -329,5 +330,6 @@ uint32_t ft_disc_match(const struct ft_discover *d, uint32_t *idx, uint32_t n,
 			       r->sum == sums[k])))
 			idx[k++] = idx[i];
 	}
+	*found = k;
 	return k == nsizes ? k : 0;
 }

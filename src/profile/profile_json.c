@@ -574,11 +574,17 @@ enum ft_profile_refusal ft_profile_check_compatible(const struct ft_profile *l,
 {
 	if (e->weights && (l->nweights != e->nweights ||
 			   memcmp(l->weights, e->weights, e->nweights * sizeof(*e->weights)))) {
+		uint32_t k = 0;
+		while (k < l->nweights && k < e->nweights && l->weights[k] == e->weights[k])
+			k++;
 		if (why && why_len)
 			snprintf(why, why_len, "it describes another model (%u weights, "
-				 "fingerprint %016llx; this process has %u, %016llx)",
+				 "fingerprint %016llx; this process has %u, %016llx; the first to "
+				 "differ is weight %u: %llu bytes there, %llu here)",
 				 l->nweights, (unsigned long long)l->fingerprint, e->nweights,
-				 (unsigned long long)ft_profile_fingerprint(e->weights, e->nweights));
+				 (unsigned long long)ft_profile_fingerprint(e->weights, e->nweights), k,
+				 (unsigned long long)(k < l->nweights ? l->weights[k] : 0),
+				 (unsigned long long)(k < e->nweights ? e->weights[k] : 0));
 		return FT_PROFILE_OTHER_MODEL;
 	}
 	if (e->device.name[0] && (strcmp(l->device.name, e->device.name) ||

@@ -167,17 +167,18 @@ static void saved_sizes_after_one_pass(void **state)
 	ft_disc_pass_end(&d);
 	d.content_known = 1;
 	ft_disc_extents(&d);
-	uint32_t *idx;
+	uint32_t *idx, found;
 	uint32_t n = ft_disc_weights(&d, &idx);
 	assert_int_equal(n, 3); /* the KV cache is a candidate too */
 	static const uint64_t saved[] = { 2 * MB, 6 * MB }, other[] = { 2 * MB, 5 * MB };
-	assert_int_equal(ft_disc_match(&d, idx, n, saved, NULL, 2), 2);
+	assert_int_equal(ft_disc_match(&d, idx, n, saved, NULL, 2, &found), 2);
 	assert_int_equal(d.r[idx[0]].offset, 0);
 	assert_int_equal(d.r[idx[1]].alloc_id, WEIGHTS);
 	assert_int_equal(d.r[idx[1]].offset, 2 * MB);
 	free(idx);
 	n = ft_disc_weights(&d, &idx);
-	assert_int_equal(ft_disc_match(&d, idx, n, other, NULL, 2), 0);
+	assert_int_equal(ft_disc_match(&d, idx, n, other, NULL, 2, &found), 0);
+	assert_int_equal(found, 1);
 	free(idx);
 	ft_disc_destroy(&d);
 }
@@ -195,19 +196,20 @@ static void saved_contents_after_one_pass(void **state)
 	ft_disc_pass_end(&d);
 	d.content_known = 1;
 	ft_disc_extents(&d);
-	uint32_t *idx;
+	uint32_t *idx, found;
 	uint32_t n = ft_disc_weights(&d, &idx);
 	assert_int_equal(n, 3);
 	for (uint32_t i = 0; i < n; i++)
 		ft_disc_sum(&d, idx[i], d.r[idx[i]].alloc_id == KV ? 7 : 100 + d.r[idx[i]].offset);
 	static const uint64_t sizes[] = { 2 * MB, 6 * MB };
 	static const uint64_t sums[] = { 100, 100 + 2 * MB }, zero[] = { 0, 100 + 2 * MB };
-	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 2), 2);
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 2, &found), 2);
 	assert_int_equal(d.r[idx[0]].alloc_id, WEIGHTS); /* not the KV cache, first by size */
 	assert_int_equal(d.r[idx[0]].offset, 0);
 	free(idx);
 	n = ft_disc_weights(&d, &idx);
-	assert_int_equal(ft_disc_match(&d, idx, n, sizes, zero, 2), 0);
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, zero, 2, &found), 0);
+	assert_int_equal(found, 0);
 	free(idx);
 	ft_disc_destroy(&d);
 }
