@@ -110,15 +110,21 @@ const char *ft_disc_reason_name(enum ft_disc_reason r);
  * many (idx malloc'd). */
 uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx);
 
+/* The checksum of the first `bytes` bytes of region r (as
+ * ft_gpu_checksums makes it), 0 when it cannot be made. */
+typedef uint64_t (*ft_disc_sum_fn)(void *ctx, const struct ft_disc_region *r, uint64_t bytes);
+
 /* A saved profile after one pass: keeps, of the candidate weights
  * idx[0..n) (first-touch order), the first subsequence whose extents are
- * exactly sizes[0..nsizes) (a saved profile's weights), in place; with
- * sums, also whose checksums are sums[0..nsizes) (and not 0: all-zero
- * bytes prove nothing).  Returns nsizes, or 0 when there is none (then
- * *found: how many saved weights were matched before the first that was
- * not). */
-uint32_t ft_disc_match(const struct ft_discover *d, uint32_t *idx, uint32_t n,
+ * exactly sizes[0..nsizes) (a saved profile's weights), in place.  With
+ * sums, a region matches weight k when it starts with sizes[k] bytes whose
+ * checksum (sum(ctx, ...)) is sums[k] (and not 0: all-zero bytes prove
+ * nothing); its extent is cut to sizes[k] (a tensor placed after the
+ * weight, which cut its extent when the profile was made, may not have been
+ * read yet).  Returns nsizes, or 0 when there is none (then *found: how
+ * many saved weights were matched before the first that was not). */
+uint32_t ft_disc_match(struct ft_discover *d, uint32_t *idx, uint32_t n,
 		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
-		       uint32_t *found);
+		       ft_disc_sum_fn sum, void *ctx, uint32_t *found);
 
 #endif

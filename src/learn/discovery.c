@@ -338,6 +338,16 @@ static void prepare_profiling(struct ft_learn *L)
 		L->prof_failed = 1;
 }
 
+/* ft_disc_sum_fn: a checksum of a region's first bytes, on the GPU. */
+static uint64_t region_sum(void *ctx, const struct ft_disc_region *r, uint64_t bytes)
+{
+	struct ft_learn *L = ctx;
+	uint64_t addr = r->alloc_base + r->offset, sum = 0;
+	if (!alive(L, r) || ft_gpu_checksums(&L->gpu, &addr, &bytes, 1, &sum))
+		return 0;
+	return sum;
+}
+
 /* Returns 1 when a saved profile was adopted (INFERENCE comes now).  After
  * one pass (end not FT_END_PASSES), when it does not match, nothing is kept
  * and discovery goes on (returns -1). */
@@ -357,7 +367,8 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 		int content = end == FT_END_CONTENT;
 		uint32_t found;
 		uint32_t m = ft_disc_match(&L->disc, idx, n, L->saved.weights,
-					   content ? L->saved.sums : NULL, L->saved.nweights, &found);
+					   content ? L->saved.sums : NULL, L->saved.nweights,
+					   region_sum, L, &found);
 		if (!m && content)
 			ft_info("the first pass did not read the %u weights %s/%s lists with their "
 				"contents, in its order (the first %u were found; not weight %u, "

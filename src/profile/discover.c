@@ -318,17 +318,25 @@ uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx)
 	return k;
 }
 
-uint32_t ft_disc_match(const struct ft_discover *d, uint32_t *idx, uint32_t n,
+uint32_t ft_disc_match(struct ft_discover *d, uint32_t *idx, uint32_t n,
 		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
-		       uint32_t *found)
+		       ft_disc_sum_fn sum, void *ctx, uint32_t *found)
 {
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < n && k < nsizes; i++) {
-		const struct ft_disc_region *r = &d->r[idx[i]];
-		if (r->extent == sizes[k] &&
-		    (!sums || (r->nsums && r->sum_extent == r->extent && sums[k] &&
-			       r->sum == sums[k])))
-			idx[k++] = idx[i];
+		struct ft_disc_region *r = &d->r[idx[i]];
+		if (!sums) {
+			if (r->extent == sizes[k])
+				idx[k++] = idx[i];
+			continue;
+		}
+		if (r->extent < sizes[k] || !sums[k])
+			continue;
+		uint64_t s = r->nsums && r->sum_extent == sizes[k] ? r->sum : sum(ctx, r, sizes[k]);
+		if (s != sums[k])
+			continue;
+		r->extent = sizes[k];
+		idx[k++] = idx[i];
 	}
 	*found = k;
 	return k == nsizes ? k : 0;

@@ -171,14 +171,54 @@ static void saved_sizes_after_one_pass(void **state)
 	uint32_t n = ft_disc_weights(&d, &idx);
 	assert_int_equal(n, 3); /* the KV cache is a candidate too */
 	static const uint64_t saved[] = { 2 * MB, 6 * MB }, other[] = { 2 * MB, 5 * MB };
-	assert_int_equal(ft_disc_match(&d, idx, n, saved, NULL, 2, &found), 2);
+	assert_int_equal(ft_disc_match(&d, idx, n, saved, NULL, 2, NULL, NULL, &found), 2);
 	assert_int_equal(d.r[idx[0]].offset, 0);
 	assert_int_equal(d.r[idx[1]].alloc_id, WEIGHTS);
 	assert_int_equal(d.r[idx[1]].offset, 2 * MB);
 	free(idx);
 	n = ft_disc_weights(&d, &idx);
-	assert_int_equal(ft_disc_match(&d, idx, n, other, NULL, 2, &found), 0);
+	assert_int_equal(ft_disc_match(&d, idx, n, other, NULL, 2, NULL, NULL, &found), 0);
 	assert_int_equal(found, 1);
+	free(idx);
+	ft_disc_destroy(&d);
+}
+
+/* Checksums of regions' first bytes, for ft_disc_match: none can be made
+ * (no_sum), or one that depends on where the bytes are and how many. */
+static uint64_t no_sum(void *ctx, const struct ft_disc_region *r, uint64_t bytes)
+{
+	(void)ctx, (void)r, (void)bytes;
+	return 0;
+}
+
+static uint64_t prefix_sum(void *ctx, const struct ft_disc_region *r, uint64_t bytes)
+{
+	(void)ctx;
+	return r->alloc_id * 1000 + r->offset + bytes;
+}
+
+/* A region longer than a saved weight (a tensor after it, which cut its
+ * extent when the profile was made, not read yet): it matches when its
+ * first bytes have the weight's checksum, and its extent is cut. */
+static void saved_contents_in_a_longer_region(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);      /* 8 MiB: the weight is 6 */
+	ft_disc_pass_end(&d);
+	d.content_known = 1;
+	ft_disc_extents(&d);
+	uint32_t *idx, found;
+	uint32_t n = ft_disc_weights(&d, &idx);
+	assert_int_equal(n, 1);
+	ft_disc_sum(&d, idx[0], 1); /* the whole region's: not the weight's */
+	static const uint64_t sizes[] = { 6 * MB }, sums[] = { WEIGHTS * 1000 + 6 * MB },
+			      other[] = { WEIGHTS * 1000 + 5 * MB };
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, other, 1, prefix_sum, NULL, &found), 0);
+	assert_int_equal(d.r[idx[0]].extent, 8 * MB);
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 1, prefix_sum, NULL, &found), 1);
+	assert_int_equal(d.r[idx[0]].extent, 6 * MB);
 	free(idx);
 	ft_disc_destroy(&d);
 }
@@ -203,12 +243,12 @@ static void saved_contents_after_one_pass(void **state)
 		ft_disc_sum(&d, idx[i], d.r[idx[i]].alloc_id == KV ? 7 : 100 + d.r[idx[i]].offset);
 	static const uint64_t sizes[] = { 2 * MB, 6 * MB };
 	static const uint64_t sums[] = { 100, 100 + 2 * MB }, zero[] = { 0, 100 + 2 * MB };
-	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 2, &found), 2);
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 2, no_sum, NULL, &found), 2);
 	assert_int_equal(d.r[idx[0]].alloc_id, WEIGHTS); /* not the KV cache, first by size */
 	assert_int_equal(d.r[idx[0]].offset, 0);
 	free(idx);
 	n = ft_disc_weights(&d, &idx);
-	assert_int_equal(ft_disc_match(&d, idx, n, sizes, zero, 2, &found), 0);
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, zero, 2, no_sum, NULL, &found), 0);
 	assert_int_equal(found, 0);
 	free(idx);
 	ft_disc_destroy(&d);
@@ -270,6 +310,7 @@ int main(void)
 		cmocka_unit_test(writes_and_boundaries),
 		cmocka_unit_test(saved_sizes_after_one_pass),
 		cmocka_unit_test(saved_contents_after_one_pass),
+		cmocka_unit_test(saved_contents_in_a_longer_region),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
