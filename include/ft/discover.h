@@ -114,17 +114,21 @@ uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx);
  * ft_gpu_checksums makes it), 0 when it cannot be made. */
 typedef uint64_t (*ft_disc_sum_fn)(void *ctx, const struct ft_disc_region *r, uint64_t bytes);
 
-/* A saved profile after one pass: keeps, of the candidate weights
- * idx[0..n) (first-touch order), the first subsequence whose extents are
- * exactly sizes[0..nsizes) (a saved profile's weights), in place.  With
- * sums, a region matches weight k when it starts with sizes[k] bytes whose
- * checksum (sum(ctx, ...)) is sums[k] (and not 0: all-zero bytes prove
- * nothing); its extent is cut to sizes[k] (a tensor placed after the
- * weight, which cut its extent when the profile was made, may not have been
- * read yet).  Returns nsizes, or 0 when there is none (then *found: how
- * many saved weights were matched before the first that was not). */
+/* A saved profile after one pass: picks, of the candidate weights
+ * idx[0..n) (first-touch order), one region for each of the saved
+ * profile's weights, in the saved order, into idx[0..nsizes).  Without
+ * sums, the first subsequence whose extents are exactly sizes[0..nsizes).
+ * With sums, whatever the order (where a pass begins in a forward can
+ * differ from run to run): a region is weight k when it starts with
+ * sizes[k] bytes whose checksum is sums[k] (and not 0: all-zero bytes
+ * prove nothing), taken from the pass's sample where it covered exactly
+ * those bytes, else made by sum(ctx, ...); its extent is cut to sizes[k] (a
+ * tensor placed after the weight, which cut its extent when the profile was
+ * made, may not have been read yet).  Returns nsizes, or 0 when some
+ * weight was not found (then *found: how many were, and *missing: the
+ * first that was not). */
 uint32_t ft_disc_match(struct ft_discover *d, uint32_t *idx, uint32_t n,
 		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
-		       ft_disc_sum_fn sum, void *ctx, uint32_t *found);
+		       ft_disc_sum_fn sum, void *ctx, uint32_t *found, uint32_t *missing);
 
 #endif

@@ -365,17 +365,17 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 		 * saved checksums: the same bytes as the weights discovery found
 		 * before, which no buffer written by kernels holds) */
 		int content = end == FT_END_CONTENT;
-		uint32_t found;
+		uint32_t found, missing;
 		uint32_t m = ft_disc_match(&L->disc, idx, n, L->saved.weights,
 					   content ? L->saved.sums : NULL, L->saved.nweights,
-					   region_sum, L, &found);
+					   region_sum, L, &found, &missing);
 		if (!m && content)
 			ft_info("the first pass did not read the %u weights %s/%s lists with their "
-				"contents, in its order (the first %u were found; not weight %u, "
-				"%llu bytes, checksum %016llx): discovery runs its passes",
-				L->saved.nweights, L->env.opt->profile_storage_dir, FT_PROFILE_FILE,
-				found, found, (unsigned long long)L->saved.weights[found],
-				(unsigned long long)L->saved.sums[found]);
+				"contents (%u were found; not weight %u, %llu bytes, checksum "
+				"%016llx): discovery runs its passes", L->saved.nweights,
+				L->env.opt->profile_storage_dir, FT_PROFILE_FILE, found, missing,
+				(unsigned long long)L->saved.weights[missing],
+				(unsigned long long)L->saved.sums[missing]);
 		else if (!m)
 			ft_warn("FT_SKIP_DISCOVERY=1: the first pass did not read regions of the "
 				"%u sizes %s/%s lists, in its order; discovery runs",

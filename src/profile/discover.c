@@ -318,26 +318,111 @@ uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx)
 	return k;
 }
 
-uint32_t ft_disc_match(struct ft_discover *d, uint32_t *idx, uint32_t n,
-		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
-		       ft_disc_sum_fn sum, void *ctx, uint32_t *found)
+/* Saved weights sorted by (size, checksum), for ft_disc_match. */
+struct saved_w {
+	uint64_t size, sum;
+	uint32_t k;
+};
+
+static int by_size_sum(const void *a, const void *b)
 {
-	uint32_t k = 0;
-	for (uint32_t i = 0; i < n && k < nsizes; i++) {
-		struct ft_disc_region *r = &d->r[idx[i]];
-		if (!sums) {
-			if (r->extent == sizes[k])
-				idx[k++] = idx[i];
-			continue;
+	const struct saved_w *x = a, *y = b;
+	if (x->size != y->size)
+		return x->size < y->size ? -1 : 1;
+	if (x->sum != y->sum)
+		return x->sum < y->sum ? -1 : 1;
+	return x->k < y->k ? -1 : x->k > y->k;
+}
+
+/* The first saved weight of (size, sum) not taken yet, or -1. */
+static int take_saved(const struct saved_w *w, uint32_t nw, const int32_t *region_of,
+		      uint64_t size, uint64_t sum)
+{
+	uint32_t lo = 0, hi = nw;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (w[mid].size < size || (w[mid].size == size && w[mid].sum < sum))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (; lo < nw && w[lo].size == size && w[lo].sum == sum; lo++)
+		if (region_of[w[lo].k] < 0)
+			return (int)w[lo].k;
+	return -1;
+}
+
+static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
+			   const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
+			   ft_disc_sum_fn sum, void *ctx, uint32_t *found, uint32_t *missing)
+{
+	struct saved_w *w = malloc((nsizes + 1) * sizeof(*w));
+	int32_t *region_of = malloc((nsizes + 1) * sizeof(*region_of));
+	uint8_t *used = calloc(n + 1, 1);
+	uint32_t nw = 0, k = 0;
+	*found = 0;
+	*missing = 0;
+	if (!w || !region_of || !used)
+		goto out;
+	for (uint32_t i = 0; i < nsizes; i++) {
+		region_of[i] = -1;
+		if (sums[i]) /* all-zero bytes prove nothing: never found */
+			w[nw++] = (struct saved_w){ sizes[i], sums[i], i };
+	}
+	qsort(w, nw, sizeof(*w), by_size_sum);
+	/* regions whose sample covered exactly a saved size: no GPU work */
+	for (uint32_t i = 0; i < n; i++) {
+		const struct ft_disc_region *r = &d->r[idx[i]];
+		int j = r->nsums && r->sum_extent == r->extent
+				? take_saved(w, nw, region_of, r->extent, r->sum) : -1;
+		if (j >= 0) {
+			region_of[j] = (int32_t)idx[i];
+			used[i] = 1;
+			k++;
 		}
-		if (r->extent < sizes[k] || !sums[k])
-			continue;
-		uint64_t s = r->nsums && r->sum_extent == sizes[k] ? r->sum : sum(ctx, r, sizes[k]);
-		if (s != sums[k])
-			continue;
-		r->extent = sizes[k];
-		idx[k++] = idx[i];
+	}
+	/* the rest: a saved weight may be the start of a longer region */
+	for (uint32_t i = 0; i < n && k < nw; i++) {
+		struct ft_disc_region *r = &d->r[idx[i]];
+		uint64_t checked = 0; /* (one checksum per size) */
+		for (uint32_t a = 0; !used[i] && a < nw; a++) {
+			if (region_of[w[a].k] >= 0 || w[a].size >= r->extent || w[a].size == checked)
+				continue;
+			checked = w[a].size;
+			uint64_t s = sum(ctx, r, w[a].size);
+			int j = s ? take_saved(w, nw, region_of, w[a].size, s) : -1;
+			if (j >= 0) {
+				region_of[j] = (int32_t)idx[i];
+				used[i] = 1;
+				k++;
+			}
+		}
 	}
 	*found = k;
+	while (*missing < nsizes && region_of[*missing] >= 0)
+		(*missing)++;
+	if (k == nsizes)
+		for (uint32_t i = 0; i < nsizes; i++) {
+			idx[i] = (uint32_t)region_of[i];
+			d->r[idx[i]].extent = sizes[i];
+		}
+out:
+	free(w);
+	free(region_of);
+	free(used);
+	return k == nsizes ? k : 0;
+}
+
+uint32_t ft_disc_match(struct ft_discover *d, uint32_t *idx, uint32_t n,
+		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
+		       ft_disc_sum_fn sum, void *ctx, uint32_t *found, uint32_t *missing)
+{
+	if (sums)
+		return match_sums(d, idx, n, sizes, sums, nsizes, sum, ctx, found, missing);
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n && k < nsizes; i++)
+		if (d->r[idx[i]].extent == sizes[k])
+			idx[k++] = idx[i];
+	*found = *missing = k;
 	return k == nsizes ? k : 0;
 }

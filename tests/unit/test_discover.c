@@ -167,17 +167,17 @@ static void saved_sizes_after_one_pass(void **state)
 	ft_disc_pass_end(&d);
 	d.content_known = 1;
 	ft_disc_extents(&d);
-	uint32_t *idx, found;
+	uint32_t *idx, found, missing;
 	uint32_t n = ft_disc_weights(&d, &idx);
 	assert_int_equal(n, 3); /* the KV cache is a candidate too */
 	static const uint64_t saved[] = { 2 * MB, 6 * MB }, other[] = { 2 * MB, 5 * MB };
-	assert_int_equal(ft_disc_match(&d, idx, n, saved, NULL, 2, NULL, NULL, &found), 2);
+	assert_int_equal(ft_disc_match(&d, idx, n, saved, NULL, 2, NULL, NULL, &found, &missing), 2);
 	assert_int_equal(d.r[idx[0]].offset, 0);
 	assert_int_equal(d.r[idx[1]].alloc_id, WEIGHTS);
 	assert_int_equal(d.r[idx[1]].offset, 2 * MB);
 	free(idx);
 	n = ft_disc_weights(&d, &idx);
-	assert_int_equal(ft_disc_match(&d, idx, n, other, NULL, 2, NULL, NULL, &found), 0);
+	assert_int_equal(ft_disc_match(&d, idx, n, other, NULL, 2, NULL, NULL, &found, &missing), 0);
 	assert_int_equal(found, 1);
 	free(idx);
 	ft_disc_destroy(&d);
@@ -209,22 +209,23 @@ static void saved_contents_in_a_longer_region(void **state)
 	ft_disc_pass_end(&d);
 	d.content_known = 1;
 	ft_disc_extents(&d);
-	uint32_t *idx, found;
+	uint32_t *idx, found, missing;
 	uint32_t n = ft_disc_weights(&d, &idx);
 	assert_int_equal(n, 1);
 	ft_disc_sum(&d, idx[0], 1); /* the whole region's: not the weight's */
 	static const uint64_t sizes[] = { 6 * MB }, sums[] = { WEIGHTS * 1000 + 6 * MB },
 			      other[] = { WEIGHTS * 1000 + 5 * MB };
-	assert_int_equal(ft_disc_match(&d, idx, n, sizes, other, 1, prefix_sum, NULL, &found), 0);
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, other, 1, prefix_sum, NULL, &found, &missing), 0);
 	assert_int_equal(d.r[idx[0]].extent, 8 * MB);
-	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 1, prefix_sum, NULL, &found), 1);
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 1, prefix_sum, NULL, &found, &missing), 1);
 	assert_int_equal(d.r[idx[0]].extent, 6 * MB);
 	free(idx);
 	ft_disc_destroy(&d);
 }
 
 /* A saved profile with checksums after one pass: a region matches only
- * with the saved size and checksum, and never with a checksum of 0. */
+ * with the saved size and checksum, never with a checksum of 0, and in any
+ * order. */
 static void saved_contents_after_one_pass(void **state)
 {
 	(void)state;
@@ -236,20 +237,30 @@ static void saved_contents_after_one_pass(void **state)
 	ft_disc_pass_end(&d);
 	d.content_known = 1;
 	ft_disc_extents(&d);
-	uint32_t *idx, found;
+	uint32_t *idx, found, missing;
 	uint32_t n = ft_disc_weights(&d, &idx);
 	assert_int_equal(n, 3);
 	for (uint32_t i = 0; i < n; i++)
 		ft_disc_sum(&d, idx[i], d.r[idx[i]].alloc_id == KV ? 7 : 100 + d.r[idx[i]].offset);
 	static const uint64_t sizes[] = { 2 * MB, 6 * MB };
 	static const uint64_t sums[] = { 100, 100 + 2 * MB }, zero[] = { 0, 100 + 2 * MB };
-	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 2, no_sum, NULL, &found), 2);
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 2, no_sum, NULL, &found, &missing), 2);
 	assert_int_equal(d.r[idx[0]].alloc_id, WEIGHTS); /* not the KV cache, first by size */
 	assert_int_equal(d.r[idx[0]].offset, 0);
 	free(idx);
 	n = ft_disc_weights(&d, &idx);
-	assert_int_equal(ft_disc_match(&d, idx, n, sizes, zero, 2, no_sum, NULL, &found), 0);
-	assert_int_equal(found, 0);
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, zero, 2, no_sum, NULL, &found, &missing), 0);
+	assert_int_equal(found, 1);
+	assert_int_equal(missing, 0);
+	free(idx);
+	/* another order than the pass's (the pass began elsewhere in the
+	 * forward): the regions come in the saved order */
+	static const uint64_t rsizes[] = { 6 * MB, 2 * MB }, rsums[] = { 100 + 2 * MB, 100 };
+	n = ft_disc_weights(&d, &idx);
+	assert_int_equal(ft_disc_match(&d, idx, n, rsizes, rsums, 2, no_sum, NULL, &found, &missing), 2);
+	assert_int_equal(d.r[idx[0]].offset, 2 * MB);
+	assert_int_equal(d.r[idx[1]].offset, 0);
+	assert_int_equal(d.r[idx[1]].alloc_id, WEIGHTS);
 	free(idx);
 	ft_disc_destroy(&d);
 }
