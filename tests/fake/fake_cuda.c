@@ -469,6 +469,7 @@ API CUresult cuStreamDestroy_v2(CUstream s) { (void)s; return CUDA_SUCCESS; }
 struct depset {
 	unsigned n;
 	unsigned i[FAKE_DEPS];
+	unsigned char type[FAKE_DEPS]; /* the edge's CUgraphDependencyType */
 };
 
 /* Adds node i to d unless it is there: -1 when d is full. */
@@ -481,6 +482,7 @@ static int depset_add(struct depset *d, unsigned i)
 		fprintf(stderr, "fake driver: more than %d dependencies\n", FAKE_DEPS);
 		return -1;
 	}
+	d->type[d->n] = CU_GRAPH_DEPENDENCY_TYPE_DEFAULT;
 	d->i[d->n++] = i;
 	return 0;
 }
@@ -746,6 +748,7 @@ static struct recorded *captured_node(CUstream s, enum node_kind kind)
 	r->deps = *d;
 	d->n = 1;
 	d->i[0] = g->n++;
+	d->type[0] = CU_GRAPH_DEPENDENCY_TYPE_DEFAULT;
 	return r;
 }
 
@@ -948,7 +951,6 @@ API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *deps,
 						  const CUgraphEdgeData *data, size_t n,
 						  unsigned flags)
 {
-	(void)data;
 	struct depset *cur = stream_deps(s), d;
 	if (!cur)
 		return CUDA_ERROR_ILLEGAL_STATE;
@@ -957,6 +959,11 @@ API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *deps,
 		return CUDA_ERROR_INVALID_VALUE;
 	if (depset_of(&d, cap.g, deps, n))
 		return CUDA_ERROR_INVALID_VALUE;
+	/* the edges the next node gets from them: programmatic ones too */
+	for (size_t k = 0; data && k < n; k++)
+		for (unsigned j = 0; j < d.n; j++)
+			if (&cap.g->r[d.i[j]] == (const struct recorded *)deps[k])
+				d.type[j] = data[k].type;
 	if (flags == CU_STREAM_SET_CAPTURE_DEPENDENCIES)
 		*cur = d;
 	else if (depset_merge(cur, &d))
@@ -1034,8 +1041,10 @@ API CUresult cuGraphGetEdges_v2(CUgraph hGraph, CUgraphNode *from, CUgraphNode *
 				continue;
 			from[k] = (CUgraphNode)&g->r[g->r[i].deps.i[j]];
 			to[k] = (CUgraphNode)&g->r[i];
-			if (data)
+			if (data) {
 				memset(&data[k], 0, sizeof(data[k]));
+				data[k].type = g->r[i].deps.type[j];
+			}
 		}
 	if (!from || !to) {
 		*n = k;

@@ -34,6 +34,11 @@
  *   the executable's first node off (cuGraphNodeSetEnabled): the substitute
  *   cannot follow such a change, so what the graph reads comes back and the
  *   executable runs itself (outputs change as without the library).
+ *   pdl: as early, and in the capture each layer's second kernel depends
+ *   on its first by a programmatic (PDL) edge, as kernels launched with
+ *   programmatic stream serialisation are captured: the substitute must
+ *   keep that edge and add none beside it (the driver refuses a second edge
+ *   between two nodes).
  *   hidden: as early, and the captured forward has one more kernel after
  *   layer 2 that adds layer 5's first weight, read through an address in
  *   device memory (a reader the library cannot see), to the activations;
@@ -80,6 +85,7 @@ static int N = 1 << 20; /* floats a tensor: 4 MiB (OFFLOAD_MIB sets the MiB) */
 
 static CUfunction add, touch, add_ind;
 static int hidden;      /* hidden: a captured reader the library cannot see */
+static int pdl;         /* pdl: programmatic edges in the capture */
 static CUdeviceptr table; /* its table: layer 5's first weight's address */
 static int stale_every; /* stale/shared: the stray reference every n-th forward */
 static int stray;       /* stray: a stale pointer to a later layer's weight */
@@ -106,6 +112,20 @@ static void forward(int step)
 	vec_add(inp, emb, h);
 	for (int l = 0; l < LAYERS; l++) {
 		vec_add(h, w[l][0], tmp);
+		if (pdl && stream) {
+			/* the next node depends on this one programmatically */
+			CUstreamCaptureStatus st;
+			cuuint64_t id;
+			const CUgraphNode *d = NULL;
+			size_t nd = 0;
+			CUgraphEdgeData e = { .type = CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC,
+					      .from_port = CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC };
+			if (cuStreamGetCaptureInfo_v3(stream, &st, &id, NULL, &d, NULL, &nd) ||
+			    nd != 1 || cuStreamUpdateCaptureDependencies_v2(
+					       stream, (CUgraphNode *)d, &e, 1,
+					       CU_STREAM_SET_CAPTURE_DEPENDENCIES))
+				fprintf(stderr, "cannot make a programmatic edge\n");
+		}
 		vec_add(tmp, w[l][1], h);
 		if (stray) {
 			/* after every layer the same kernel; from the third
@@ -224,7 +244,8 @@ int main(int argc, char **argv)
 	int enabled = argc > 2 && !strcmp(argv[2], "enabled");
 	int params = argc > 2 && !strcmp(argv[2], "params");
 	hidden = argc > 2 && !strcmp(argv[2], "hidden");
-	int early = update || enabled || params || hidden ||
+	pdl = argc > 2 && !strcmp(argv[2], "pdl");
+	int early = update || enabled || params || hidden || pdl ||
 		    (argc > 2 && !strcmp(argv[2], "early"));
 	int nan_steps = 0;
 	int pieces = argc > 2 && !strcmp(argv[2], "pieces");

@@ -18,7 +18,7 @@
 # (modify); a graph captured before any plan is paged by a substitute once
 # the plan offloads what it reads (early, early-lifo, early-verify), and
 # FT_VERIFY=1 turns a reader inside it that the library cannot see into NaN
-# (early-hidden); on a restart with the profile.json of the first start,
+# (early-hidden), also with programmatic edges in it (early-pdl); on a restart with the profile.json of the first start,
 # the plan comes after the first forward and the graph pages itself
 # (early-restart), also
 # after cuGraphExecUpdate (update) and new kernel node parameters (params),
@@ -166,6 +166,18 @@ early-verify)
 	same plain-early early
 	is early graphs_substituted -eq 1
 	is early verify_failures -eq 0
+	;;
+early-pdl)
+	# programmatic edges in the graph (offload.c pdl): the substitute keeps
+	# them and is built (no second edge beside one), with FT_VERIFY=1 too,
+	# where every kernel node is joined
+	plain plain-pdl pdl
+	run pdl pdl
+	same plain-pdl pdl
+	is pdl graphs_substituted -eq 1
+	run pdl-verify pdl FT_VERIFY=1
+	same plain-pdl pdl-verify
+	is pdl-verify graphs_substituted -eq 1
 	;;
 early-restart)
 	# a restart with the profile.json the first start wrote: the plan comes
