@@ -3,7 +3,8 @@
 # model takes it after one pass, whose weights have the saved contents, and
 # skips profiling (the file is left as it was), and its plan only under the
 # settings it was made with; a file whose checksums are not this model's is
-# taken after discovery's passes and written again with this run's;
+# taken after discovery's passes and written again with this run's, as is a
+# file of 0.2, which has none;
 # with FT_SKIP_DISCOVERY=1 a run takes it after one pass on its sizes, and
 # without a file warns and discovers;
 # a corrupt file is refused with a warning, profiling runs and the file is
@@ -41,6 +42,16 @@ grep -q "did not read the 22 weights .* with their contents" "$tmp/err" &&
 	{ echo "FAIL: other contents: not discovered, or the profile not taken"; cat "$tmp/err"; fail=1; }
 [ "$(sums "$tmp/p/profile.json")" = "$(sums "$tmp/first.json")" ] ||
 	{ echo "FAIL: other contents: profile.json not written with this run's checksums"; fail=1; }
+# a file of 0.2 (no checksums): taken after discovery's passes, and written
+# again with them
+sed 's/"weight_sums":/"weight_sums_not_read":/' "$tmp/first.json" >"$tmp/p/profile.json"
+[ -z "$(sums "$tmp/p/profile.json")" ] || { echo "FAIL: weight_sums not removed"; fail=1; }
+run slow || { echo "FAIL: run with a file of 0.2"; cat "$tmp/err"; fail=1; }
+grep -q "has no checksums of its weights (written by 0.2): discovery runs its passes" "$tmp/err" &&
+	grep -q "profiling skipped" "$tmp/err" ||
+	{ echo "FAIL: a file of 0.2: not discovered, or not taken"; cat "$tmp/err"; fail=1; }
+[ "$(sums "$tmp/p/profile.json")" = "$(sums "$tmp/first.json")" ] ||
+	{ echo "FAIL: a file of 0.2: not written again with checksums"; fail=1; }
 cp "$tmp/first.json" "$tmp/p/profile.json"
 # other settings: the saved timings, but a new plan (the settings rule)
 run again FT_NUM_BLOCKS=6 || { echo "FAIL: run with other settings"; cat "$tmp/err"; fail=1; }
