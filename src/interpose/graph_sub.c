@@ -37,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ft/gate.h"
 #include "hooks.h"
 
 #define H(x) ((uint64_t)(uintptr_t)(x))
@@ -631,7 +632,7 @@ static void check_unpaged(CUgraphExec exec, struct ft_graph_exec *x)
 	free(a);
 }
 
-CUresult ft_sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz)
+static CUresult sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz)
 {
 	const struct ft_real *r = &ft_g.real;
 	__typeof__(r->cuGraphLaunch) fn = upload ? (ptsz ? r->cuGraphUpload_ptsz : r->cuGraphUpload)
@@ -676,4 +677,14 @@ CUresult ft_sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz)
 		 * block poisoned */
 		ft_off_launch(ft_g.off, s, NULL, NULL, 0, 0, NULL, "a CUDA graph launch");
 	return fn(exec, s);
+}
+
+CUresult ft_sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz)
+{
+	/* the plan is not applied between the executor's step and the
+	 * enqueued launch (ft/gate.h) */
+	ft_gate_enter();
+	CUresult rc = sub_launch(exec, s, upload, ptsz);
+	ft_gate_leave();
+	return rc;
 }

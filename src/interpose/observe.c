@@ -5,6 +5,7 @@
  */
 #include <cjson/cJSON.h>
 
+#include "ft/gate.h"
 #include "lib.h"
 
 static int current_device(void)
@@ -208,6 +209,7 @@ unsigned ft_obs_addrs(const struct ft_refs *refs, uint64_t *a, uint16_t *word)
 void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 {
 	s->paged = 0;
+	s->gated = 0;
 	s->k = ft_kernels_get(&ft_g.kernels, l->f);
 	s->scanned = ft_scan_launch(&ft_g.reg, ft_g.tmaps, s->k && s->k->known ? &s->k->layout : NULL,
 				    l->params, l->extra, &s->refs) == 0;
@@ -224,6 +226,10 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 	s->seq = s->cap ? atomic_load(&ft_g.learn.seq) : ft_learn_seq(&ft_g.learn, 1);
 	if (s->scanned && !s->cap)
 		ft_learn_before(&ft_g.learn, l->stream, l->ptsz, &s->refs, s->seq);
+	/* from the executor's step to the enqueued launch, the plan is not
+	 * applied under it (learning, which takes its lock, stays outside) */
+	ft_gate_enter();
+	s->gated = 1;
 	if (!ft_off_active(ft_g.off))
 		return;
 	const char *name = s->k ? s->k->name : "?";
@@ -261,6 +267,8 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUresult rc)
 {
 	ft_off_launched(ft_g.off); /* the launch is on its stream now */
+	if (s->gated)
+		ft_gate_leave();
 	if (s->paged)
 		ft_graphs_capture_paged(ft_g.graphs, s->cap, s->paged);
 	if (s->scanned) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ft/gate.h"
 #include "ft/plan.h"
 #include "learn_int.h"
 
@@ -339,6 +340,9 @@ void ft_learn_offload(struct ft_learn *L)
 		return;
 	}
 	atomic_store(&L->offload_deferred, 0);
+	/* no other thread enqueues work while the weights are remapped (and
+	 * what went to host memory comes back): ft/gate.h */
+	ft_gate_close();
 	struct ft_off_weight *w = malloc(L->nwmap * sizeof(*w));
 	uint64_t *cov = calloc(p->ntraps, sizeof(*cov));
 	int *block = malloc(p->ntraps * sizeof(*block));
@@ -376,4 +380,5 @@ out:
 			"the GPU; %.1f MiB stay in host memory", (double)moved / 1048576.0,
 			(double)ft_vmm_host_bytes(L->env.vmm) / 1048576.0);
 	}
+	ft_gate_open();
 }
