@@ -19,5 +19,8 @@ void ft_gate_enter(void);
 void ft_gate_leave(void);
 void ft_gate_close(void);
 void ft_gate_open(void);
+/* In a fork child (one thread): the parent's other threads are not
+ * inside, and no one closes. */
+void ft_gate_after_fork(void);
 
 #endif

@@ -63,6 +63,18 @@ void ft_gate_close(void)
 	pthread_mutex_unlock(&m);
 }
 
+void ft_gate_after_fork(void)
+{
+	pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+	pthread_cond_t cfresh = PTHREAD_COND_INITIALIZER;
+	m = fresh;
+	closer = fresh;
+	opened = cfresh;
+	drained = cfresh;
+	atomic_store(&closed, 0);
+	atomic_store(&inside, depth > 0);
+}
+
 void ft_gate_open(void)
 {
 	pthread_mutex_lock(&m);

@@ -6,6 +6,7 @@
  * status 2 before any CUDA work), logging, the real driver table, the
  * routing table, and when FT_ENABLED=1 the observers.
  */
+#include "ft/gate.h"
 #include "lib.h"
 
 #include <dlfcn.h>
@@ -135,6 +136,7 @@ static void fork_child(void)
 	ft_kernels_flush(&ft_g.kernels);
 	ft_trace_after_fork(&ft_g.trace);
 	atomic_store(&ft_g.active_captures, 0);
+	ft_gate_after_fork();
 	/* nor do the parent's VMM allocations and blocks (CUDA does not cross fork) */
 	ft_g.vmm.n = 0;
 	ft_off_after_fork(ft_g.off);
