@@ -7,7 +7,8 @@
  * around that step and the real call (ft_gate_enter / ft_gate_leave), and
  * the plan's application closes the gate: new entrants wait until it opens,
  * and closing waits until the threads inside have left (the closing thread
- * itself may be inside).  Nesting on one thread counts once.
+ * itself may be inside, and its own calls while it is closed pass).
+ * Nesting on one thread counts once.
  *
  * Whoever closes must hold no lock that a thread inside takes before it
  * leaves (the engine's lock, in particular).

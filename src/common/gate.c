@@ -11,11 +11,17 @@ static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t opened = PTHREAD_COND_INITIALIZER, drained = PTHREAD_COND_INITIALIZER;
 static pthread_mutex_t closer = PTHREAD_MUTEX_INITIALIZER; /* one closer at a time */
 static _Thread_local int depth;
+static _Thread_local int closing;   /* this thread closed the gate */
+static _Thread_local int passed;    /* ... and entered while it was closed */
 
 void ft_gate_enter(void)
 {
 	if (depth++)
 		return;
+	if (closing) { /* the closer's own calls pass */
+		passed = 1;
+		return;
+	}
 	for (;;) {
 		/* (sequentially consistent: a closer that set closed sees this
 		 * thread inside, or this thread sees closed) */
@@ -35,6 +41,10 @@ void ft_gate_leave(void)
 {
 	if (!depth || --depth)
 		return;
+	if (passed) {
+		passed = 0;
+		return;
+	}
 	atomic_fetch_sub(&inside, 1);
 	if (atomic_load(&closed)) {
 		pthread_mutex_lock(&m);
@@ -61,6 +71,7 @@ void ft_gate_close(void)
 		pthread_cond_timedwait(&drained, &m, &t);
 	}
 	pthread_mutex_unlock(&m);
+	closing = 1;
 }
 
 void ft_gate_after_fork(void)
@@ -72,11 +83,13 @@ void ft_gate_after_fork(void)
 	opened = cfresh;
 	drained = cfresh;
 	atomic_store(&closed, 0);
-	atomic_store(&inside, depth > 0);
+	atomic_store(&inside, depth > 0 && !passed);
+	closing = 0;
 }
 
 void ft_gate_open(void)
 {
+	closing = 0;
 	pthread_mutex_lock(&m);
 	atomic_store(&closed, 0);
 	pthread_cond_broadcast(&opened);

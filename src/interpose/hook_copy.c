@@ -3,10 +3,29 @@
  * stages can tell weights (written once, at load) from buffers written every
  * pass.  The shapes repeat across the _ptds/_ptsz twins, hence the macros.
  */
+#include "ft/gate.h"
 #include "hooks.h"
 
 #define OBSERVING() (ft_lib_ensure(), ft_observing())
 #define P(x) ((uint64_t)(uintptr_t)(x))
+
+/* The launch gate (ft/gate.h) covers the guard and the real call, so that
+ * the plan is not applied between them (nor under a copy into a weight);
+ * observation, which may take learning's lock, comes after.  gate_in: 1
+ * when observing (and then inside). */
+static int gate_in(void)
+{
+	int obs = OBSERVING();
+	if (obs)
+		ft_gate_enter();
+	return obs;
+}
+
+static void gate_out(int obs)
+{
+	if (obs)
+		ft_gate_leave();
+}
 
 /* With weights offloaded, a copy or memset that touches them is settled
  * first (include/ft/offload.h, ft_off_copy).  Host addresses never meet
@@ -19,9 +38,11 @@
 
 #define COPY_BODY(sym, stream, ...)                                            \
 	{                                                                      \
+		int obs = gate_in();                                           \
 		GUARD(stream, P(dst), n, P(src), n);                           \
 		CUresult rc = FT_CALL(sym, __VA_ARGS__);                        \
-		if (rc == CUDA_SUCCESS && OBSERVING())                         \
+		gate_out(obs);                                                 \
+		if (rc == CUDA_SUCCESS && obs)                                 \
 			ft_obs_copy(#sym, P(dst), P(src), n, stream);          \
 		return rc;                                                     \
 	}
@@ -80,20 +101,24 @@ static void copy2d(const char *api, const CUDA_MEMCPY2D *c, CUstream s)
 #define COPY_2D(sym)                                                           \
 	CUresult sym(const CUDA_MEMCPY2D *c)                                   \
 	{                                                                      \
+		int obs = gate_in();                                           \
 		if (c)                                                         \
 			copy2d(NULL, c, NULL);                                 \
 		CUresult rc = FT_CALL(sym, c);                                 \
-		if (rc == CUDA_SUCCESS && c && OBSERVING())                    \
+		gate_out(obs);                                                 \
+		if (rc == CUDA_SUCCESS && c && obs)                            \
 			copy2d(#sym, c, NULL);                                 \
 		return rc;                                                     \
 	}
 #define COPY_2D_ASYNC(sym)                                                     \
 	CUresult sym(const CUDA_MEMCPY2D *c, CUstream s)                       \
 	{                                                                      \
+		int obs = gate_in();                                           \
 		if (c)                                                         \
 			copy2d(NULL, c, s);                                    \
 		CUresult rc = FT_CALL(sym, c, s);                              \
-		if (rc == CUDA_SUCCESS && c && OBSERVING())                    \
+		gate_out(obs);                                                 \
+		if (rc == CUDA_SUCCESS && c && obs)                            \
 			copy2d(#sym, c, s);                                    \
 		return rc;                                                     \
 	}
@@ -106,9 +131,11 @@ COPY_2D_ASYNC(cuMemcpy2DAsync_v2_ptsz)
 
 #define MEMSET_BODY(sym, esize, stream, ...)                                   \
 	{                                                                      \
+		int obs = gate_in();                                           \
 		GUARD(stream, dst, (uint64_t)n * (esize), 0, 0);               \
 		CUresult rc = FT_CALL(sym, __VA_ARGS__);                        \
-		if (rc == CUDA_SUCCESS && OBSERVING())                         \
+		gate_out(obs);                                                 \
+		if (rc == CUDA_SUCCESS && obs)                                 \
 			ft_obs_memset(#sym, dst, (uint64_t)n * (esize), stream); \
 		return rc;                                                     \
 	}
@@ -134,9 +161,11 @@ MEMSET_ASYNC(cuMemsetD32Async_ptsz, unsigned int, 4)
 /* 2D memsets: pitch * (height - 1) + width elements' bytes. */
 #define MEMSET_2D_BODY(sym, es, stream, ...)                                   \
 	{                                                                      \
+		int obs = gate_in();                                           \
 		GUARD(stream, dst, h ? (h - 1) * pitch + w * (es) : 0, 0, 0);  \
 		CUresult rc = FT_CALL(sym, __VA_ARGS__);                        \
-		if (rc == CUDA_SUCCESS && OBSERVING())                         \
+		gate_out(obs);                                                 \
+		if (rc == CUDA_SUCCESS && obs)                                 \
 			ft_obs_memset(#sym, dst,                               \
 				      h ? (h - 1) * pitch + w * (es) : 0, stream); \
 		return rc;                                                     \
