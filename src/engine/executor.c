@@ -21,6 +21,16 @@ static int weight_of(const struct ft_offload *o, uint64_t a)
 	return (int)k - 1;
 }
 
+/* The weight whose extent holds a, when bytes of it from a on left the GPU
+ * (a weight in chunks it shares with something else stays there), or -1. */
+static int offloaded_at(const struct ft_offload *o, uint64_t a)
+{
+	int k = weight_of(o, a);
+	if (k < 0 || o->t[o->w[k].trap].block < 0 || !ft_off_weight_offloaded(o, k, a))
+		return -1;
+	return k;
+}
+
 /* The first weight whose extent ends after a (o->nw when none): the
  * weights a range [a, ...) overlaps start there (extents are disjoint). */
 static uint32_t first_after(const struct ft_offload *o, uint64_t a)
@@ -628,12 +638,9 @@ int ft_off_offloaded(struct ft_offload *o, const uint64_t *addr, unsigned n, int
 	if (!o->active)
 		return 0;
 	for (unsigned i = 0; i < n; i++) {
-		int k = weight_of(o, addr[i]);
-		int t = k < 0 ? -1 : (int)o->w[k].trap;
-		/* bytes of it left the GPU (a weight in chunks it shares with
-		 * something else stays there) */
-		if (t >= 0 && o->t[t].block >= 0 && ft_off_weight_offloaded(o, k, addr[i])) {
-			*trap = t;
+		int k = offloaded_at(o, addr[i]);
+		if (k >= 0) {
+			*trap = (int)o->w[k].trap;
 			*weight = addr[i];
 			return 1;
 		}
@@ -677,10 +684,10 @@ unsigned ft_off_graph_traps(struct ft_offload *o, const uint64_t *addr, unsigned
 	unsigned nt = 0;
 	ft_off_lock(o);
 	for (unsigned i = 0; i < n; i++) {
-		int k = weight_of(o, addr[i]);
-		int t = k < 0 ? -1 : (int)o->w[k].trap;
-		if (t < 0 || o->t[t].block < 0 || !ft_off_weight_offloaded(o, k, addr[i]))
+		int k = offloaded_at(o, addr[i]);
+		if (k < 0)
 			continue;
+		int t = (int)o->w[k].trap;
 		unsigned j = 0;
 		while (j < nt && j < cap && out[j].trap != t)
 			j++;
@@ -701,8 +708,8 @@ void ft_off_keep(struct ft_offload *o, const uint64_t *addr, unsigned n, const c
 		return;
 	ft_off_lock(o);
 	for (unsigned i = 0; i < n; i++) {
-		int k = weight_of(o, addr[i]);
-		if (k >= 0 && o->t[o->w[k].trap].block >= 0 && ft_off_weight_offloaded(o, k, addr[i]))
+		int k = offloaded_at(o, addr[i]);
+		if (k >= 0)
 			ft_off_demote(o, (int)o->w[k].trap, why);
 	}
 	pthread_mutex_unlock(&o->lock);

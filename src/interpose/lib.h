@@ -109,7 +109,6 @@ struct ft_seen {
 	uint64_t seq, cap;
 	int scanned;
 	uint32_t paged; /* a captured launch paged so (its tag), said after it */
-	int gated;      /* inside the launch gate (ft/gate.h) until it is enqueued */
 };
 /* The addresses refs point to: the ones read first (how many: the return
  * value), then the stale ones; word[i]: the parameter word of a[i]. */

@@ -209,7 +209,6 @@ unsigned ft_obs_addrs(const struct ft_refs *refs, uint64_t *a, uint16_t *word)
 void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 {
 	s->paged = 0;
-	s->gated = 0;
 	s->k = ft_kernels_get(&ft_g.kernels, l->f);
 	s->scanned = ft_scan_launch(&ft_g.reg, ft_g.tmaps, s->k && s->k->known ? &s->k->layout : NULL,
 				    l->params, l->extra, &s->refs) == 0;
@@ -228,8 +227,7 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 		ft_learn_before(&ft_g.learn, l->stream, l->ptsz, &s->refs, s->seq);
 	/* from the executor's step to the enqueued launch, the plan is not
 	 * applied under it (learning, which takes its lock, stays outside) */
-	ft_gate_enter();
-	s->gated = 1;
+	ft_gate_enter(); /* left in ft_obs_launch_after */
 	if (!ft_off_active(ft_g.off))
 		return;
 	const char *name = s->k ? s->k->name : "?";
@@ -267,8 +265,7 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 void ft_obs_launch_after(const struct ft_launch *l, const struct ft_seen *s, CUresult rc)
 {
 	ft_off_launched(ft_g.off); /* the launch is on its stream now */
-	if (s->gated)
-		ft_gate_leave();
+	ft_gate_leave();
 	if (s->paged)
 		ft_graphs_capture_paged(ft_g.graphs, s->cap, s->paged);
 	if (s->scanned) {
