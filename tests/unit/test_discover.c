@@ -154,6 +154,16 @@ static void writes_and_boundaries(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* The candidate weights after one pass, their contents taken on a saved
+ * profile's word, as the one-pass match sees them: how many (idx malloc'd). */
+static uint32_t after_one_pass(struct ft_discover *d, uint32_t **idx)
+{
+	ft_disc_pass_end(d);
+	d->content_known = 1;
+	ft_disc_extents(d);
+	return ft_disc_weights(d, idx);
+}
+
 /* FT_SKIP_DISCOVERY: one pass, contents on the saved profile's word; the
  * saved sizes are matched in order, other regions of the pass skipped. */
 static void saved_sizes_after_one_pass(void **state)
@@ -164,11 +174,8 @@ static void saved_sizes_after_one_pass(void **state)
 	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);  /* 2 MiB */
 	ft_disc_read(&d, KV, 0, 0, 4 * MB);       /* 4 MiB, changes: no checksum to say so */
 	ft_disc_read(&d, WEIGHTS, 2 * MB, 0, 8 * MB); /* 6 MiB */
-	ft_disc_pass_end(&d);
-	d.content_known = 1;
-	ft_disc_extents(&d);
 	uint32_t *idx, found, missing;
-	uint32_t n = ft_disc_weights(&d, &idx);
+	uint32_t n = after_one_pass(&d, &idx);
 	assert_int_equal(n, 3); /* the KV cache is a candidate too */
 	static const uint64_t saved[] = { 2 * MB, 6 * MB }, other[] = { 2 * MB, 5 * MB };
 	assert_int_equal(ft_disc_match(&d, idx, n, saved, NULL, 2, NULL, NULL, &found, &missing), 2);
@@ -206,11 +213,8 @@ static void saved_contents_in_a_longer_region(void **state)
 	struct ft_discover d;
 	assert_int_equal(ft_disc_init(&d, 5), 0);
 	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);      /* 8 MiB: the weight is 6 */
-	ft_disc_pass_end(&d);
-	d.content_known = 1;
-	ft_disc_extents(&d);
 	uint32_t *idx, found, missing;
-	uint32_t n = ft_disc_weights(&d, &idx);
+	uint32_t n = after_one_pass(&d, &idx);
 	assert_int_equal(n, 1);
 	ft_disc_sum(&d, idx[0], 1); /* the whole region's: not the weight's */
 	static const uint64_t sizes[] = { 6 * MB }, sums[] = { WEIGHTS * 1000 + 6 * MB },
@@ -234,11 +238,8 @@ static void saved_contents_after_one_pass(void **state)
 	ft_disc_read(&d, KV, 0, 0, 2 * MB);           /* 2 MiB, other contents */
 	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);      /* 2 MiB */
 	ft_disc_read(&d, WEIGHTS, 2 * MB, 0, 8 * MB); /* 6 MiB */
-	ft_disc_pass_end(&d);
-	d.content_known = 1;
-	ft_disc_extents(&d);
 	uint32_t *idx, found, missing;
-	uint32_t n = ft_disc_weights(&d, &idx);
+	uint32_t n = after_one_pass(&d, &idx);
 	assert_int_equal(n, 3);
 	for (uint32_t i = 0; i < n; i++)
 		ft_disc_sum(&d, idx[i], d.r[idx[i]].alloc_id == KV ? 7 : 100 + d.r[idx[i]].offset);
