@@ -242,21 +242,34 @@ def stat(lib, name):
     return v.value
 
 
-def run(tag, out):
-    import torch
-
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+def open_library():
+    """The process's symbols, and whether libflextensor is preloaded
+    (then ft_stat_get is typed)."""
     lib = ctypes.CDLL(None)
     pre = hasattr(lib, "ft_phase")
     if pre:
         lib.ft_stat_get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulonglong)]
+    return lib, pre
+
+
+def weight_bytes(m):
+    """Bytes of all the model's parameters, and of its decoder layers."""
+    params = sum(p.numel() * p.element_size() for p in m.parameters())
+    layer = sum(p.numel() * p.element_size() for p in m.layers[0].parameters())
+    return params, layer * LAYERS
+
+
+def run(tag, out):
+    import torch
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    lib, pre = open_library()
     deterministic(torch)
     bw = h2d_bandwidth(torch)
     m = model(torch)
-    params = sum(p.numel() * p.element_size() for p in m.parameters())
-    layer = sum(p.numel() * p.element_size() for p in m.layers[0].parameters())
+    params, decoder = weight_bytes(m)
     g = torch.Generator(device="cuda").manual_seed(1)
-    res = {"tag": tag, "bw": bw, "params": params, "decoder": layer * LAYERS, "logits": {},
+    res = {"tag": tag, "bw": bw, "params": params, "decoder": decoder, "logits": {},
            "total": torch.cuda.mem_get_info()[1]}
     with torch.inference_mode():
         # warm-up: eager decode steps in the padding slot, until offloading

@@ -197,21 +197,15 @@ class Piecewise:
 
 
 def run(tag, out, variant):
-    import ctypes
-
     import torch
 
-    lib = ctypes.CDLL(None)
-    pre = hasattr(lib, "ft_phase")
-    if pre:
-        lib.ft_stat_get.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_ulonglong)]
+    lib, pre = serve.open_library()
     deterministic(torch)
     bw = h2d_bandwidth(torch)
     t_start = time.perf_counter()
     m = serve.model(torch, kv=False)  # load the weights
-    params = sum(p.numel() * p.element_size() for p in m.parameters())
-    layer = sum(p.numel() * p.element_size() for p in m.layers[0].parameters())
-    res = {"tag": tag, "variant": variant, "bw": bw, "params": params, "decoder": layer * LAYERS,
+    params, decoder = serve.weight_bytes(m)
+    res = {"tag": tag, "variant": variant, "bw": bw, "params": params, "decoder": decoder,
            "logits": {}, "total": torch.cuda.mem_get_info()[1]}
     g = torch.Generator(device="cuda").manual_seed(1)
     with torch.inference_mode():
