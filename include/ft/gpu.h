@@ -2,8 +2,9 @@
  * The library's own GPU work, through the real driver table only (nothing
  * here is observed or registered): content checksums of device ranges (a
  * PTX kernel loaded at first use), the host-to-device copy curve, device
- * facts for profile.json.  Every function returns 0 or -1 and fails open:
- * the caller logs once and carries on without the result.  Not thread-safe:
+ * facts for profile.json, and the copy kernel of FT_GRAPH_COPY=kernel.
+ * Every function returns 0 or -1 and fails open: the caller logs once and
+ * carries on without the result.  Not thread-safe (ft_gpu_copy excepted):
  * callers serialise (the learning lock).
  */
 #ifndef FT_GPU_H
@@ -19,6 +20,8 @@ struct ft_gpu {
 	int state;                /* 0 not started, 1 ready, -1 unusable */
 	CUmodule mod;
 	CUfunction checksum;
+	CUfunction copy;          /* NULL: not loaded (the checksums work) */
+	unsigned sms;             /* the device's multiprocessors: the copy's grid */
 	CUstream stream;
 	CUdeviceptr sums;
 	uint64_t *host_sums;
@@ -32,6 +35,13 @@ int ft_gpu_start(struct ft_gpu *g, const struct ft_real *real);
  * end are not covered). */
 int ft_gpu_checksums(struct ft_gpu *g, const uint64_t *addr, const uint64_t *bytes, uint32_t n,
 		     uint64_t *out);
+/* Launches on s a copy of n bytes from src (device memory, or pinned host
+ * memory through its device mapping) to dst, on the multiprocessors: in a
+ * capture, a kernel node, whose launch costs the host less than a memcpy
+ * node's.  0, or -1 (nothing done) when the kernel is not loaded, an
+ * address or n is not a multiple of 16, or the driver refuses.  Thread-safe
+ * once started. */
+int ft_gpu_copy(const struct ft_gpu *g, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
 /* Times pinned host-to-device copies of n sizes (median of 5), into pts. */
 int ft_gpu_copy_curve(struct ft_gpu *g, struct ft_curve_point *pts, uint32_t n);
 /* Name, memory and driver version of the current device. */

@@ -581,6 +581,10 @@ static void cross_check(struct loader *l)
 		fail(l, "FT_OFFLOAD_TIMING needs a block transfer mode; "
 		     "FT_TRANSFER_MODE=strategy has no per-trap timing hooks: "
 		     "use allocation_block_transfer or raw_block_transfer, or FT_OFFLOAD_TIMING=off");
+	if (o->graph_copy == FT_GC_KERNEL && !o->pinned_memory)
+		fail(l, "FT_GRAPH_COPY=kernel needs FT_PINNED_MEMORY=1 (a copy kernel reads "
+		     "only page-locked host memory, and graphs are paged only from it): "
+		     "unset one of them");
 	if (o->trace && !o->enabled)
 		fail(l, "FT_TRACE=%s needs FT_ENABLED=1 (with FT_ENABLED=0 the "
 		     "library observes nothing, so there would be nothing to trace): set "

@@ -61,14 +61,23 @@ static void order(struct ft_offload *o, CUevent e, CUstream s)
 	o->real->cuStreamSynchronize(s);
 }
 
-/* n bytes from the host store at src to dst on stream cs.  Where the
- * driver refuses the copy, cs's work is waited for and the copy made
- * synchronously; where that fails too, the block cannot hold the trap's
- * bytes: said, counted as stuck (results may be wrong). */
-static void copy_in(struct ft_offload *o, CUdeviceptr dst, const void *src, size_t n,
+/* n bytes from trap t's host store at src to dst on stream cs: in a
+ * capture with FT_GRAPH_COPY=kernel, a copy kernel (a kernel node costs a
+ * graph's launch less host time than a memcpy node); otherwise, or where
+ * the kernel cannot make it, the copy engine.  Where the driver refuses
+ * the copy, cs's work is waited for and the copy made synchronously; where
+ * that fails too, the block cannot hold the trap's bytes: said, counted as
+ * stuck (results may be wrong). */
+static void copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *src, size_t n,
 		    CUstream cs, int t)
 {
 	const struct ft_real *r = o->real;
+	const struct ft_off_trap *x = &o->t[t];
+	if (o->cap_id && o->copier && x->dhost &&
+	    !ft_gpu_copy(o->copier, dst, x->dhost + (CUdeviceptr)(src - x->host), n, cs)) {
+		FT_STAT_INC(o->stats, offload_copy_kernels);
+		return;
+	}
 	if (!r->cuMemcpyHtoDAsync_v2(dst, src, n, cs))
 		return;
 	FT_STAT_INC(o->stats, offload_faults);

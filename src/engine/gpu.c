@@ -1,9 +1,12 @@
 /*
- * The library's own GPU work (include/ft/gpu.h).  The checksum kernel is
- * PTX text loaded with cuModuleLoadData, so the library needs no nvcc and
- * runs on any GPU the driver can JIT for: each thread walks the range with
- * a grid stride, sums word * (2 * index + 1) (position-dependent, so a
- * moved word changes the sum) and adds its part atomically.
+ * The library's own GPU work (include/ft/gpu.h).  The kernels are PTX text
+ * loaded with cuModuleLoadData, so the library needs no nvcc and runs on
+ * any GPU the driver can JIT for.  The checksum kernel: each thread walks
+ * the range with a grid stride, sums word * (2 * index + 1)
+ * (position-dependent, so a moved word changes the sum) and adds its part
+ * atomically.  The copy kernel (FT_GRAPH_COPY=kernel): each thread copies
+ * 16-byte vectors with a grid stride, reading the pinned host store through
+ * its device mapping.
  */
 #include "ft/gpu.h"
 
@@ -47,6 +50,37 @@ static const char checksum_ptx[] =
 	"DONE:\n"
 	"	atom.global.add.u64 %d11, [%d3], %d7;\n"
 	"	ret;\n"
+	"}\n"
+	".visible .entry ft_copy16(.param .u64 dst, .param .u64 src, .param .u64 n)\n"
+	"{\n"
+	"	.reg .pred %q;\n"
+	"	.reg .b32 %r<9>;\n"
+	"	.reg .b64 %d<10>;\n"
+	"	ld.param.u64 %d1, [dst];\n"
+	"	ld.param.u64 %d2, [src];\n"
+	"	ld.param.u64 %d3, [n];\n"
+	"	cvta.to.global.u64 %d1, %d1;\n"
+	"	cvta.to.global.u64 %d2, %d2;\n"
+	"	mov.u32 %r1, %ctaid.x;\n"
+	"	mov.u32 %r2, %ntid.x;\n"
+	"	mov.u32 %r3, %tid.x;\n"
+	"	mov.u32 %r4, %nctaid.x;\n"
+	"	mul.wide.u32 %d4, %r1, %r2;\n"
+	"	cvt.u64.u32 %d5, %r3;\n"
+	"	add.u64 %d4, %d4, %d5;\n"
+	"	mul.wide.u32 %d6, %r4, %r2;\n"
+	"COPY:\n"
+	"	setp.ge.u64 %q, %d4, %d3;\n"
+	"	@%q bra END;\n"
+	"	shl.b64 %d7, %d4, 4;\n"
+	"	add.u64 %d8, %d2, %d7;\n"
+	"	ld.global.nc.v4.u32 {%r5, %r6, %r7, %r8}, [%d8];\n"
+	"	add.u64 %d9, %d1, %d7;\n"
+	"	st.global.v4.u32 [%d9], {%r5, %r6, %r7, %r8};\n"
+	"	add.u64 %d4, %d4, %d6;\n"
+	"	bra COPY;\n"
+	"END:\n"
+	"	ret;\n"
 	"}\n";
 
 #define OK(call) ((call) == CUDA_SUCCESS)
@@ -66,8 +100,34 @@ int ft_gpu_start(struct ft_gpu *g, const struct ft_real *real)
 	    !OK(real->cuModuleGetFunction(&g->checksum, g->mod, "ft_checksum")) ||
 	    !OK(real->cuStreamCreate(&g->stream, CU_STREAM_NON_BLOCKING)))
 		return -1;
+	/* the copy kernel is optional: without it, graphs copy with memcpy
+	 * nodes */
+	CUdevice dev;
+	int sms = 0;
+	if (OK(real->cuModuleGetFunction(&g->copy, g->mod, "ft_copy16")) && real->cuDeviceGetAttribute &&
+	    OK(real->cuCtxGetDevice(&dev)) &&
+	    OK(real->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev)) &&
+	    sms > 0)
+		g->sms = (unsigned)sms;
+	else
+		g->copy = NULL;
 	g->state = 1;
 	return 0;
+}
+
+/* Threads per block of the copy kernel. */
+#define COPY_THREADS 512u
+
+int ft_gpu_copy(const struct ft_gpu *g, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s)
+{
+	if (g->state != 1 || !g->copy || ((dst | src | n) & 15) || !n)
+		return -1;
+	uint64_t vectors = n / 16;
+	uint64_t blocks = (vectors + COPY_THREADS - 1) / COPY_THREADS;
+	unsigned grid = blocks < g->sms ? (unsigned)blocks : g->sms;
+	void *params[] = { &dst, &src, &vectors };
+	return OK(g->real->cuLaunchKernel(g->copy, grid, 1, 1, COPY_THREADS, 1, 1, 0, s, params,
+					  NULL)) ? 0 : -1;
 }
 
 static int reserve(struct ft_gpu *g, uint32_t n)

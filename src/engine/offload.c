@@ -241,6 +241,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->vmm = vmm;
 	o->stats = c->stats;
 	o->gpu = c->verify;
+	o->copier = c->pinned ? c->copier : NULL;
 	o->mode = mode;
 	o->pageable = !c->pinned;
 	o->hold = c->hold_ignored;
@@ -333,7 +334,9 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 		if (posix_memalign((void **)&x->host, 4096, bytes))
 			FAIL("cannot allocate %zu MiB of host memory for trap %u", bytes >> 20, t);
 		memset(x->host, 0, bytes);
-		if (pinned && r->cuMemHostRegister_v2(x->host, bytes, 0)) {
+		/* the copy kernel reads the store through its device mapping */
+		unsigned flags = o->copier ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
+		if (pinned && r->cuMemHostRegister_v2(x->host, bytes, flags)) {
 			free(x->host);
 			x->host = NULL;
 			FAIL("cannot pin %zu MiB of host memory for trap %u (the locked-memory "
@@ -342,6 +345,9 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 			     "FT_MAX_GPU_MEM_FRACTION (less to offload)", bytes >> 20, t);
 		}
 		size_t off = 0;
+		if (o->copier && (!r->cuMemHostGetDevicePointer_v2 ||
+				  r->cuMemHostGetDevicePointer_v2(&x->dhost, x->host, 0)))
+			x->dhost = 0; /* its copies in graphs are memcpy nodes */
 		if (o->gpu && !(x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))
 			FAIL("out of memory");
 		for (uint32_t i = 0; i < x->nruns; i++) {

@@ -37,6 +37,7 @@ struct ft_off_trap {
 	struct ft_span *runs;               /* covered address runs, in order */
 	unsigned char *dead;                /* per run: its allocation was freed */
 	unsigned char *host;                /* the store: nchunks x chunk bytes */
+	CUdeviceptr dhost;                  /* its device mapping (copier); 0: none */
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	uint64_t loads;                     /* copies into its block so far */
 	int pending;                        /* comes back to the GPU for good when no
@@ -69,6 +70,7 @@ struct ft_offload {
 	struct ft_vmm *vmm;
 	struct ft_stats *stats;             /* offload_copies, offload_misses */
 	struct ft_gpu *gpu;                 /* FT_VERIFY's checksums; NULL = no verify */
+	const struct ft_gpu *copier;        /* copies in captures: its kernel; NULL = memcpy */
 	int timed;                          /* per-trap events around launches and copies */
 	int events;                         /* those events exist */
 	struct ft_off_tev *etev;            /* per trap, eager passes */

@@ -301,8 +301,17 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 		else
 			verify = &L->gpu;
 	}
+	const struct ft_gpu *copier = NULL;
+	if (L->env.opt->graph_copy == FT_GC_KERNEL) {
+		if (ft_gpu_start(&L->gpu, L->env.real) || !L->gpu.copy)
+			ft_warn("FT_GRAPH_COPY=kernel: the copy kernel cannot be loaded; CUDA graphs "
+				"copy with memcpy nodes");
+		else
+			copier = &L->gpu;
+	}
 	const struct ft_off_config c = {
 		.real = L->env.real, .vmm = L->env.vmm, .stats = L->env.stats, .verify = verify,
+		.copier = copier,
 		.mode = (int)L->env.opt->transfer_mode, .pinned = L->env.opt->pinned_memory,
 		.hold_ignored = L->env.opt->hold_ignored,
 		.captures = L->env.captures,

@@ -138,6 +138,13 @@ API CUresult cuMemHostAlloc(void **p, size_t n, unsigned f) { (void)f; ALLOC_OR_
 API CUresult cuMemFreeHost(void *p) { (void)p; return CUDA_SUCCESS; }
 API CUresult cuMemHostRegister_v2(void *p, size_t n, unsigned f) { (void)p; (void)n; (void)f; INJECT("cuMemHostRegister"); return CUDA_SUCCESS; }
 API CUresult cuMemHostUnregister(void *p) { (void)p; return CUDA_SUCCESS; }
+/* unified addressing: the host address is the device's */
+API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *d, void *p, unsigned f)
+{
+	(void)f;
+	*d = (CUdeviceptr)(uintptr_t)p;
+	return CUDA_SUCCESS;
+}
 
 /* VMM with real aliasing: a reservation is an inaccessible mapping, a
  * physical handle a memfd, cuMemMap maps the memfd shared at the address
@@ -310,6 +317,19 @@ static void run_checksum(const unsigned char *b)
 	*out += acc;
 }
 
+/* libflextensor's copy kernel (FT_GRAPH_COPY=kernel): n 16-byte vectors;
+ * counted, so that tests see which copies it made. */
+static unsigned long copy_kernels;
+API unsigned long fake_copy_kernel_count(void) { return __atomic_load_n(&copy_kernels, __ATOMIC_RELAXED); }
+static void run_copy16(const unsigned char *b)
+{
+	void *dst, *src;
+	uint64_t n;
+	memcpy(&dst, b, 8); memcpy(&src, b + 8, 8); memcpy(&n, b + 16, 8);
+	memcpy(dst, src, n * 16);
+	__atomic_add_fetch(&copy_kernels, 1, __ATOMIC_RELAXED);
+}
+
 static void run_nothing(const unsigned char *b)
 {
 	(void)b;
@@ -321,6 +341,7 @@ static const struct kdesc kernels[] = {
 	{ "scale", 1, { { 0, sizeof(struct fake_scale_args) } }, run_scale },
 	{ "tma_sum", 3, { { 0, 128 }, { 128, 8 }, { 136, 4 } }, run_tma_sum },
 	{ "ft_checksum", 3, { { 0, 8 }, { 8, 8 }, { 16, 8 } }, run_checksum },
+	{ "ft_copy16", 3, { { 0, 8 }, { 8, 8 }, { 16, 8 } }, run_copy16 },
 	/* touch4: four pointers, reads nothing (stray references) */
 	{ "touch4", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 8 } }, run_nothing },
 	/* touch4096: one 4096-byte parameter (a by-value struct), reads nothing;
@@ -593,6 +614,14 @@ API CUresult cuDeviceGetName(char *name, int len, CUdevice d)
 	return CUDA_SUCCESS;
 }
 API CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) { (void)d; *b = (size_t)ARENA; return CUDA_SUCCESS; }
+API CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d)
+{
+	(void)d;
+	if (a != CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+		return CUDA_ERROR_INVALID_VALUE;
+	*v = 4;
+	return CUDA_SUCCESS;
+}
 
 /* ---- launches, streams, capture, graphs ---- */
 static unsigned long launches;

@@ -50,7 +50,7 @@ REPLAYS = 40
 HOST_BURST = 20
 STATS = serve.STATS + ("graphs_kept", "graph_keep_us", "graphs_substituted", "graphs_boundary",
                        "graphs_resident", "graph_sub_us", "graph_kept_traps", "passes_eager",
-                       "passes_graph", "profile_adopted")
+                       "passes_graph", "profile_adopted", "offload_copy_kernels")
 
 
 class Full:

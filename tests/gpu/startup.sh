@@ -10,7 +10,8 @@
 # Exits 77 where there is no GPU.
 # usage: startup.sh <libflextensor.so> <output dir> [share, default 0.5]
 # (STARTUP_VARIANTS: default "full piecewise"; STARTUP_RUNS: the library
-# runs, NAME:MODE each, NAME first|restart|verify)
+# runs, NAME:MODE each, NAME first|restart|verify, or one of them with
+# -kernel: FT_GRAPH_COPY=kernel)
 set -u
 lib=$1 out=$2 share=${3:-0.5}
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
@@ -30,7 +31,9 @@ for v in ${STARTUP_VARIANTS:-full piecewise}; do
 		name=${run%:*} m=${run#*:}
 		tag=$v-$name-${m%%_*}
 		set --
-		[ "$name" = verify ] && set -- FT_VERIFY=1
+		case $name in *-kernel) set -- FT_GRAPH_COPY=kernel ;; esac
+		name=${name%-kernel}
+		[ "$name" = verify ] && set -- "$@" FT_VERIFY=1
 		[ "${STARTUP_TRACE:-0}" = 1 ] && set -- "$@" FT_TRACE="$out/$tag.trace.jsonl"
 		# a restart finds the profile its variant's first start wrote
 		prof="$out/profile-$v-$m"

@@ -8,40 +8,42 @@
 # says the same (marked "log:").  Outputs are compared byte for byte with
 # a run of the same program without the library, made here.
 #
-# The scenarios: the outputs of every forward are byte-identical without
-# the library and with it in each transfer mode (allocation_block_transfer,
+# The scenarios: the outputs of every forward are byte-identical without the
+# library and with it in each transfer mode (allocation_block_transfer,
 # raw_block_transfer, strategy), with a pageable store (pageable), with
 # FT_OFFLOAD_TIMING=eager, whose tables appear (timing), with a forward
 # captured as a CUDA graph after offloading began and replayed, in each mode
-# (graph-*), replays and eager forwards in turn (mixed-*), with FT_VERIFY=1
-# (verify), and when the program rewrites a weight and saves another mid-run
-# (modify); a graph captured before any plan is paged by a substitute once
-# the plan offloads what it reads (early, early-lifo, early-verify), and
-# FT_VERIFY=1 turns a reader inside it that the library cannot see into NaN
-# (early-hidden), also with programmatic edges in it (early-pdl); on a restart with the profile.json of the first start,
-# the plan comes after the first forward and the graph pages itself
-# (early-restart), also
-# after cuGraphExecUpdate (update) and new kernel node parameters (params),
-# not after another change to one of its nodes (enabled), a graph per piece of the pass at its
-# launch boundaries (pieces), and when the driver refuses the clone or the
-# substitute, what the graph reads stays on the GPU (early-noclone,
-# early-nosub); a stray reference to a weight in a minority of the profiled
-# passes does not keep its trap resident (stale), one in every pass does
-# (shared); a stale pointer to a later layer's weight neither moves it in
-# the pass nor loads it out of turn (stray), nor does one that a new kernel
-# always carries to weights out of the pass's turn (roam); a tensor placed
-# in a weight's free tail brings back only that tail (tail-*); profile.json
-# is written (prof), adopted and left as it was with decode, read-only, or
-# too few passes (prof-decode, prof-read_only, prof-incomplete), written per
-# rank (prof-rank), its timings refreshed from eager passes (prof-refresh)
-# or from graph replays (prof-graph); FT_OFFLOAD_TIMING=cuda_graph times
-# every replay (gtime-*); over a budget smaller than the model, before any
-# plan, allocations get host memory and results stay the same (over); a
-# model bigger than the budget is offloaded and its profile's timings,
-# slowed by the host memory while profiled, are refreshed after the plan
-# (big); a worker on device 1 offloads there (device1), and leaves it to
-# the driver when FT_GPU_DEVICE names another (gpu_device); two ranks of
-# one job running at once on one device each offload and write their own
+# (graph-*), replays and eager forwards in turn (mixed-*), also with copy
+# kernels in the graph (mixed-kernel), with FT_VERIFY=1 (verify), and when
+# the program rewrites a weight and saves another mid-run (modify); a graph
+# captured before any plan is paged by a substitute once the plan offloads
+# what it reads (early, early-lifo, early-verify), also with copy kernels as
+# its loads (early-kernel), and FT_VERIFY=1 turns a reader inside it that
+# the library cannot see into NaN (early-hidden), also with programmatic
+# edges in it (early-pdl); on a restart with the profile.json of the first
+# start, the plan comes after the first forward and the graph pages itself
+# (early-restart), also after cuGraphExecUpdate (update) and new kernel node
+# parameters (params), not after another change to one of its nodes
+# (enabled), a graph per piece of the pass at its launch boundaries
+# (pieces), and when the driver refuses the clone or the substitute, what
+# the graph reads stays on the GPU (early-noclone, early-nosub); a stray
+# reference to a weight in a minority of the profiled passes does not keep
+# its trap resident (stale), one in every pass does (shared); a stale
+# pointer to a later layer's weight neither moves it in the pass nor loads
+# it out of turn (stray), nor does one that a new kernel always carries to
+# weights out of the pass's turn (roam); a tensor placed in a weight's free
+# tail brings back only that tail (tail-*); profile.json is written (prof),
+# adopted and left as it was with decode, read-only, or too few passes
+# (prof-decode, prof-read_only, prof-incomplete), written per rank
+# (prof-rank), its timings refreshed from eager passes (prof-refresh) or
+# from graph replays (prof-graph); FT_OFFLOAD_TIMING=cuda_graph times every
+# replay (gtime-*); over a budget smaller than the model, before any plan,
+# allocations get host memory and results stay the same (over); a model
+# bigger than the budget is offloaded and its profile's timings, slowed by
+# the host memory while profiled, are refreshed after the plan (big); a
+# worker on device 1 offloads there (device1), and leaves it to the driver
+# when FT_GPU_DEVICE names another (gpu_device); two ranks of one job
+# running at once on one device each offload and write their own
 # profile.rank<r>.json (two_ranks).
 # usage: offload_case.sh <libflextensor.so> <offload> <case>
 set -u
@@ -130,6 +132,7 @@ graph-allocation_block_transfer | graph-raw_block_transfer | graph-strategy)
 	run "$case" graph FT_TRANSFER_MODE="${case#graph-}"
 	same plain-graph "$case"
 	is "$case" hidden_readers -eq 0 # every replay paged
+	is "$case" offload_copy_kernels -eq 0 # memcpy nodes by default
 	;;
 mixed-allocation_block_transfer | mixed-raw_block_transfer)
 	# graph replays and eager forwards in turn, checked by FT_VERIFY too
@@ -138,6 +141,19 @@ mixed-allocation_block_transfer | mixed-raw_block_transfer)
 	same plain-mixed "$case"
 	is "$case" hidden_readers -eq 0
 	is "$case" verify_failures -eq 0
+	;;
+mixed-kernel)
+	# the same with FT_GRAPH_COPY=kernel: the copies captured into the
+	# graph are copy kernels reading the host store (FT_VERIFY checks
+	# every block they filled); the fake runs ready nodes highest first,
+	# so that a missing edge changes the outputs
+	plain plain-mixed mixed
+	run "$case" mixed FT_TRANSFER_MODE=raw_block_transfer FT_GRAPH_COPY=kernel FT_VERIFY=1 \
+		FAKE_GRAPH_ORDER=lifo
+	same plain-mixed "$case"
+	is "$case" hidden_readers -eq 0
+	is "$case" verify_failures -eq 0
+	is "$case" offload_copy_kernels -gt 0
 	;;
 early | early-lifo)
 	# a graph captured before any plan (the application destroys its
@@ -166,6 +182,17 @@ early-verify)
 	same plain-early early
 	is early graphs_substituted -eq 1
 	is early verify_failures -eq 0
+	;;
+early-kernel)
+	# a substitute whose loads are copy kernels, checked by FT_VERIFY too
+	# (a kernel node that read a block before its copy kernel wrote it
+	# would read NaN)
+	plain plain-early early
+	run early early FT_GRAPH_COPY=kernel FT_VERIFY=1 FAKE_GRAPH_ORDER=lifo
+	same plain-early early
+	is early graphs_substituted -eq 1
+	is early verify_failures -eq 0
+	is early offload_copy_kernels -gt 0
 	;;
 early-pdl)
 	# programmatic edges in the graph (offload.c pdl): the substitute keeps

@@ -161,6 +161,12 @@ static void cross_checks(void **state)
 	char *e3[] = { "FT_TRACE=/tmp/x", NULL };
 	assert_int_equal(load(&o, &m, e3), 1);
 	assert_non_null(strstr(m.text[0], "needs FT_ENABLED=1"));
+	char *e6[] = { "FT_GRAPH_COPY=kernel", "FT_PINNED_MEMORY=0", NULL };
+	assert_int_equal(load(&o, &m, e6), 1);
+	assert_non_null(strstr(m.text[0], "needs FT_PINNED_MEMORY=1"));
+	char *e7[] = { "FT_GRAPH_COPY=kernel", NULL };
+	assert_int_equal(load(&o, &m, e7), 0);
+	assert_int_equal(o.graph_copy, FT_GC_KERNEL);
 	/* Several problems are all reported. */
 	char *e4[] = { "FT_NUM_BLOCKS=0", "FT_BAD=1", "FT_ENABLED=2", NULL };
 	assert_int_equal(load(&o, &m, e4), 3);
