@@ -4,10 +4,12 @@
  * weight sizes repeats once per layer (sizes equal within an eighth or
  * 1 MiB: measured sizes carry allocator padding), so the smallest period
  * that repeats at least three times over at least half the weights is the
- * layer; what comes
- * before the first layer is the embedding trap, what comes after the last is
- * the head trap.  A model without such a period is cut into consecutive
- * groups of about target_bytes.  Pure C, CPU-tested.
+ * layer; what comes before the first layer is the embedding trap, what
+ * comes after the last is the head trap.  A pass may begin in the middle
+ * of the forward (where pass detection put its boundary): the sizes are
+ * read as a cycle, and a trap that spans the pass's start is cut there.  A
+ * model without such a period is cut into consecutive groups of about
+ * target_bytes.  Pure C, CPU-tested.
  */
 #ifndef FT_TRAPS_H
 #define FT_TRAPS_H

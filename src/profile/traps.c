@@ -197,28 +197,108 @@ static uint32_t full(const uint32_t *at, uint32_t nm, uint32_t m, uint32_t n)
 	return at && m ? at[m] : m;
 }
 
-/* The layer period among the major weights (ms, at[]: nm of them; at NULL:
- * every weight): embedding, layers, head.  A minor weight belongs to the
- * trap of the major one before it.  Returns the traps made, 0 without a
- * period. */
-static uint32_t by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const uint32_t *at,
-			  uint32_t nm, struct ft_trap *t)
+/* A layout of the major weights found at rotation r (the sequence read
+ * from index r on, cyclically): period p, layers from start (rotated). */
+struct layout {
+	uint32_t r, p, start, layers;
+};
+
+/* The layout of ms rotated by r (tmp: nm entries of scratch); p 0 when
+ * there is no period. */
+static struct layout at_rotation(const uint64_t *ms, uint32_t nm, uint32_t r, uint64_t *tmp)
 {
-	uint32_t start = 0, layers = 0, k = 0;
-	uint32_t p = ft_traps_period(ms, nm, &start, &layers);
-	if (!p)
-		return 0;
-	uint32_t b = full(at, nm, start, n);
-	if (b)
-		fill(&t[k], k, "embedding", s, 0, b), k++;
-	for (uint32_t l = 0; l < layers; l++, k++) {
-		uint32_t x = full(at, nm, start + l * p, n), y = full(at, nm, start + (l + 1) * p, n);
-		fill(&t[k], k, "layer", s, x, y - x);
+	struct layout l = { .r = r };
+	const uint64_t *x = ms;
+	if (r) {
+		for (uint32_t i = 0; i < nm; i++)
+			tmp[i] = ms[(i + r) % nm];
+		x = tmp;
 	}
-	uint32_t e = full(at, nm, start + layers * p, n);
-	if (e < n)
-		fill(&t[k], k, "head", s, e, n - e), k++;
-	return k;
+	l.p = ft_traps_period(x, nm, &l.start, &l.layers);
+	return l;
+}
+
+/* A discovery pass begins where pass detection put the boundary, which in
+ * a program that runs other work between forwards (a serving engine's
+ * prefills, decode replays, sampling) may be in the middle of the forward:
+ * the pass reads the last layers, the head, the embedding, then the first
+ * layers (the H200's start-up harness: a rotation by 29 of 113 weights).
+ * The weights of a pass are a cycle, so the layout is also sought at the
+ * rotations that begin where the layers found begin and around the largest
+ * weight (the embedding or head, in most models), and the one whose layers
+ * cover the most weights is kept (the sequence as read on a tie). */
+static struct layout best_layout(const uint64_t *ms, uint32_t nm)
+{
+	struct layout best = at_rotation(ms, nm, 0, NULL);
+	uint64_t *tmp = nm > 1 ? malloc(nm * sizeof(*tmp)) : NULL;
+	if (!tmp)
+		return best;
+	uint32_t big = 0;
+	for (uint32_t i = 1; i < nm; i++)
+		if (ms[i] > ms[big])
+			big = i;
+	uint32_t cand[3] = { best.p ? best.start : 0, big, (big + 1) % nm };
+	for (int c = 0; c < 3; c++) {
+		if (!cand[c])
+			continue;
+		struct layout l = at_rotation(ms, nm, cand[c], tmp);
+		if (l.p && (uint64_t)l.layers * l.p > (uint64_t)best.layers * best.p)
+			best = l;
+	}
+	free(tmp);
+	return best;
+}
+
+/* A trap boundary: before full weight index at, a trap of role begins. */
+struct cut {
+	uint32_t at;
+	const char *role;
+};
+
+static int by_at(const void *a, const void *b)
+{
+	uint32_t x = ((const struct cut *)a)->at, y = ((const struct cut *)b)->at;
+	return x < y ? -1 : x > y;
+}
+
+/* The layer period among the major weights (ms, at[]: nm of them; at NULL:
+ * every weight): embedding, layers, head, read from the layout's rotation
+ * on; in the order of the pass, a trap that spans its start is cut there.
+ * A minor weight belongs to the trap of the major one before it.  Returns
+ * the traps made, 0 without a period, -1 when out of memory. */
+static int by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const uint32_t *at,
+		     uint32_t nm, struct ft_trap *t)
+{
+	struct layout l = best_layout(ms, nm);
+	if (!l.p)
+		return 0;
+	struct cut *c = malloc((l.layers + 4) * sizeof(*c));
+	if (!c)
+		return -1;
+	/* boundaries in the rotated sequence of major weights */
+	uint32_t nc = 0, wrap = (nm - l.r) % nm, k = 0;
+	const char *first = NULL;
+	if (l.start)
+		c[nc++] = (struct cut){ 0, "embedding" };
+	for (uint32_t i = 0; i < l.layers; i++)
+		c[nc++] = (struct cut){ l.start + i * l.p, "layer" };
+	if (l.start + l.layers * l.p < nm)
+		c[nc++] = (struct cut){ l.start + l.layers * l.p, "head" };
+	/* the role of the trap that holds the pass's first weight */
+	for (uint32_t i = 0; i < nc && c[i].at <= wrap; i++)
+		first = c[i].role;
+	/* to full indices in the pass's order */
+	for (uint32_t i = 0; i < nc; i++)
+		c[i].at = full(at, nm, (c[i].at + l.r) % nm, n);
+	c[nc++] = (struct cut){ 0, first };
+	qsort(c, nc, sizeof(*c), by_at);
+	for (uint32_t i = 0; i < nc; i++) {
+		uint32_t end = i + 1 < nc ? c[i + 1].at : n;
+		if (end > c[i].at)
+			fill(&t[k], k, c[i].role, s, c[i].at, end - c[i].at), k++;
+	}
+	free(c);
+	return (int)k;
 }
 
 int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_trap **out)
@@ -227,9 +307,10 @@ int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_tra
 	uint32_t k = 0;
 	if (!t)
 		return -1;
-	if (n)
-		k = by_period(s, n, s, NULL, n, t);
-	if (!k && n >= 3) {
+	int r = n ? by_period(s, n, s, NULL, n, t) : 0;
+	if (r > 0)
+		k = (uint32_t)r;
+	if (!r && n >= 3) {
 		/* Small regions that discovery found in some layers only (norm
 		 * weights packed in a shared small segment, seen on the H200)
 		 * break the period: look for it among the weights of at least a
@@ -245,10 +326,16 @@ int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_tra
 					at[nm] = i;
 					ms[nm++] = s[i];
 				}
-			if (nm < n)
-				k = by_period(s, n, ms, at, nm, t);
+			if (nm < n && (r = by_period(s, n, ms, at, nm, t)) > 0)
+				k = (uint32_t)r;
+		} else {
+			r = -1;
 		}
 		free(sorted), free(ms), free(at);
+	}
+	if (r < 0) {
+		free(t);
+		return -1;
 	}
 	if (!k) {
 		uint32_t first = 0;

@@ -204,6 +204,55 @@ static void converted_to_bf16(void **state)
 	free(t);
 }
 
+/* The pass of a serving engine's start-up (the H200 harness: 16 Llama-like
+ * layers of q, k, v, o, gate, up, down; graphs, prefills and sampling
+ * between forwards) as pass detection cut it: it began at layer 11's
+ * down_proj and read layers 12 to 15, lm_head, the embedding, then layers 0
+ * to 11.  The layers found from where the sequence begins covered only
+ * layers 0 to 10, and the other 37 weights (2.5 GB) became one
+ * "embedding" trap that no block held.  Read as the cycle it is, every
+ * layer is a trap of its own (layer 11 cut at the pass's start), and
+ * lm_head and the embedding one trap between them.  Also the same pass cut
+ * in the middle, where neither half alone covers half the weights. */
+static void pass_begins_mid_forward(void **state)
+{
+	(void)state;
+	static const uint64_t layer[] = { 32, 8, 12, 32, 112, 112, 112 };
+	for (int cut = 0; cut < 2; cut++) {
+		/* the forward from the embedding: emb, 16 layers, head */
+		uint64_t f[2 + 16 * 7], s[2 + 16 * 7];
+		uint32_t n = 0;
+		f[n++] = 250ull << 20;
+		for (int l = 0; l < 16; l++)
+			for (int j = 0; j < 7; j++)
+				f[n++] = (l < 5 && j == 2 ? 8 : layer[j]) << 20;
+		f[n++] = 251ull << 20;
+		/* the pass from layer 11's down_proj, or from layer 8 */
+		uint32_t from = cut ? 1 + 8 * 7 : 1 + 11 * 7 + 6;
+		for (uint32_t i = 0; i < n; i++)
+			s[i] = f[(i + from) % n];
+		struct ft_trap *t;
+		int k = ft_traps_group(s, n, 256 << 20, &t);
+		check_cover(t, k, s, n);
+		assert_int_equal(k, cut ? 17 : 18);
+		int layers = 0, whole = 0;
+		for (int i = 0; i < k; i++) {
+			if (strcmp(t[i].role, "layer")) {
+				assert_int_equal(t[i].nweights, 2); /* head, embedding */
+				assert_int_equal(s[t[i].first_weight], 251ull << 20);
+				continue;
+			}
+			layers++;
+			whole += t[i].nweights == 7;
+			/* every layer trap begins at a q_proj or at the pass's start */
+			assert_true(t[i].first_weight == 0 || s[t[i].first_weight] == 32ull << 20);
+		}
+		assert_int_equal(whole, cut ? 16 : 15);
+		assert_int_equal(layers, cut ? 16 : 17);
+		free(t);
+	}
+}
+
 /* A divisor of the period whose layers then cover too few weights was
  * rejected, and the search went back to the period it came from, took the
  * divisor again, and never ended (found by review: discovery hung under
@@ -450,6 +499,7 @@ int main(void)
 		cmocka_unit_test(one_layer_padded_differently),
 		cmocka_unit_test(qwen2_kv_segments),
 		cmocka_unit_test(converted_to_bf16),
+		cmocka_unit_test(pass_begins_mid_forward),
 		cmocka_unit_test(a_rejected_divisor_ends_the_search),
 		cmocka_unit_test(no_period_falls_back),
 		cmocka_unit_test(minor_regions_in_some_layers),
