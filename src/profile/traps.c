@@ -264,26 +264,30 @@ static int by_at(const void *a, const void *b)
 /* The layer period among the major weights (ms, at[]: nm of them; at NULL:
  * every weight): embedding, layers, head, read from the layout's rotation
  * on; in the order of the pass, a trap that spans its start is cut there.
- * A minor weight belongs to the trap of the major one before it.  Returns
- * the traps made, 0 without a period, -1 when out of memory. */
+ * In a rotated pass the head and the embedding lie between layers, read at
+ * the two ends of a forward (of a CUDA graph's, whose boundary is not the
+ * pass's): each of their major weights is a trap of its own, so that a
+ * forward does not load a trap of both twice.  A minor weight belongs to
+ * the trap of the major one before it.  Returns the traps made, 0 without
+ * a period, -1 when out of memory. */
 static int by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const uint32_t *at,
 		     uint32_t nm, struct ft_trap *t)
 {
 	struct layout l = best_layout(ms, nm);
 	if (!l.p)
 		return 0;
-	struct cut *c = malloc((l.layers + 4) * sizeof(*c));
+	struct cut *c = malloc((nm + 2) * sizeof(*c));
 	if (!c)
 		return -1;
 	/* boundaries in the rotated sequence of major weights */
-	uint32_t nc = 0, wrap = (nm - l.r) % nm, k = 0;
+	uint32_t nc = 0, wrap = (nm - l.r) % nm, k = 0, end = l.start + l.layers * l.p;
 	const char *first = NULL;
-	if (l.start)
-		c[nc++] = (struct cut){ 0, "embedding" };
+	for (uint32_t m = 0; m < l.start; m += l.r ? 1 : l.start)
+		c[nc++] = (struct cut){ m, "embedding" };
 	for (uint32_t i = 0; i < l.layers; i++)
 		c[nc++] = (struct cut){ l.start + i * l.p, "layer" };
-	if (l.start + l.layers * l.p < nm)
-		c[nc++] = (struct cut){ l.start + l.layers * l.p, "head" };
+	for (uint32_t m = end; m < nm; m += l.r ? 1 : nm)
+		c[nc++] = (struct cut){ m, "head" };
 	/* the role of the trap that holds the pass's first weight */
 	for (uint32_t i = 0; i < nc && c[i].at <= wrap; i++)
 		first = c[i].role;
@@ -293,9 +297,9 @@ static int by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const ui
 	c[nc++] = (struct cut){ 0, first };
 	qsort(c, nc, sizeof(*c), by_at);
 	for (uint32_t i = 0; i < nc; i++) {
-		uint32_t end = i + 1 < nc ? c[i + 1].at : n;
-		if (end > c[i].at)
-			fill(&t[k], k, c[i].role, s, c[i].at, end - c[i].at), k++;
+		uint32_t e = i + 1 < nc ? c[i + 1].at : n;
+		if (e > c[i].at)
+			fill(&t[k], k, c[i].role, s, c[i].at, e - c[i].at), k++;
 	}
 	free(c);
 	return (int)k;
