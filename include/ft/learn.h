@@ -105,6 +105,13 @@ struct ft_learn {
 	int have_saved;
 	int resave;               /* the adopted profile lacks this run's checksums */
 	int skip_tried;           /* a saved profile was tried after one pass (once) */
+	/* a saved profile with checksums, before discovery starts: the regions
+	 * every launch read, where its weights are sought as soon as they may
+	 * all have been read (the end of the first forward; watch.c) */
+	struct ft_discover watch;
+	int watching;
+	uint32_t watch_next;      /* try when the watch holds this many regions */
+	uint32_t watch_tries;
 	/* the plan was ready while a capture was under way (staging waits for
 	 * the device): it is applied at the first launch or replay after */
 	_Atomic int offload_deferred;

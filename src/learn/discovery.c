@@ -19,18 +19,23 @@
 
 /* Regions read (one launch's when launch is set: read together too; a
  * replay's are its capture's, of many launches). */
-void ft_learn_disc_feed(struct ft_learn *L, const struct ft_region_ref *r, unsigned n, int launch)
+void ft_learn_feed(struct ft_discover *d, const struct ft_region_ref *r, unsigned n, int launch)
 {
 	uint64_t ids[FT_MAX_REFS], offs[FT_MAX_REFS];
 	for (unsigned i = 0; i < n; i++) {
-		ft_disc_read(&L->disc, r[i].alloc_id, r[i].offset, r[i].alloc_base, r[i].alloc_size);
+		ft_disc_read(d, r[i].alloc_id, r[i].offset, r[i].alloc_base, r[i].alloc_size);
 		if (i < FT_MAX_REFS) {
 			ids[i] = r[i].alloc_id;
 			offs[i] = r[i].offset;
 		}
 	}
 	if (launch && n > 1)
-		ft_disc_together(&L->disc, ids, offs, n < FT_MAX_REFS ? n : FT_MAX_REFS);
+		ft_disc_together(d, ids, offs, n < FT_MAX_REFS ? n : FT_MAX_REFS);
+}
+
+void ft_learn_disc_feed(struct ft_learn *L, const struct ft_region_ref *r, unsigned n, int launch)
+{
+	ft_learn_feed(&L->disc, r, n, launch);
 }
 
 static int alive(struct ft_learn *L, const struct ft_disc_region *r)
@@ -338,8 +343,7 @@ static void prepare_profiling(struct ft_learn *L)
 		L->prof_failed = 1;
 }
 
-/* ft_disc_sum_fn: a checksum of a region's first bytes, on the GPU. */
-static uint64_t region_sum(void *ctx, const struct ft_disc_region *r, uint64_t bytes)
+uint64_t ft_learn_region_sum(void *ctx, const struct ft_disc_region *r, uint64_t bytes)
 {
 	struct ft_learn *L = ctx;
 	uint64_t addr = r->alloc_base + r->offset, sum = 0;
@@ -368,7 +372,7 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 		uint32_t found, missing;
 		uint32_t m = ft_disc_match(&L->disc, idx, n, L->saved.weights,
 					   content ? L->saved.sums : NULL, L->saved.nweights,
-					   region_sum, L, &found, &missing);
+					   ft_learn_region_sum, L, &found, &missing);
 		if (!m && content)
 			ft_info("the first pass did not read the %u weights %s/%s lists with their "
 				"contents (%u were found; not weight %u, %llu bytes, checksum "

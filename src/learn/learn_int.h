@@ -9,6 +9,10 @@
  * The host-backed allocations pick(L, base) chooses (not weights) move to
  * the GPU, said with what they are. */
 void ft_learn_pass(struct ft_learn *L, int source, uint64_t start);
+/* The trace's "pass" record: source (eager, graph, mark; watch: the end of
+ * the first forward, found by watch.c), the launch that began the pass (0:
+ * not known). */
+void ft_learn_trace_pass(struct ft_learn *L, const char *source, uint64_t start);
 void ft_learn_to_gpu(struct ft_learn *L, int (*pick)(void *L, CUdeviceptr base),
 		     const char *what);
 
@@ -24,7 +28,12 @@ enum ft_disc_end { FT_END_PASSES, FT_END_SIZES, FT_END_CONTENT };
  * L->wmap. */
 void ft_learn_disc_feed(struct ft_learn *L, const struct ft_region_ref *r, unsigned n,
 			int launch);
+/* The same into any discovery state (the watch's, watch.c). */
+void ft_learn_feed(struct ft_discover *d, const struct ft_region_ref *r, unsigned n, int launch);
 void ft_learn_sample(struct ft_learn *L);
+/* ft_disc_sum_fn (ctx: L): a checksum of a region's first bytes, on the
+ * GPU; 0 when its allocation is gone or the GPU cannot make it. */
+uint64_t ft_learn_region_sum(void *ctx, const struct ft_disc_region *r, uint64_t bytes);
 int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end);
 /* The traps read together (L->prof.coread) get the pairs of L->wpairs
  * whose weights both leave the GPU with their traps (a weight read all
@@ -44,7 +53,17 @@ void ft_learn_finish_profiling(struct ft_learn *L);
  * read its weights (1: INFERENCE began). */
 void ft_learn_saved_start(struct ft_learn *L);
 int ft_learn_adopt_saved(struct ft_learn *L, enum ft_disc_end end);
-int ft_learn_after_first_pass(struct ft_learn *L);
+int ft_learn_after_first_pass(struct ft_learn *L, const char *when);
+
+/* watch.c: before discovery starts, with a saved profile that has
+ * checksums, the regions each launch read (r[0..n), launch: one launch's)
+ * are watched for the saved weights; once found with their contents, the
+ * watch becomes discovery's first pass and the profile is taken
+ * (INFERENCE begins).  Start (after the profile is loaded) and stop (when
+ * discovery starts). */
+void ft_learn_watch_start(struct ft_learn *L);
+void ft_learn_watch(struct ft_learn *L, const struct ft_region_ref *r, unsigned n, int launch);
+void ft_learn_watch_stop(struct ft_learn *L);
 
 /* apply.c: memory mode's GPU budget for weights totalling `weights` bytes
  * (0: latency mode); INFERENCE begins: the plan is made or taken and

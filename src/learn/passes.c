@@ -98,6 +98,7 @@ static void start_discovery(struct ft_learn *L, int source, uint64_t at)
 		    !ft_disc_init(&L->disc, ft_registry_next_id(L->env.reg))) {
 			cutoff_since(L, L->bounds[0]);
 			L->started = 1;
+			ft_learn_watch_stop(L);
 			activations_to_gpu(L);
 			feed_moved(L, source);
 			return;
@@ -125,7 +126,7 @@ void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
 			ft_disc_pass_end(&L->disc);
 			feed_moved(L, source);
 			ft_learn_sample(L);
-			if (ft_learn_after_first_pass(L)) {
+			if (ft_learn_after_first_pass(L, "the first pass")) {
 				L->phases.total++;
 				goto trace;
 			}
@@ -150,12 +151,17 @@ void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
 		}
 	}
 trace:
+	ft_learn_trace_pass(L, pass_sources[source], source == FT_PASS_EAGER ? start : 0);
+}
+
+void ft_learn_trace_pass(struct ft_learn *L, const char *source, uint64_t start)
+{
 	if (!ft_trace_on(L->env.trace))
 		return;
 	cJSON *rec = ft_trace_begin("pass");
-	ft_trace_str(rec, "source", pass_sources[source]);
+	ft_trace_str(rec, "source", source);
 	ft_trace_num(rec, "passes", (double)L->phases.total);
-	if (source == FT_PASS_EAGER)
+	if (start)
 		ft_trace_num(rec, "start_seq", (double)start);
 	ft_trace_str(rec, "phase", ft_phase_name(L->phases.phase));
 	ft_trace_emit(L->env.trace, rec);
@@ -205,6 +211,8 @@ void ft_learn_after(struct ft_learn *L, CUstream s, int ptsz, const struct ft_re
 		ft_learn_pass(L, src, start); /* feeds this launch to the new pass */
 	else if (L->started && L->phases.phase == FT_PHASE_DISCOVERY)
 		ft_learn_disc_feed(L, r, nr, 1);
+	if (L->watching)
+		ft_learn_watch(L, r, nr, 1);
 	pthread_mutex_unlock(&L->lock);
 }
 
@@ -234,6 +242,8 @@ void ft_learn_replay(struct ft_learn *L, uint64_t exec)
 			ft_learn_pass(L, src, start); /* feeds this launch to the new pass */
 		else if (L->started && L->phases.phase == FT_PHASE_DISCOVERY)
 			ft_learn_disc_feed(L, r + from, ends[i] - from, 1);
+		if (L->watching)
+			ft_learn_watch(L, r + from, ends[i] - from, 1);
 	}
 	pthread_mutex_unlock(&L->lock);
 	free(ends);

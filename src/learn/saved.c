@@ -95,7 +95,8 @@ void ft_learn_saved_start(struct ft_learn *L)
 				"of this model on this device: discovery runs");
 		return;
 	}
-	load_saved(L, dir);
+	if (!load_saved(L, dir))
+		ft_learn_watch_start(L);
 }
 
 int ft_learn_load(struct ft_learn *L, const char *dir)
@@ -106,7 +107,10 @@ int ft_learn_load(struct ft_learn *L, const char *dir)
 			"is not set" : "discovery has already ended");
 		return -1;
 	}
-	return load_saved(L, dir);
+	int rc = load_saved(L, dir);
+	if (!rc)
+		ft_learn_watch_start(L);
+	return rc;
 }
 
 int ft_learn_save(struct ft_learn *L, const char *dir)
@@ -144,7 +148,7 @@ int ft_learn_save(struct ft_learn *L, const char *dir)
  * content (the saved checksums); then INFERENCE begins at once, so that a
  * serving engine's start-up captures, which follow its first forward, page
  * from the start.  Returns 1 when it did. */
-int ft_learn_after_first_pass(struct ft_learn *L)
+int ft_learn_after_first_pass(struct ft_learn *L, const char *when)
 {
 	if (!L->have_saved || L->skip_tried)
 		return 0;
@@ -163,8 +167,8 @@ int ft_learn_after_first_pass(struct ft_learn *L)
 		return 0;
 	L->phases.phase = FT_PHASE_INFERENCE;
 	atomic_store_explicit(&L->phase, FT_PHASE_INFERENCE, memory_order_relaxed);
-	ft_info("pass %llu: the first pass read the weights of the saved profile%s: entering "
-		"INFERENCE", (unsigned long long)L->phases.total,
+	ft_info("pass %llu: %s read the weights of the saved profile%s: entering INFERENCE",
+		(unsigned long long)L->phases.total, when,
 		end == FT_END_SIZES ? " (FT_SKIP_DISCOVERY=1: their sizes)" : ", with their contents");
 	ft_learn_offload(L);
 	return 1;

@@ -386,7 +386,10 @@ static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
 		struct ft_disc_region *r = &d->r[idx[i]];
 		uint64_t checked = 0; /* (one checksum per size) */
 		for (uint32_t a = 0; !used[i] && a < nw; a++) {
-			if (region_of[w[a].k] >= 0 || w[a].size >= r->extent || w[a].size == checked)
+			if (region_of[w[a].k] >= 0 || w[a].size > r->extent || w[a].size == checked)
+				continue;
+			/* a sample that covered exactly this size was tried above */
+			if (w[a].size == r->extent && r->nsums && r->sum_extent == r->extent)
 				continue;
 			checked = w[a].size;
 			uint64_t s = sum(ctx, r, w[a].size);

@@ -22,8 +22,9 @@
  *   mixed: the graph captured at step 12 is replayed in odd steps, the
  *   forward runs eagerly in even ones (eager prefills between graph
  *   decode steps): neither may leave the blocks wrong for the other.
- *   early: as graph, captured at step 7, before any plan: once the plan
- *   offloads what it reads, the graph is paged by a substitute.
+ *   early: as graph, captured at step 7 (OFFLOAD_CAPTURE_AT: at that
+ *   step), before any plan: once the plan offloads what it reads, the
+ *   graph is paged by a substitute.
  *   update: as early, and at step 16 the forward is captured again into a
  *   new graph that cuGraphExecUpdate puts into the executable.
  *   params: as early (the graph kept), and at step 16 the executable's
@@ -250,6 +251,10 @@ int main(int argc, char **argv)
 	int nan_steps = 0;
 	int pieces = argc > 2 && !strcmp(argv[2], "pieces");
 	int capture_at = graph ? GRAPH_AT : early ? EARLY_AT : -1;
+	/* OFFLOAD_CAPTURE_AT: the capture at another step (a serving engine's
+	 * right after its first forward) */
+	if (capture_at >= 0 && getenv("OFFLOAD_CAPTURE_AT"))
+		capture_at = atoi(getenv("OFFLOAD_CAPTURE_AT"));
 	CUgraphExec pe[PIECES] = { 0 };
 	if (enabled || params)
 		kept = (CUgraph)1; /* the capture keeps its graph */

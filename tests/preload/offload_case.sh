@@ -208,20 +208,22 @@ early-pdl)
 	;;
 early-restart)
 	# a restart with the profile.json the first start wrote: the plan comes
-	# after the first forward, before the capture at step 7, so the graph
-	# pages itself (nothing kept, nothing substituted); outputs as without
-	# the library, both times
+	# at the end of the first forward (before pass detection has found a
+	# boundary), before the capture at step 1, as a serving engine captures
+	# right after its profile forward, so the graph pages itself (nothing
+	# kept, nothing substituted); outputs as without the library, both times
 	plain plain-early early
 	run early early FT_PROFILE_STORAGE_DIR="$tmp/prof"
 	same plain-early early
 	is early graphs_substituted -eq 1
-	run restart early FT_PROFILE_STORAGE_DIR="$tmp/prof"
-	same plain-early restart
+	plain plain-first early OFFLOAD_CAPTURE_AT=1
+	run restart early FT_PROFILE_STORAGE_DIR="$tmp/prof" OFFLOAD_CAPTURE_AT=1
+	same plain-first restart
 	is restart profile_adopted -eq 1
 	is restart graphs_kept -eq 0
 	is restart graphs_substituted -eq 0
 	is restart hidden_readers -eq 0
-	logs restart "with their contents: entering INFERENCE"
+	logs restart "the first forward) read the weights of the saved profile, with their contents: entering INFERENCE"
 	;;
 early-hidden)
 	# the captured forward also reads layer 5's first weight through an

@@ -1,0 +1,146 @@
+/*
+ * A restart's profile taken at the end of the first forward (learn_int.h).
+ *
+ * Pass detection needs a few forwards before discovery starts: a serving
+ * engine captures its CUDA graphs after its first (profile) forward, so
+ * with the plan after the first discovery pass half of the H200
+ * start-up harness's graphs were captured before it.  With a saved profile
+ * that has its weights' checksums, discovery's evidence is not needed:
+ * every launch's regions are watched from the first, and once the saved
+ * weights may all have been read (the watch's regions can hold their sizes)
+ * they are sought by size and checksum, as after one pass.  Found, the
+ * watch becomes discovery's first pass and the profile is taken; the
+ * allocation cutoff does not apply (weights and the launches that
+ * initialise them interleave while a model is built; the checksums
+ * vouch for the weights).  Not found, the watch tries again when enough
+ * new regions came to hold the missing weights, at most WATCH_TRIES times,
+ * and never during a capture (a checksum waits for the device); discovery
+ * runs as before either way.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "learn_int.h"
+
+#define WATCH_TRIES 8
+
+void ft_learn_watch_start(struct ft_learn *L)
+{
+	if (L->watching || L->started || !L->have_saved || !L->saved.sums ||
+	    !L->saved.nweights || L->env.opt->skip_discovery ||
+	    ft_disc_init(&L->watch, UINT64_MAX))
+		return;
+	L->watching = 1;
+	L->watch_next = L->saved.nweights;
+	L->watch_tries = 0;
+}
+
+void ft_learn_watch_stop(struct ft_learn *L)
+{
+	if (!L->watching)
+		return;
+	ft_disc_destroy(&L->watch);
+	memset(&L->watch, 0, sizeof(L->watch));
+	L->watching = 0;
+}
+
+static int desc(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* The candidates (regions of at least FT_WEIGHT_MIN_BYTES) in first-touch
+ * order into idx, when their extents can hold the saved sizes, one region
+ * each (the largest size in the largest extent, and so on): how many, or
+ * 0 when they cannot. */
+static uint32_t candidates(struct ft_learn *L, uint32_t *idx)
+{
+	const struct ft_discover *d = &L->watch;
+	uint32_t n = 0, m = L->saved.nweights;
+	uint64_t *ext = malloc((d->n + 1) * sizeof(*ext)), *sz = malloc((m + 1) * sizeof(*sz));
+	int fit = ext && sz;
+	for (uint32_t i = 0; fit && i < d->n; i++)
+		if (d->r[i].extent >= FT_WEIGHT_MIN_BYTES) {
+			ext[n] = d->r[i].extent;
+			idx[n++] = i;
+		}
+	if (fit) {
+		memcpy(sz, L->saved.weights, m * sizeof(*sz));
+		qsort(ext, n, sizeof(*ext), desc);
+		qsort(sz, m, sizeof(*sz), desc);
+		for (uint32_t k = 0; fit && k < m; k++)
+			fit = k < n && ext[k] >= sz[k];
+	}
+	free(ext);
+	free(sz);
+	if (!fit)
+		return 0;
+	/* first-touch order (one pass: the watch never ended one) */
+	for (uint32_t i = 1; i < n; i++)
+		for (uint32_t j = i; j > 0 && d->r[idx[j - 1]].order > d->r[idx[j]].order; j--) {
+			uint32_t t = idx[j];
+			idx[j] = idx[j - 1];
+			idx[j - 1] = t;
+		}
+	return n;
+}
+
+/* Seeks the saved weights among the watched regions; 1 when the profile
+ * was taken (INFERENCE began). */
+static int try_match(struct ft_learn *L)
+{
+	struct ft_discover *d = &L->watch;
+	uint32_t *idx = malloc((d->n + 1) * sizeof(*idx)), found = 0, missing = 0;
+	if (!idx)
+		return 0;
+	ft_disc_extents(d);
+	uint32_t n = candidates(L, idx);
+	if (!n) {
+		free(idx);
+		L->watch_next = d->n + 1;
+		return 0;
+	}
+	if (ft_gpu_start(&L->gpu, L->env.real)) {
+		free(idx);
+		ft_learn_watch_stop(L); /* no checksums: discovery's passes decide */
+		return 0;
+	}
+	uint32_t m = ft_disc_match(d, idx, n, L->saved.weights, L->saved.sums, L->saved.nweights,
+				   ft_learn_region_sum, L, &found, &missing);
+	free(idx);
+	if (!m) {
+		uint32_t need = L->saved.nweights - found;
+		L->watch_next = d->n + (need ? need : 1);
+		if (++L->watch_tries >= WATCH_TRIES) {
+			ft_info("the launches so far did not read the %u weights of the saved profile "
+				"with their contents (%u found, %u tries): discovery's passes decide",
+				L->saved.nweights, found, L->watch_tries);
+			ft_learn_watch_stop(L);
+		}
+		return 0;
+	}
+	/* the watch is discovery's first pass, complete */
+	ft_disc_pass_end(d);
+	L->disc = *d;
+	memset(d, 0, sizeof(*d));
+	L->watching = 0;
+	L->started = 1;
+	if (ft_learn_after_first_pass(L, "the launches before pass detection (the first forward)")) {
+		L->phases.total++;
+		ft_learn_trace_pass(L, "watch", 0);
+		return 1;
+	}
+	return 0;
+}
+
+void ft_learn_watch(struct ft_learn *L, const struct ft_region_ref *r, unsigned n, int launch)
+{
+	if (L->started || L->phases.phase != FT_PHASE_DISCOVERY) {
+		ft_learn_watch_stop(L);
+		return;
+	}
+	ft_learn_feed(&L->watch, r, n, launch);
+	if (L->watch.n >= L->watch_next && !atomic_load(L->env.captures))
+		try_match(L);
+}
