@@ -112,6 +112,7 @@ struct ft_learn {
 	int watching;
 	uint32_t watch_next;      /* try when the watch holds this many regions */
 	uint32_t watch_tries;
+	int sums_refused;         /* a region checksum was refused: a capture began */
 	/* the plan was ready while a capture was under way (staging waits for
 	 * the device): it is applied at the first launch or replay after */
 	_Atomic int offload_deferred;

@@ -347,6 +347,12 @@ uint64_t ft_learn_region_sum(void *ctx, const struct ft_disc_region *r, uint64_t
 {
 	struct ft_learn *L = ctx;
 	uint64_t addr = r->alloc_base + r->offset, sum = 0;
+	/* a checksum waits for the device, which would invalidate a capture
+	 * another thread began meanwhile */
+	if (atomic_load(L->env.captures)) {
+		L->sums_refused = 1;
+		return 0;
+	}
 	if (!alive(L, r) || ft_gpu_checksums(&L->gpu, &addr, &bytes, 1, &sum))
 		return 0;
 	return sum;

@@ -32,7 +32,8 @@ void ft_learn_disc_feed(struct ft_learn *L, const struct ft_region_ref *r, unsig
 void ft_learn_feed(struct ft_discover *d, const struct ft_region_ref *r, unsigned n, int launch);
 void ft_learn_sample(struct ft_learn *L);
 /* ft_disc_sum_fn (ctx: L): a checksum of a region's first bytes, on the
- * GPU; 0 when its allocation is gone or the GPU cannot make it. */
+ * GPU; 0 when its allocation is gone or the GPU cannot make it, or while a
+ * stream capture is under way (then L->sums_refused is set). */
 uint64_t ft_learn_region_sum(void *ctx, const struct ft_disc_region *r, uint64_t bytes);
 int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end);
 /* The traps read together (L->prof.coread) get the pairs of L->wpairs

@@ -107,6 +107,8 @@ int ft_learn_load(struct ft_learn *L, const char *dir)
 			"is not set" : "discovery has already ended");
 		return -1;
 	}
+	/* the watch seeks the weights of the file it started with */
+	ft_learn_watch_stop(L);
 	int rc = load_saved(L, dir);
 	if (!rc)
 		ft_learn_watch_start(L);

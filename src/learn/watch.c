@@ -101,14 +101,19 @@ static int try_match(struct ft_learn *L)
 		L->watch_next = d->n + 1;
 		return 0;
 	}
-	if (ft_gpu_start(&L->gpu, L->env.real)) {
+	if (!L->saved.sums || ft_gpu_start(&L->gpu, L->env.real)) {
 		free(idx);
 		ft_learn_watch_stop(L); /* no checksums: discovery's passes decide */
 		return 0;
 	}
+	L->sums_refused = 0;
 	uint32_t m = ft_disc_match(d, idx, n, L->saved.weights, L->saved.sums, L->saved.nweights,
 				   ft_learn_region_sum, L, &found, &missing);
 	free(idx);
+	if (!m && L->sums_refused) {
+		L->watch_next = d->n + 1; /* a capture began: not a try */
+		return 0;
+	}
 	if (!m) {
 		uint32_t need = L->saved.nweights - found;
 		L->watch_next = d->n + (need ? need : 1);
@@ -131,6 +136,13 @@ static int try_match(struct ft_learn *L)
 		ft_learn_trace_pass(L, "watch", 0);
 		return 1;
 	}
+	/* not taken (another device, other settings the file cannot serve):
+	 * the watch's pass is no discovery pass (it began at the first launch,
+	 * ended mid-forward, without the allocation cutoff or the writes), so
+	 * discovery starts as it would have, at pass detection's boundaries */
+	ft_disc_destroy(&L->disc);
+	memset(&L->disc, 0, sizeof(L->disc));
+	L->started = 0;
 	return 0;
 }
 

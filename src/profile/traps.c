@@ -266,10 +266,12 @@ static int by_at(const void *a, const void *b)
  * on; in the order of the pass, a trap that spans its start is cut there.
  * In a rotated pass the head and the embedding lie between layers, read at
  * the two ends of a forward (of a CUDA graph's, whose boundary is not the
- * pass's): each of their major weights is a trap of its own, so that a
- * forward does not load a trap of both twice.  A minor weight belongs to
- * the trap of the major one before it.  Returns the traps made, 0 without
- * a period, -1 when out of memory. */
+ * pass's): when they are at most three major weights (lm_head, the
+ * embedding, perhaps a norm), each is a trap of its own, so that a forward
+ * does not load a trap of both twice; more (layers of another shape outside
+ * the pattern) stay one trap on each side of the rotation.  A minor weight
+ * belongs to the trap of the major one before it.  Returns the traps made,
+ * 0 without a period, -1 when out of memory. */
 static int by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const uint32_t *at,
 		     uint32_t nm, struct ft_trap *t)
 {
@@ -281,12 +283,13 @@ static int by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const ui
 		return -1;
 	/* boundaries in the rotated sequence of major weights */
 	uint32_t nc = 0, wrap = (nm - l.r) % nm, k = 0, end = l.start + l.layers * l.p;
+	int each = l.r && l.start + (nm - end) <= 3;
 	const char *first = NULL;
-	for (uint32_t m = 0; m < l.start; m += l.r ? 1 : l.start)
+	for (uint32_t m = 0; m < l.start; m += each ? 1 : l.start)
 		c[nc++] = (struct cut){ m, "embedding" };
 	for (uint32_t i = 0; i < l.layers; i++)
 		c[nc++] = (struct cut){ l.start + i * l.p, "layer" };
-	for (uint32_t m = end; m < nm; m += l.r ? 1 : nm)
+	for (uint32_t m = end; m < nm; m += each ? 1 : nm)
 		c[nc++] = (struct cut){ m, "head" };
 	/* the role of the trap that holds the pass's first weight */
 	for (uint32_t i = 0; i < nc && c[i].at <= wrap; i++)

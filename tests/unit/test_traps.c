@@ -255,6 +255,31 @@ static void pass_begins_mid_forward(void **state)
 		assert_int_equal(other, 2);
 		free(t);
 	}
+	/* four layers of another shape after the pattern (and the head):
+	 * more than three weights outside the layers stay one trap on each
+	 * side of the rotation, not a trap each */
+	uint64_t f[2 + 12 * 7 + 4 * 3], s[2 + 12 * 7 + 4 * 3];
+	uint32_t n = 0;
+	f[n++] = 250ull << 20;
+	for (int l = 0; l < 12; l++)
+		for (int j = 0; j < 7; j++)
+			f[n++] = layer[j] << 20;
+	for (int l = 0; l < 4; l++)
+		for (int j = 0; j < 3; j++)
+			f[n++] = (j == 1 ? 300ull : 40ull) << 20;
+	f[n++] = 251ull << 20;
+	uint32_t from = 1 + 6 * 7; /* from layer 6 */
+	for (uint32_t i = 0; i < n; i++)
+		s[i] = f[(i + from) % n];
+	struct ft_trap *t;
+	int k = ft_traps_group(s, n, 256 << 20, &t);
+	check_cover(t, k, s, n);
+	int single = 0;
+	for (int i = 0; i < k; i++)
+		single += strcmp(t[i].role, "layer") && t[i].nweights == 1;
+	assert_true(k <= 12 + 3);
+	assert_true(single <= 2);
+	free(t);
 }
 
 /* A divisor of the period whose layers then cover too few weights was
