@@ -110,7 +110,9 @@ struct ft_learn {
 	 * all have been read (the end of the first forward; watch.c) */
 	struct ft_discover watch;
 	int watching;
-	uint32_t watch_next;      /* try when the watch holds this many regions */
+	uint32_t watch_next;      /* try when the watch holds this many regions, */
+	uint64_t watch_launches;  /* or after this many launches fed to it */
+	uint64_t watch_retry_at;
 	uint32_t watch_tries;
 	int sums_refused;         /* a region checksum was refused: a capture began */
 	/* the plan was ready while a capture was under way (staging waits for

@@ -13,9 +13,11 @@
  * allocation cutoff does not apply (weights and the launches that
  * initialise them interleave while a model is built; the checksums
  * vouch for the weights).  Not found, the watch tries again when enough
- * new regions came to hold the missing weights, at most WATCH_TRIES times,
- * and never during a capture (a checksum waits for the device); discovery
- * runs as before either way.
+ * new regions came to hold the missing weights, or after WATCH_RETRY
+ * launches a weight (contents change without new regions: weights
+ * initialised by kernels, then loaded by copies), at most WATCH_TRIES
+ * times, and never during a capture (a checksum waits for the device);
+ * discovery runs as before either way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,7 @@
 #include "learn_int.h"
 
 #define WATCH_TRIES 8
+#define WATCH_RETRY 2
 
 void ft_learn_watch_start(struct ft_learn *L)
 {
@@ -32,6 +35,8 @@ void ft_learn_watch_start(struct ft_learn *L)
 		return;
 	L->watching = 1;
 	L->watch_next = L->saved.nweights;
+	L->watch_launches = 0;
+	L->watch_retry_at = UINT64_MAX;
 	L->watch_tries = 0;
 }
 
@@ -98,7 +103,8 @@ static int try_match(struct ft_learn *L)
 	uint32_t n = candidates(L, idx);
 	if (!n) {
 		free(idx);
-		L->watch_next = d->n + 1;
+		L->watch_next = d->n + 1; /* only new regions can change that */
+		L->watch_retry_at = UINT64_MAX;
 		return 0;
 	}
 	if (!L->saved.sums || ft_gpu_start(&L->gpu, L->env.real)) {
@@ -117,6 +123,7 @@ static int try_match(struct ft_learn *L)
 	if (!m) {
 		uint32_t need = L->saved.nweights - found;
 		L->watch_next = d->n + (need ? need : 1);
+		L->watch_retry_at = L->watch_launches + (uint64_t)WATCH_RETRY * L->saved.nweights;
 		if (++L->watch_tries >= WATCH_TRIES) {
 			ft_info("the launches so far did not read the %u weights of the saved profile "
 				"with their contents (%u found, %u tries): discovery's passes decide",
@@ -153,6 +160,8 @@ void ft_learn_watch(struct ft_learn *L, const struct ft_region_ref *r, unsigned 
 		return;
 	}
 	ft_learn_feed(&L->watch, r, n, launch);
-	if (L->watch.n >= L->watch_next && !atomic_load(L->env.captures))
+	L->watch_launches++;
+	if ((L->watch.n >= L->watch_next || L->watch_launches >= L->watch_retry_at) &&
+	    !atomic_load(L->env.captures))
 		try_match(L);
 }

@@ -22,6 +22,10 @@
  *         phases_profile.sh runs the sequence).
  *  skip   as again, with FT_SKIP_DISCOVERY=1: the first discovery pass is
  *         matched against the saved weights' sizes only.
+ *  reload as again, but a forward first reads weights of other contents
+ *         (initialised, not loaded yet), then the right ones are copied
+ *         in: no new region comes, and the profile is taken within two
+ *         forwards after the copy all the same.
  *  slow   as again, with a profile.json whose checksums are not this
  *         model's: discovery runs its passes, then INFERENCE without
  *         profiling.
@@ -114,6 +118,7 @@ static void check_profile(int samples)
 int main(int argc, char **argv)
 {
 	int graph = argc > 1 && !strcmp(argv[1], "graph");
+	int reload = argc > 1 && !strcmp(argv[1], "reload");
 	int skip = argc > 1 && (!strcmp(argv[1], "skip") || !strcmp(argv[1], "again"));
 	int slow = argc > 1 && !strcmp(argv[1], "slow");
 	int api = argc > 2 && !strcmp(argv[1], "api");
@@ -129,19 +134,31 @@ int main(int argc, char **argv)
 		/* the weights' contents (all-zero bytes prove nothing) */
 		unsigned *v = malloc(22 * MB);
 		for (size_t i = 0; v && i < 22 * MB / sizeof(*v); i++)
-			v[i] = (unsigned)(i * 2654435761u);
+			v[i] = (unsigned)(i * 2654435761u) ^ (unsigned)reload;
 		if (v)
 			cuMemcpyHtoD_v2(W, v, 22 * MB);
+		cuMemAlloc_v2(&STAGING, 4096);
+		cuMemAlloc_v2(&CACHE, 4096);
+		add = fake_function("vec_add");
+		if (reload) {
+			forward(NULL, 0); /* the initialised weights */
+			for (size_t i = 0; v && i < 22 * MB / sizeof(*v); i++)
+				v[i] = (unsigned)(i * 2654435761u);
+			if (v)
+				cuMemcpyHtoD_v2(W, v, 22 * MB);
+		}
 		free(v);
 	}
-	cuMemAlloc_v2(&STAGING, 4096);
-	cuMemAlloc_v2(&CACHE, 4096);
-	add = fake_function("vec_add");
 	CHECK(ft_iters_before_inference() == 7, "iters_before_inference %llu",
 	      ft_iters_before_inference());
 	CHECK(ft_phase() == FT_DISCOVERY, "phase %d at start", ft_phase());
 
-	if (graph) {
+	if (reload) {
+		int i = 0;
+		while (i < 9 && ft_phase() != FT_INFERENCE)
+			forward(NULL, i++);
+		CHECK(i <= 2, "INFERENCE after %d forwards after the copy, not 2 at most", i);
+	} else if (graph) {
 		CUstream s = (CUstream)0x77;
 		forward(NULL, 0);
 		cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);

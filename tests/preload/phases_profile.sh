@@ -1,6 +1,7 @@
 #!/bin/sh
 # profile.json across runs: an eager run writes it; a second run of the same
-# model takes it after one pass, whose weights have the saved contents, and
+# model takes it at the end of its first forward, whose weights have the
+# saved contents (also when a forward read them before they were loaded), and
 # skips profiling (the file is left as it was), and its plan only under the
 # settings it was made with; a file whose checksums are not this model's is
 # taken after discovery's passes and written again with this run's, as is a
@@ -29,6 +30,10 @@ grep -q "profiling skipped" "$tmp/err" || { echo "FAIL: profile not used"; cat "
 grep -q "the first forward) read the weights of the saved profile, with their contents: entering INFERENCE" \
 	"$tmp/err" || { echo "FAIL: profile not taken at the end of the first forward"; cat "$tmp/err"; fail=1; }
 cmp -s "$tmp/p/profile.json" "$tmp/first.json" || { echo "FAIL: profile rewritten"; fail=1; }
+# weights read once with other contents, then loaded: taken soon after all
+run reload || { echo "FAIL: reload run"; cat "$tmp/err"; fail=1; }
+grep -q "the first forward) read the weights of the saved profile, with their contents" "$tmp/err" ||
+	{ echo "FAIL: reload: profile not taken by the watch"; cat "$tmp/err"; fail=1; }
 # another model's contents (one checksum changed): discovery's passes, then
 # the profile, written again with this run's checksums
 sums() { grep -o '"weight_sums":[^]]*' "$1"; }
