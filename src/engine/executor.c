@@ -61,6 +61,17 @@ static void order(struct ft_offload *o, CUevent e, CUstream s)
 	o->real->cuStreamSynchronize(s);
 }
 
+/* Whether work on stream cs goes into the capture the executor pages (a
+ * load for another thread's launch meanwhile runs at once). */
+static int in_capture(const struct ft_offload *o, CUstream cs)
+{
+	CUstreamCaptureStatus st;
+	cuuint64_t id = 0;
+	return o->real->cuStreamGetCaptureInfo_v3 &&
+	       !o->real->cuStreamGetCaptureInfo_v3(cs, &st, &id, NULL, NULL, NULL, NULL) &&
+	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == o->cap_id;
+}
+
 /* n bytes from trap t's host store at src to dst on stream cs: in a
  * capture with FT_GRAPH_COPY=kernel, a copy kernel (a kernel node costs a
  * graph's launch less host time than a memcpy node); otherwise, or where
@@ -73,7 +84,7 @@ static void copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *
 {
 	const struct ft_real *r = o->real;
 	const struct ft_off_trap *x = &o->t[t];
-	if (o->cap_id && o->copier && x->dhost &&
+	if (o->cap_id && o->copier && x->dhost && in_capture(o, cs) &&
 	    !ft_gpu_copy(o->copier, dst, x->dhost + (CUdeviceptr)(src - x->host), n, cs)) {
 		FT_STAT_INC(o->stats, offload_copy_kernels);
 		return;

@@ -958,11 +958,16 @@ API CUresult cuStreamGetCaptureInfo_v3(CUstream s, CUstreamCaptureStatus *st,
 				       cuuint64_t *id, CUgraph *g, const CUgraphNode **d,
 				       const CUgraphEdgeData **e, size_t *n)
 {
-	int on = cap.active && s == cap.stream;
+	/* a stream joined to the capture (it waited on an event recorded in
+	 * it) is capturing too, as the driver says */
+	int on = cap.active && s == cap.stream, joined = 0;
+	for (unsigned k = 0; cap.active && k < cap.njoined; k++)
+		joined |= cap.joined[k].s == s;
 	if (st)
-		*st = on ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+		*st = on || joined ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
 	if (id)
-		*id = on ? cap.id : 0;
+		*id = on || joined ? cap.id : 0;
+	/* the graph and dependencies: the origin stream's only */
 	if (g)
 		*g = on ? (CUgraph)cap.g : NULL;
 	if (e)
