@@ -13,6 +13,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Both kernels' grid stride: the thread's first index in %d4, the stride
+ * (threads in the grid) in %d6 (uses %r1-%r4, %d5). */
+#define GRID_STRIDE                                                            \
+	"	mov.u32 %r1, %ctaid.x;\n"                                      \
+	"	mov.u32 %r2, %ntid.x;\n"                                       \
+	"	mov.u32 %r3, %tid.x;\n"                                        \
+	"	mov.u32 %r4, %nctaid.x;\n"                                     \
+	"	mul.wide.u32 %d4, %r1, %r2;\n"                                 \
+	"	cvt.u64.u32 %d5, %r3;\n"                                       \
+	"	add.u64 %d4, %d4, %d5;\n"                                      \
+	"	mul.wide.u32 %d6, %r4, %r2;\n"
+
 static const char checksum_ptx[] =
 	".version 7.0\n"
 	".target sm_70\n"
@@ -27,14 +39,7 @@ static const char checksum_ptx[] =
 	"	ld.param.u64 %d3, [out];\n"
 	"	cvta.to.global.u64 %d1, %d1;\n"
 	"	cvta.to.global.u64 %d3, %d3;\n"
-	"	mov.u32 %r1, %ctaid.x;\n"
-	"	mov.u32 %r2, %ntid.x;\n"
-	"	mov.u32 %r3, %tid.x;\n"
-	"	mov.u32 %r4, %nctaid.x;\n"
-	"	mul.wide.u32 %d4, %r1, %r2;\n"
-	"	cvt.u64.u32 %d5, %r3;\n"
-	"	add.u64 %d4, %d4, %d5;\n"
-	"	mul.wide.u32 %d6, %r4, %r2;\n"
+	GRID_STRIDE
 	"	mov.u64 %d7, 0;\n"
 	"LOOP:\n"
 	"	setp.ge.u64 %q, %d4, %d2;\n"
@@ -61,14 +66,7 @@ static const char checksum_ptx[] =
 	"	ld.param.u64 %d3, [n];\n"
 	"	cvta.to.global.u64 %d1, %d1;\n"
 	"	cvta.to.global.u64 %d2, %d2;\n"
-	"	mov.u32 %r1, %ctaid.x;\n"
-	"	mov.u32 %r2, %ntid.x;\n"
-	"	mov.u32 %r3, %tid.x;\n"
-	"	mov.u32 %r4, %nctaid.x;\n"
-	"	mul.wide.u32 %d4, %r1, %r2;\n"
-	"	cvt.u64.u32 %d5, %r3;\n"
-	"	add.u64 %d4, %d4, %d5;\n"
-	"	mul.wide.u32 %d6, %r4, %r2;\n"
+	GRID_STRIDE
 	"COPY:\n"
 	"	setp.ge.u64 %q, %d4, %d3;\n"
 	"	@%q bra END;\n"
