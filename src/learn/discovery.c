@@ -33,11 +33,6 @@ void ft_learn_feed(struct ft_discover *d, const struct ft_region_ref *r, unsigne
 		ft_disc_together(d, ids, offs, n < FT_MAX_REFS ? n : FT_MAX_REFS);
 }
 
-void ft_learn_disc_feed(struct ft_learn *L, const struct ft_region_ref *r, unsigned n, int launch)
-{
-	ft_learn_feed(&L->disc, r, n, launch);
-}
-
 static int alive(struct ft_learn *L, const struct ft_disc_region *r)
 {
 	struct ft_alloc a;

@@ -21,14 +21,11 @@ void ft_learn_to_gpu(struct ft_learn *L, int (*pick)(void *L, CUdeviceptr base),
  * the contents (the saved sizes with the saved checksums). */
 enum ft_disc_end { FT_END_PASSES, FT_END_SIZES, FT_END_CONTENT };
 
-/* discovery.c.  Regions read (one launch's when launch is set: read
- * together too).  A content sample of the candidates at a boundary.  The
- * end of discovery: 1 when a saved profile was adopted (INFERENCE comes
- * now), -1 when a one-pass end did not match, else 0.  The order of
- * L->wmap. */
-void ft_learn_disc_feed(struct ft_learn *L, const struct ft_region_ref *r, unsigned n,
-			int launch);
-/* The same into any discovery state (the watch's, watch.c). */
+/* discovery.c.  Regions read into a discovery state, L->disc or the
+ * watch's (one launch's when launch is set: read together too).  A content
+ * sample of the candidates at a boundary.  The end of discovery: 1 when a
+ * saved profile was adopted (INFERENCE comes now), -1 when a one-pass end
+ * did not match, else 0.  The order of L->wmap. */
 void ft_learn_feed(struct ft_discover *d, const struct ft_region_ref *r, unsigned n, int launch);
 void ft_learn_sample(struct ft_learn *L);
 /* ft_disc_sum_fn (ctx: L): a checksum of a region's first bytes, on the

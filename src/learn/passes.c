@@ -32,7 +32,7 @@ static void feed_moved(struct ft_learn *L, int source)
 	const uint32_t *ends;
 	unsigned n = ft_passes_moved(&L->passes, &refs, &ends);
 	for (unsigned i = 0, from = 0; i < n; from = ends[i], i++)
-		ft_learn_disc_feed(L, refs + from, ends[i] - from, 1);
+		ft_learn_feed(&L->disc, refs + from, ends[i] - from, 1);
 }
 
 /* Whatever was allocated after launch `first` began the first forward is not
@@ -210,7 +210,7 @@ void ft_learn_after(struct ft_learn *L, CUstream s, int ptsz, const struct ft_re
 	if (src != FT_PASS_NONE)
 		ft_learn_pass(L, src, start); /* feeds this launch to the new pass */
 	else if (L->started && L->phases.phase == FT_PHASE_DISCOVERY)
-		ft_learn_disc_feed(L, r, nr, 1);
+		ft_learn_feed(&L->disc, r, nr, 1);
 	if (L->watching)
 		ft_learn_watch(L, r, nr, 1);
 	pthread_mutex_unlock(&L->lock);
@@ -232,7 +232,7 @@ void ft_learn_replay(struct ft_learn *L, uint64_t exec)
 			ft_learn_pass(L, FT_PASS_GRAPH, 0);
 			/* the replay is the new pass: it reads what its capture read */
 			if (L->started && L->phases.phase == FT_PHASE_DISCOVERY)
-				ft_learn_disc_feed(L, r, n, 0);
+				ft_learn_feed(&L->disc, r, n, 0);
 		}
 	}
 	for (uint32_t i = 0, from = 0; i < nl; from = ends[i], i++) {
@@ -241,7 +241,7 @@ void ft_learn_replay(struct ft_learn *L, uint64_t exec)
 		if (src != FT_PASS_NONE)
 			ft_learn_pass(L, src, start); /* feeds this launch to the new pass */
 		else if (L->started && L->phases.phase == FT_PHASE_DISCOVERY)
-			ft_learn_disc_feed(L, r + from, ends[i] - from, 1);
+			ft_learn_feed(&L->disc, r + from, ends[i] - from, 1);
 		if (L->watching)
 			ft_learn_watch(L, r + from, ends[i] - from, 1);
 	}
