@@ -57,30 +57,42 @@ static int desc(const void *a, const void *b)
 
 /* The candidates (regions of at least FT_WEIGHT_MIN_BYTES) in first-touch
  * order into idx, when their extents can hold the saved sizes, one region
- * each (the largest size in the largest extent, and so on): how many, or
- * 0 when they cannot. */
-static uint32_t candidates(struct ft_learn *L, uint32_t *idx)
+ * each: how many, or 0 when they cannot, with in *need the fewest new
+ * regions that could change that (each new region adds at most one to the
+ * regions that can hold a size: the saved sizes from the largest, the j-th
+ * needs j + 1 such regions). */
+static uint32_t candidates(struct ft_learn *L, uint32_t *idx, uint32_t *need)
 {
 	const struct ft_discover *d = &L->watch;
 	uint32_t n = 0, m = L->saved.nweights;
 	uint64_t *ext = malloc((d->n + 1) * sizeof(*ext)), *sz = malloc((m + 1) * sizeof(*sz));
-	int fit = ext && sz;
-	for (uint32_t i = 0; fit && i < d->n; i++)
+	*need = 1;
+	if (!ext || !sz) {
+		free(ext);
+		free(sz);
+		return 0;
+	}
+	for (uint32_t i = 0; i < d->n; i++)
 		if (d->r[i].extent >= FT_WEIGHT_MIN_BYTES) {
 			ext[n] = d->r[i].extent;
 			idx[n++] = i;
 		}
-	if (fit) {
-		memcpy(sz, L->saved.weights, m * sizeof(*sz));
-		qsort(ext, n, sizeof(*ext), desc);
-		qsort(sz, m, sizeof(*sz), desc);
-		for (uint32_t k = 0; fit && k < m; k++)
-			fit = k < n && ext[k] >= sz[k];
+	memcpy(sz, L->saved.weights, m * sizeof(*sz));
+	qsort(ext, n, sizeof(*ext), desc);
+	qsort(sz, m, sizeof(*sz), desc);
+	uint32_t short_by = 0;
+	for (uint32_t j = 0, held = 0; j < m; j++) {
+		while (held < n && ext[held] >= sz[j])
+			held++;
+		if (j + 1 > held + short_by)
+			short_by = j + 1 - held;
 	}
 	free(ext);
 	free(sz);
-	if (!fit)
+	if (short_by) {
+		*need = short_by;
 		return 0;
+	}
 	/* first-touch order (one pass: the watch never ended one) */
 	for (uint32_t i = 1; i < n; i++)
 		for (uint32_t j = i; j > 0 && d->r[idx[j - 1]].order > d->r[idx[j]].order; j--) {
@@ -100,10 +112,10 @@ static int try_match(struct ft_learn *L)
 	if (!idx)
 		return 0;
 	ft_disc_extents(d);
-	uint32_t n = candidates(L, idx);
+	uint32_t need, n = candidates(L, idx, &need);
 	if (!n) {
 		free(idx);
-		L->watch_next = d->n + 1; /* only new regions can change that */
+		L->watch_next = d->n + need; /* only new regions can change that */
 		L->watch_retry_at = UINT64_MAX;
 		return 0;
 	}
