@@ -13,6 +13,13 @@
  *     computed on the GPU; KV caches written by kernels change) — which
  *     needs two samples, so discovery lasts at least two passes;
  *   - it is at least FT_WEIGHT_MIN_BYTES (upstream's 0.1 MiB).
+ * A referred offset that was not read in every completed pass does not
+ * begin a region of its own when a region before it in its allocation
+ * was: it is a view into that region's tensor chosen by the data (a token's
+ * row of an embedding, a routed expert's slice of a stacked expert tensor),
+ * a *part* of it.  The region then extends over its parts, is read in a
+ * pass when any of them is, and its reads through them are known views
+ * (ft_disc_region.views), which the executor loads the region's trap for.
  * Weights come out in first-touch order of the last completed pass.  Pure C; the
  * caller serialises and computes the checksums.
  */
@@ -34,11 +41,24 @@ struct ft_disc_region {
 	uint32_t order;            /* first-touch position in the pass last touched */
 	uint32_t last_pass;        /* that pass */
 	uint32_t order_done;       /* first-touch position in the last completed pass */
+	uint32_t done_pass;        /* 1 + the pass order_done is from; 0: none */
 	uint8_t written;           /* a copy/memset wrote into it after the cutoff */
 	uint8_t nsums;
 	uint8_t sums_differ;
 	uint64_t sum;              /* first checksum */
 	uint64_t sum_extent;       /* the extent the checksums covered */
+	/* set by ft_disc_extents (and ft_disc_match), valid until the next
+	 * ft_disc_read: */
+	uint32_t owner;            /* the region this one is a part of; itself
+				      when it begins a region */
+	uint32_t morder;           /* first-touch position of the region or a
+				      part, in the last completed pass */
+	uint64_t mtouched;         /* touched, of the region and its parts */
+	uint8_t mwritten;          /* written, of the region or a part */
+	uint64_t views;            /* bytes from offset within which a read
+				      inside the region is a view of it (its
+				      parts, and one part's length beyond the
+				      last); 0: none seen */
 };
 
 enum ft_disc_reason {
@@ -49,6 +69,7 @@ enum ft_disc_reason {
 	FT_DISC_CHANGED,      /* content changed between passes */
 	FT_DISC_UNCHECKED,    /* fewer than two checksums */
 	FT_DISC_SMALL,        /* below FT_WEIGHT_MIN_BYTES */
+	FT_DISC_PART,         /* a view into the region before it */
 	FT_DISC_REASONS
 };
 
@@ -94,7 +115,8 @@ uint32_t ft_disc_weight_pairs(const struct ft_discover *d, const uint32_t *idx, 
 			      uint32_t (**out)[2]);
 /* A copy or memset wrote [offset, offset + bytes) of the allocation. */
 void ft_disc_write(struct ft_discover *d, uint64_t alloc_id, uint64_t offset, uint64_t bytes);
-/* Computes every region's extent (next referred offset or allocation end). */
+/* Computes every region's owner, extent (the next referred offset that is
+ * not a part, or the allocation's end) and merged fields. */
 void ft_disc_extents(struct ft_discover *d);
 /* The current pass ended; the next begins. */
 void ft_disc_pass_end(struct ft_discover *d);
@@ -124,9 +146,10 @@ typedef uint64_t (*ft_disc_sum_fn)(void *ctx, const struct ft_disc_region *r, ui
  * prove nothing), taken from the pass's sample where it covered exactly
  * those bytes, else made by sum(ctx, ...); its extent is cut to sizes[k] (a
  * tensor placed after the weight, which cut its extent when the profile was
- * made, may not have been read yet).  Returns nsizes, or 0 when some
- * weight was not found (then *found: how many were, and *missing: the
- * first that was not). */
+ * made, may not have been read yet), and its views are the regions inside
+ * those bytes (the saved size may hold regions this pass read apart).
+ * Returns nsizes, or 0 when some weight was not found (then *found: how
+ * many were, and *missing: the first that was not). */
 uint32_t ft_disc_match(struct ft_discover *d, uint32_t *idx, uint32_t n,
 		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
 		       ft_disc_sum_fn sum, void *ctx, uint32_t *found, uint32_t *missing);

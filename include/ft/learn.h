@@ -124,6 +124,8 @@ struct ft_learn {
 		uint32_t trap;
 		uint32_t order;       /* first-touch index (prof.weights) */
 		uint8_t movable;      /* bytes of it would leave the GPU with its trap */
+		uint64_t views;       /* bytes from va within which reads inside
+					 it are views of it (ft_disc_region) */
 	} *wmap;                  /* weights sorted by (alloc_id, offset) */
 	uint32_t nwmap;
 	/* pairs of weights one launch read (first-touch indices, sorted):

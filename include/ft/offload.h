@@ -74,6 +74,10 @@ struct ft_off_weight {
 	uint32_t link;              /* 1 + the trap of the weight that begins where
 				       this one ends, in its allocation
 				       (ft_off_links); 0: none */
+	uint64_t views;             /* reads in [lo, views) are views of the
+				       weight that discovery saw (a token's
+				       row, a routed expert): they read its
+				       trap; 0 or lo: none */
 };
 
 /* What the engine works with, for ft_off_init. */

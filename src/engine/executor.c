@@ -427,7 +427,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 		int t = (int)o->w[k].trap;
 		if (o->cap_id && o->t[t].pending)
 			continue; /* its own memory holds it once the capture ends */
-		if (o->t[t].block >= 0 && addr[i] != o->w[k].lo) {
+		if (o->t[t].block >= 0 && addr[i] != o->w[k].lo && addr[i] >= o->w[k].views) {
 			/* inside an offloaded weight's extent at an address
 			 * discovery never saw.  In chunks that left the GPU: a
 			 * tensor the allocator placed in the extent's tail, which
@@ -439,7 +439,10 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 			 * again and again, and made its words look roaming) --
 			 * unless bytes of the weight after it left the GPU: a
 			 * view into the weight, perhaps, which reads on into
-			 * them (a load costs time, not results) */
+			 * them (a load costs time, not results).  Below
+			 * views, where discovery saw the data choose views
+			 * into the weight (a token's row, a routed expert),
+			 * it is one: read as the weight is, below */
 			if (ft_off_foreign(o, addr[i], k))
 				ft_off_return_tail(o, t, k, addr[i]);
 			else if (ft_off_weight_offloaded(o, k, addr[i]))

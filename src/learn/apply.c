@@ -184,7 +184,8 @@ static int engine_weights(struct ft_learn *L, struct ft_off_weight *w)
 	for (uint32_t i = 0; !rc && i < L->nwmap; i++) {
 		uint32_t t = L->wmap[i].trap;
 		w[i] = (struct ft_off_weight){ .lo = L->wmap[i].va,
-					       .hi = L->wmap[i].va + L->wmap[i].extent, .trap = t };
+					       .hi = L->wmap[i].va + L->wmap[i].extent,
+					       .views = L->wmap[i].va + L->wmap[i].views, .trap = t };
 		if (t >= p->ntraps)
 			continue;
 		/* read all over the pass: offloading it with its trap would

@@ -59,7 +59,9 @@ void ft_learn_sample(struct ft_learn *L)
 		for (uint32_t i = 0; i < L->disc.n; i++) {
 			enum ft_disc_reason r = ft_disc_classify(&L->disc, i);
 			const struct ft_disc_region *x = &L->disc.r[i];
-			if ((r == FT_DISC_WEIGHT || r == FT_DISC_UNCHECKED) && alive(L, x)) {
+			/* a part over its own bytes: a view's never change */
+			if ((r == FT_DISC_WEIGHT || r == FT_DISC_UNCHECKED || r == FT_DISC_PART) &&
+			    alive(L, x)) {
 				idx[n] = i;
 				addr[n] = x->alloc_base + x->offset;
 				bytes[n++] = x->extent;
@@ -261,7 +263,7 @@ static uint64_t take_weights(struct ft_learn *L, const uint32_t *idx, uint32_t n
 			p->sums = NULL;
 		}
 		L->wmap[k] = (struct ft_wmap){ r->alloc_id, r->offset, r->alloc_base + r->offset,
-					      r->extent, 0, k, 1 };
+					      r->extent, 0, k, 1, r->views };
 		total += r->extent;
 	}
 	p->nweights = p->weights && L->wmap ? n : 0;
@@ -278,11 +280,13 @@ static void log_discovery(struct ft_learn *L, const unsigned *reasons, uint64_t 
 			period = p->traps[k].nweights;
 	ft_info("discovery: %u weights, %.1f MiB, in %u traps (%u layer traps, the first of %u weights); "
 		"regions not weights: %u allocated during passes, %u not read every pass, "
-		"%u written by copies, %u changed, %u unchecked (%.1f MiB, stay on the GPU), %u small",
+		"%u written by copies, %u changed, %u unchecked (%.1f MiB, stay on the GPU), %u small, "
+		"%u views into a region before them (a row, an expert: parts of it)",
 		p->nweights, (double)total / 1048576.0, p->ntraps, layers, period,
 		reasons[FT_DISC_TOO_NEW], reasons[FT_DISC_NOT_EVERY], reasons[FT_DISC_WRITTEN],
 		reasons[FT_DISC_CHANGED], reasons[FT_DISC_UNCHECKED],
-		(double)L->unchecked_bytes / 1048576.0, reasons[FT_DISC_SMALL]);
+		(double)L->unchecked_bytes / 1048576.0, reasons[FT_DISC_SMALL],
+		reasons[FT_DISC_PART]);
 	if (!p->nweights)
 		ft_warn("discovery found no weights (nothing read every pass with unchanged "
 			"content); there is nothing to offload or profile");

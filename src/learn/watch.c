@@ -72,9 +72,11 @@ static uint32_t candidates(struct ft_learn *L, uint32_t *idx, uint32_t *need)
 		free(sz);
 		return 0;
 	}
+	/* up to the allocation's end: views into a weight (a token's row)
+	 * split it into regions that only together hold its saved size */
 	for (uint32_t i = 0; i < d->n; i++)
-		if (d->r[i].extent >= FT_WEIGHT_MIN_BYTES) {
-			ext[n] = d->r[i].extent;
+		if (d->r[i].alloc_size - d->r[i].offset >= FT_WEIGHT_MIN_BYTES) {
+			ext[n] = d->r[i].alloc_size - d->r[i].offset;
 			idx[n++] = i;
 		}
 	memcpy(sz, L->saved.weights, m * sizeof(*sz));

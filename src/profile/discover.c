@@ -62,7 +62,7 @@ int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_b
 		memmove(&d->r[i + 1], &d->r[i], (d->n - i) * sizeof(*d->r));
 		d->r[i] = (struct ft_disc_region){ .alloc_id = a, .offset = o,
 						   .alloc_base = alloc_base, .alloc_size = alloc_size,
-						   .last_pass = UINT32_MAX };
+						   .last_pass = UINT32_MAX, .owner = i };
 		d->n++;
 	}
 	struct ft_disc_region *r = &d->r[i];
@@ -187,18 +187,26 @@ uint32_t ft_disc_weight_pairs(const struct ft_discover *d, const uint32_t *idx, 
 		if (pair_empty(p))
 			continue;
 		uint32_t x = lower(d, p->a_id, p->a_off), y = lower(d, p->b_id, p->b_off);
-		if (x >= d->n || y >= d->n || pos[x] < 0 || pos[y] < 0 || pos[x] == pos[y])
+		if (x >= d->n || y >= d->n)
+			continue;
+		x = d->r[x].owner; /* a part is read as its region */
+		y = d->r[y].owner;
+		if (pos[x] < 0 || pos[y] < 0 || pos[x] == pos[y])
 			continue;
 		v[m][0] = (uint32_t)(pos[x] < pos[y] ? pos[x] : pos[y]);
 		v[m++][1] = (uint32_t)(pos[x] < pos[y] ? pos[y] : pos[x]);
 	}
 	/* one tensor seen through two pointers reads on into the next */
-	for (uint32_t i = 0; i + 1 < d->n; i++)
-		if (d->r[i].alloc_id == d->r[i + 1].alloc_id && pos[i] >= 0 && pos[i + 1] >= 0 &&
-		    d->r[i].offset + d->r[i].extent == d->r[i + 1].offset) {
-			v[m][0] = (uint32_t)(pos[i] < pos[i + 1] ? pos[i] : pos[i + 1]);
-			v[m++][1] = (uint32_t)(pos[i] < pos[i + 1] ? pos[i + 1] : pos[i]);
+	for (uint32_t i = 0; i + 1 < d->n; i++) {
+		uint32_t j = i + 1;
+		while (j < d->n && d->r[j].owner != j)
+			j++; /* the next region that is not a part */
+		if (j < d->n && d->r[i].alloc_id == d->r[j].alloc_id && pos[i] >= 0 &&
+		    pos[j] >= 0 && d->r[i].offset + d->r[i].extent == d->r[j].offset) {
+			v[m][0] = (uint32_t)(pos[i] < pos[j] ? pos[i] : pos[j]);
+			v[m++][1] = (uint32_t)(pos[i] < pos[j] ? pos[j] : pos[i]);
 		}
+	}
 	free(pos);
 	qsort(v, m, sizeof(*v), by_pair);
 	uint32_t u = 0;
@@ -229,22 +237,88 @@ void ft_disc_write(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t bytes
 	}
 }
 
+static uint64_t all_passes(const struct ft_discover *d)
+{
+	uint32_t passes = d->passes_done < FT_DISCOVER_MAX_PASSES ? d->passes_done
+								 : FT_DISCOVER_MAX_PASSES;
+	return passes >= 64 ? ~0ULL : (1ULL << passes) - 1;
+}
+
+/* The bytes from region i's start within which reads inside it are views:
+ * up to `end` bytes, its parts' starts, and beyond the last one the
+ * smallest distance between consecutive starts (a row, an expert). */
+static uint64_t views_in(const struct ft_discover *d, uint32_t i, uint64_t end)
+{
+	const struct ft_disc_region *r = &d->r[i];
+	uint64_t last = r->offset, gap = UINT64_MAX;
+	for (uint32_t j = i + 1; j < d->n && d->r[j].alloc_id == r->alloc_id &&
+				 d->r[j].offset < r->offset + end; j++) {
+		if (d->r[j].offset - last < gap)
+			gap = d->r[j].offset - last;
+		last = d->r[j].offset;
+	}
+	if (gap == UINT64_MAX)
+		return 0;
+	uint64_t v = last - r->offset + gap;
+	return v < end ? v : end;
+}
+
 void ft_disc_extents(struct ft_discover *d)
 {
+	uint64_t all = all_passes(d);
+	/* owners: a region not read in every completed pass is a part of the
+	 * region before it in its allocation (before any pass completed,
+	 * nothing is known: every region is its own) -- unless its own bytes
+	 * changed between two samples: no view into a weight does that, a
+	 * buffer the allocator placed in a weight's free tail does (a GEMM's
+	 * workspace) */
 	for (uint32_t i = 0; i < d->n; i++) {
 		struct ft_disc_region *r = &d->r[i];
-		uint64_t end = i + 1 < d->n && d->r[i + 1].alloc_id == r->alloc_id
-				       ? d->r[i + 1].offset
-				       : r->alloc_size;
+		int part = all && i > 0 && d->r[i - 1].alloc_id == r->alloc_id &&
+			   (r->touched & all) != all && !r->sums_differ;
+		r->owner = part ? d->r[i - 1].owner : i;
+		r->mtouched = r->touched;
+		r->mwritten = r->written;
+		r->views = 0;
+	}
+	/* merged: touched and written if any of them was; the first-touch
+	 * position in the last completed pass of whichever was read first */
+	for (uint32_t i = 0; i < d->n; i++)
+		d->r[i].morder = d->passes_done && d->r[i].done_pass == d->passes_done
+					 ? d->r[i].order_done : UINT32_MAX;
+	for (uint32_t i = 0; i < d->n; i++) {
+		struct ft_disc_region *r = &d->r[i], *o = &d->r[r->owner];
+		if (r->owner == i)
+			continue;
+		o->mtouched |= r->touched;
+		o->mwritten |= r->written;
+		if (r->morder < o->morder)
+			o->morder = r->morder;
+	}
+	for (uint32_t i = 0; i < d->n; i++)
+		if (d->r[i].morder == UINT32_MAX)
+			d->r[i].morder = d->r[i].order_done;
+	for (uint32_t i = 0; i < d->n; i++) {
+		struct ft_disc_region *r = &d->r[i];
+		uint32_t j = i + 1;
+		if (r->owner == i)
+			while (j < d->n && d->r[j].alloc_id == r->alloc_id && d->r[j].owner != j)
+				j++;
+		uint64_t end = j < d->n && d->r[j].alloc_id == r->alloc_id ? d->r[j].offset
+									 : r->alloc_size;
 		r->extent = end > r->offset ? end - r->offset : 0;
+		if (r->owner == i && j > i + 1)
+			r->views = views_in(d, i, r->extent);
 	}
 }
 
 void ft_disc_pass_end(struct ft_discover *d)
 {
 	for (uint32_t i = 0; i < d->n; i++)
-		if (d->r[i].last_pass == d->pass)
+		if (d->r[i].last_pass == d->pass) {
 			d->r[i].order_done = d->r[i].order;
+			d->r[i].done_pass = d->pass + 1;
+		}
 	d->passes_done++;
 	d->pass++;
 	d->order_next = 0;
@@ -267,14 +341,14 @@ void ft_disc_sum(struct ft_discover *d, uint32_t i, uint64_t sum)
 enum ft_disc_reason ft_disc_classify(const struct ft_discover *d, uint32_t i)
 {
 	const struct ft_disc_region *r = &d->r[i];
-	uint32_t passes = d->passes_done < FT_DISCOVER_MAX_PASSES ? d->passes_done
-								 : FT_DISCOVER_MAX_PASSES;
-	uint64_t all = passes >= 64 ? ~0ULL : (1ULL << passes) - 1;
+	uint64_t all = all_passes(d);
 	if (r->alloc_id >= d->cutoff_id)
 		return FT_DISC_TOO_NEW;
-	if (!passes || (r->touched & all) != all)
+	if (r->owner != i)
+		return FT_DISC_PART;
+	if (!all || (r->mtouched & all) != all)
 		return FT_DISC_NOT_EVERY;
-	if (r->written)
+	if (r->mwritten)
 		return FT_DISC_WRITTEN;
 	if (r->sums_differ)
 		return FT_DISC_CHANGED;
@@ -290,6 +364,7 @@ const char *ft_disc_reason_name(enum ft_disc_reason r)
 	static const char *const names[] = {
 		"weight", "allocated during passes", "not read every pass",
 		"written by copies", "content changed", "not checked twice", "small",
+		"part of a region before it",
 	};
 	return (unsigned)r < FT_DISC_REASONS ? names[r] : "?";
 }
@@ -299,7 +374,7 @@ static int by_order(const void *a, const void *b)
 {
 	const struct ft_disc_region *x = &sort_d->r[*(const uint32_t *)a];
 	const struct ft_disc_region *y = &sort_d->r[*(const uint32_t *)b];
-	return x->order_done < y->order_done ? -1 : x->order_done > y->order_done;
+	return x->morder < y->morder ? -1 : x->morder > y->morder;
 }
 
 uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx)
@@ -386,7 +461,10 @@ static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
 		struct ft_disc_region *r = &d->r[idx[i]];
 		uint64_t checked = 0; /* (one checksum per size) */
 		for (uint32_t a = 0; !used[i] && a < nw; a++) {
-			if (region_of[w[a].k] >= 0 || w[a].size > r->extent || w[a].size == checked)
+			/* up to the allocation's end: the pass may have read a
+			 * weight through views that split it (a token's row) */
+			if (region_of[w[a].k] >= 0 || w[a].size > r->alloc_size - r->offset ||
+			    w[a].size == checked)
 				continue;
 			/* a sample that covered exactly this size was tried above */
 			if (w[a].size == r->extent && r->nsums && r->sum_extent == r->extent)
@@ -408,6 +486,7 @@ static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
 		for (uint32_t i = 0; i < nsizes; i++) {
 			idx[i] = (uint32_t)region_of[i];
 			d->r[idx[i]].extent = sizes[i];
+			d->r[idx[i]].views = views_in(d, idx[i], sizes[i]);
 		}
 out:
 	free(w);

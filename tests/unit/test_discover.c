@@ -112,7 +112,11 @@ static void one_checksum_is_not_proof(void **state)
 
 /* A tensor placed in a weight's tail changes the weight's extent: the
  * earlier checksum covered other bytes and does not count. */
-static void extent_change_restarts_sampling(void **state)
+/* A buffer the allocator placed in a weight's free tail after the first
+ * pass (a GEMM's workspace) is read as a view of the weight until its own
+ * bytes are seen to change; then it is a region of its own, the weight's
+ * extent ends where it begins, and the weight's sampling starts again. */
+static void tail_buffer_restarts_sampling(void **state)
 {
 	(void)state;
 	struct ft_discover d;
@@ -121,15 +125,66 @@ static void extent_change_restarts_sampling(void **state)
 	ft_disc_pass_end(&d);
 	ft_disc_extents(&d);
 	ft_disc_sum(&d, 0, 1);                   /* over 8 MiB */
-	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
-	ft_disc_read(&d, WEIGHTS, 6 * MB, 0, 8 * MB); /* new tensor in the tail */
-	ft_disc_pass_end(&d);
+	for (int pass = 1; pass < 3; pass++) {
+		ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+		ft_disc_read(&d, WEIGHTS, 6 * MB, 0, 8 * MB); /* new tensor in the tail */
+		ft_disc_pass_end(&d);
+		ft_disc_extents(&d);
+		assert_int_equal(ft_disc_classify(&d, 1), FT_DISC_PART);
+		assert_int_equal(d.r[0].extent, 8 * MB);
+		assert_int_equal(d.r[1].extent, 2 * MB); /* sampled over its own bytes */
+		ft_disc_sum(&d, 0, 1);
+		ft_disc_sum(&d, 1, 10 + (uint64_t)pass); /* written by kernels */
+	}
 	ft_disc_extents(&d);
+	assert_int_not_equal(ft_disc_classify(&d, 1), FT_DISC_PART);
+	assert_int_equal(d.r[0].extent, 6 * MB);
 	ft_disc_sum(&d, 0, 2);                   /* over 6 MiB: a new series */
 	assert_int_equal(ft_disc_classify(&d, 0), FT_DISC_UNCHECKED);
 	ft_disc_sum(&d, 0, 2);
 	assert_int_equal(d.r[0].nsums, 2);
 	assert_false(d.r[0].sums_differ);
+	assert_int_equal(ft_disc_classify(&d, 0), FT_DISC_WEIGHT);
+	ft_disc_destroy(&d);
+}
+
+/* Views the data chooses split no weight: an embedding read whole every
+ * pass and through one token's row in some (a decode step's lookup), and a
+ * stacked expert tensor read through the routed experts' slices only, are
+ * one weight each, of their whole extent, read through known views. */
+static void views_chosen_by_data_are_parts(void **state)
+{
+	(void)state;
+	enum { EMB = 1, EXPERTS = 2, NEXT = 3 };
+	const uint64_t row = 8192, expert = 6 * MB;
+	static const int routed[4][2] = { { 1, 5 }, { 5, 6 }, { 2, 1 }, { 7, 6 } };
+	struct ft_discover d;
+	ft_disc_init(&d, 5);
+	for (int pass = 0; pass < 4; pass++) {
+		ft_disc_read(&d, EMB, 0, 0, 250 * MB);
+		ft_disc_read(&d, EMB, (uint64_t)(1000 + 77 * pass) * row, 0, 250 * MB);
+		for (int e = 0; e < 2; e++)
+			ft_disc_read(&d, EXPERTS, (uint64_t)routed[pass][e] * expert, 0, 8 * expert);
+		ft_disc_read(&d, NEXT, 0, 0, 16 * MB);
+		ft_disc_pass_end(&d);
+		ft_disc_extents(&d);
+		for (uint32_t i = 0; i < d.n; i++)
+			ft_disc_sum(&d, i, 100 + d.r[i].offset);
+	}
+	uint32_t *idx, n = ft_disc_weights(&d, &idx);
+	assert_int_equal(n, 3);
+	const struct ft_disc_region *emb = &d.r[idx[0]], *ex = &d.r[idx[1]];
+	assert_int_equal(emb->alloc_id, EMB);
+	assert_int_equal(emb->extent, 250 * MB);
+	assert_int_equal(emb->views, (1000 + 77 * 3) * row + 77 * row);
+	/* the experts' weight begins at the lowest slice read (expert 1) */
+	assert_int_equal(ex->alloc_id, EXPERTS);
+	assert_int_equal(ex->offset, expert);
+	assert_int_equal(ex->extent, 7 * expert);
+	assert_int_equal(ex->views, 7 * expert);
+	assert_int_equal(d.r[idx[2]].alloc_id, NEXT);
+	assert_int_equal(ft_disc_classify(&d, find(&d, EXPERTS, 6 * expert)), FT_DISC_PART);
+	free(idx);
 	ft_disc_destroy(&d);
 }
 
@@ -318,7 +373,8 @@ int main(void)
 		cmocka_unit_test(classify_all),
 		cmocka_unit_test(unaligned_reference_splits_nothing),
 		cmocka_unit_test(one_checksum_is_not_proof),
-		cmocka_unit_test(extent_change_restarts_sampling),
+		cmocka_unit_test(tail_buffer_restarts_sampling),
+		cmocka_unit_test(views_chosen_by_data_are_parts),
 		cmocka_unit_test(writes_and_boundaries),
 		cmocka_unit_test(saved_sizes_after_one_pass),
 		cmocka_unit_test(saved_contents_after_one_pass),

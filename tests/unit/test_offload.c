@@ -176,7 +176,7 @@ static uint32_t layout(int ntraps, struct ft_off_weight *w, struct ft_span *allo
 {
 	for (int t = 0; t < ntraps; t++) {
 		S.base[t] = (uint64_t)(t + 1) * 16 * MB;
-		w[t] = (struct ft_off_weight){ S.base[t], S.base[t] + CHUNK, (uint32_t)t, 0 };
+		w[t] = (struct ft_off_weight){ S.base[t], S.base[t] + CHUNK, (uint32_t)t, 0, 0 };
 		allocs[t] = (struct ft_span){ S.base[t], S.base[t] + CHUNK };
 	}
 	return (uint32_t)ntraps;
@@ -343,7 +343,7 @@ static void activations_in_a_resident_weights_extent(void **state)
 {
 	(void)state;
 	uint64_t norm = 10 * 16 * MB + 4 * CHUNK; /* beside trap 9's weight, in no allocation */
-	const struct ft_off_weight small = { norm, norm + CHUNK, 9, 0 };
+	const struct ft_off_weight small = { norm, norm + CHUNK, 9, 0, 0 };
 	struct ft_offload *o = engine_edit(10, round_robin4, 4, &small, 1, NULL);
 	for (int pass = 0; pass < 5; pass++)
 		for (int t = 0; t < 10; t++) {
@@ -555,8 +555,8 @@ static void a_link_is_followed_from_its_weight_only(void **state)
 	/* trap 0's v_proj: the chunk before trap 1's weight, one allocation;
 	 * a small region of trap 0 (biases) in none */
 	uint64_t v0 = 2 * 16 * MB - CHUNK, bias = 16 * MB + 4 * CHUNK;
-	const struct ft_off_weight extra[] = { { v0, v0 + CHUNK, 0, 0 },
-					       { bias, bias + CHUNK, 0, 0 } };
+	const struct ft_off_weight extra[] = { { v0, v0 + CHUNK, 0, 0, 0 },
+					       { bias, bias + CHUNK, 0, 0, 0 } };
 	struct ft_offload *o = engine_edit(10, blocks, 4, extra, 2, v_proj_segment);
 	for (uint32_t i = 0; i < o->nw; i++) /* only v_proj runs on into trap 1 */
 		assert_int_equal(o->w[i].link, o->w[i].lo == v0 ? 2 : 0);
@@ -851,8 +851,8 @@ static void a_conflict_while_another_thread_captures_waits_for_its_end(void **st
 static uint32_t small_segment(struct ft_off_weight *w, uint32_t nw, struct ft_span *a, uint32_t na)
 {
 	uint64_t seg = 12 * 16 * MB;
-	w[nw++] = (struct ft_off_weight){ seg + 4096, seg + 65536, 1, 0 };
-	w[nw++] = (struct ft_off_weight){ seg + 65536, seg + CHUNK, 0, 0 };
+	w[nw++] = (struct ft_off_weight){ seg + 4096, seg + 65536, 1, 0, 0 };
+	w[nw++] = (struct ft_off_weight){ seg + 65536, seg + CHUNK, 0, 0, 0 };
 	a[na++] = (struct ft_span){ seg, seg + CHUNK };
 	return na;
 }
@@ -910,7 +910,7 @@ static uint32_t abut(struct ft_off_weight *w, uint32_t nw, struct ft_span *a, ui
 	uint64_t at = 3 * 16 * MB + CHUNK; /* where trap 2's weight ends */
 	for (uint32_t i = 0; i < nw; i++)
 		if (w[i].trap == 7)
-			w[i] = (struct ft_off_weight){ at, at + CHUNK, 7, 0 };
+			w[i] = (struct ft_off_weight){ at, at + CHUNK, 7, 0, 0 };
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < na; i++) {
 		if (a[i].lo == 8 * 16 * MB)
