@@ -41,14 +41,46 @@ STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_copies
          "offload_roaming_refs", "verify_failures", "plan_budget_bytes", "vmm_host_bytes",
          "hidden_readers", "offload_ignored_refs", "offload_held")
 
-# family -> (config class, model class, config); sizes that make offloading
-# matter on a 141 GB GPU at a small fraction
+# family -> (config class, model class, config[, options]); sizes that make
+# offloading matter on a 141 GB GPU at a small fraction. Options: compile
+# (the model's forward under torch.compile, default mode: Triton kernels),
+# decode_first (the decode steps before the prefills, so that the library
+# learns from passes that read only the experts routed to one token)
 MODELS = {
     # Qwen2-7B's shape: q/k/v biases, large vocabulary, untied head (15.2 GB)
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",
               dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
                    num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
                    max_position_embeddings=4096, tie_word_embeddings=False)),
+    # GPT-2 XL's shape: fused QKV in Conv1D, LayerNorm with bias, GELU,
+    # learned positions, tied head (3.2 GB)
+    "gpt2": ("GPT2Config", "GPT2LMHeadModel",
+             dict(n_embd=1600, n_layer=48, n_head=25, n_positions=2048, vocab_size=50257)),
+    # Gemma-2B's shape: tied embeddings, (1 + w) RMSNorm, GeGLU, one KV head
+    # (5 GB)
+    "gemma": ("GemmaConfig", "GemmaForCausalLM",
+              dict(hidden_size=2048, intermediate_size=16384, num_hidden_layers=18,
+                   num_attention_heads=8, num_key_value_heads=1, head_dim=256,
+                   vocab_size=256000, max_position_embeddings=4096)),
+    # Phi-3-mini's shape: fused qkv_proj and gate_up_proj (7.6 GB)
+    "phi3": ("Phi3Config", "Phi3ForCausalLM",
+             dict(hidden_size=3072, intermediate_size=8192, num_hidden_layers=32,
+                  num_attention_heads=32, num_key_value_heads=32, vocab_size=32064,
+                  max_position_embeddings=4096, tie_word_embeddings=False)),
+    # Mixtral's shape at half width: 8 experts, 2 routed per token (5.8 GB);
+    # decode first, so the passes it learns from read 2 of 8 experts a layer
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM",
+                dict(hidden_size=2048, intermediate_size=7168, num_hidden_layers=8,
+                     num_attention_heads=16, num_key_value_heads=8, num_local_experts=8,
+                     num_experts_per_tok=2, vocab_size=32000, max_position_embeddings=4096,
+                     tie_word_embeddings=False),
+                dict(decode_first=True)),
+    # Llama-3-8B's width at 8 layers under torch.compile (5.6 GB)
+    "llama-compiled": ("LlamaConfig", "LlamaForCausalLM",
+                       dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=8,
+                            num_attention_heads=32, num_key_value_heads=8, vocab_size=128256,
+                            max_position_embeddings=4096, tie_word_embeddings=False),
+                       dict(compile=True)),
 }
 
 
@@ -67,10 +99,10 @@ def deterministic(torch):
 def build(name, torch):
     import transformers
 
-    cfg_cls, model_cls, cfg = MODELS[name]
+    cfg_cls, model_cls, cfg = MODELS[name][:3]
     cfg = dict(cfg)
     if os.environ.get("ZOO_LAYERS"):
-        cfg["num_hidden_layers"] = int(os.environ["ZOO_LAYERS"])
+        cfg["n_layer" if "n_layer" in cfg else "num_hidden_layers"] = int(os.environ["ZOO_LAYERS"])
     torch.manual_seed(0)
     torch.set_default_dtype(torch.bfloat16)
     with torch.device("cuda"):
@@ -79,9 +111,17 @@ def build(name, torch):
     return m, cfg
 
 
+def options(name):
+    return MODELS[name][3] if len(MODELS[name]) > 3 else {}
+
+
 def decoder_bytes(m):
-    layers = m.model.layers
-    return sum(p.numel() * p.element_size() for p in layers.parameters())
+    """The bytes of the model's largest ModuleList (its decoder layers,
+    whatever the family calls them)."""
+    import torch
+
+    return max(sum(p.numel() * p.element_size() for p in x.parameters())
+               for x in m.modules() if isinstance(x, torch.nn.ModuleList))
 
 
 def run(name, tag, out):
@@ -112,18 +152,27 @@ def run(name, tag, out):
                           "phase": lib.phase(), "logits": lg.float().cpu()})
         return lg
 
-    with torch.inference_mode():
+    opts = options(name)
+    fwd = torch.compile(m) if opts.get("compile") else m
+
+    def prefills():
         for i in range(PREFILLS):
             ids = torch.randint(0, vocab, (1, LEN), generator=g).cuda()
-            forward("prefill", lambda: m(input_ids=ids, past_key_values=DynamicCache(),
-                                         use_cache=True).logits[:, -1])
+            forward("prefill", lambda: fwd(input_ids=ids, past_key_values=DynamicCache(),
+                                           use_cache=True).logits[:, -1])
+
+    def decode():
         cache = DynamicCache()
         ids = torch.randint(0, vocab, (1, 32), generator=gd).cuda()
-        tok = m(input_ids=ids, past_key_values=cache, use_cache=True).logits[:, -1].argmax(-1)
+        tok = fwd(input_ids=ids, past_key_values=cache, use_cache=True).logits[:, -1].argmax(-1)
         for i in range(DECODE):
-            lg = forward("decode", lambda: m(input_ids=tok[:, None], past_key_values=cache,
-                                             use_cache=True).logits[:, -1])
+            lg = forward("decode", lambda: fwd(input_ids=tok[:, None], past_key_values=cache,
+                                               use_cache=True).logits[:, -1])
             tok = lg.argmax(-1)
+
+    with torch.inference_mode():
+        for part in ((decode, prefills) if opts.get("decode_first") else (prefills, decode)):
+            part()
     free, total = torch.cuda.mem_get_info()
     res = {"model": name, "tag": tag, "params": params, "decoder": decoder_bytes(m),
            "total": total, "used": total - free, "bw": bw, "rec": rec,

@@ -8,7 +8,8 @@
 # usage: zoo.sh <libflextensor.so> <output dir> [models, default: all]
 # (ZOO_SHARE: the share of the decoder off the GPU, default 0.5; ZOO_RUNS:
 # which library runs, default "alloc raw alloc-verify raw-verify";
-# ZOO_TRACE=1 keeps each library run's FT_TRACE)
+# ZOO_TRACE=1 keeps each library run's FT_TRACE; ZOO_VERIFY_PREFILLS and
+# ZOO_VERIFY_DECODE, default 10 and 6: the FT_VERIFY runs' forwards)
 set -u
 lib=$1 out=$2
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
@@ -29,7 +30,8 @@ for m in $models; do
 		raw*) set -- "$@" FT_TRANSFER_MODE=raw_block_transfer ;;
 		esac
 		case $run in
-		*verify) set -- "$@" FT_VERIFY=1 ZOO_PREFILLS=10 ZOO_DECODE=6 ;;
+		*verify) set -- "$@" FT_VERIFY=1 ZOO_PREFILLS="${ZOO_VERIFY_PREFILLS:-10}" \
+			ZOO_DECODE="${ZOO_VERIFY_DECODE:-6}" ;;
 		esac
 		[ "${ZOO_TRACE:-0}" = 1 ] && set -- "$@" FT_TRACE="$out/$m-$run.trace.jsonl"
 		env "$@" LD_PRELOAD="$lib" FT_ENABLED=1 FT_PROFILING_ITERS=3 FT_LOG_LEVEL=info \
