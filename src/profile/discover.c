@@ -271,11 +271,14 @@ void ft_disc_extents(struct ft_discover *d)
 	 * nothing is known: every region is its own) -- unless its own bytes
 	 * changed between two samples: no view into a weight does that, a
 	 * buffer the allocator placed in a weight's free tail does (a GEMM's
-	 * workspace) */
+	 * workspace).  A misaligned offset is no tensor's start either: one
+	 * read before the start of its tensor made a region of its own (on
+	 * the H200 one 4 bytes past a row of the embedding, read every pass
+	 * before the table itself), which is a part once that start is read */
 	for (uint32_t i = 0; i < d->n; i++) {
 		struct ft_disc_region *r = &d->r[i];
-		int part = all && i > 0 && d->r[i - 1].alloc_id == r->alloc_id &&
-			   (r->touched & all) != all && !r->sums_differ;
+		int part = i > 0 && d->r[i - 1].alloc_id == r->alloc_id && !r->sums_differ &&
+			   ((all && (r->touched & all) != all) || r->offset % FT_DISC_ALIGN);
 		r->owner = part ? d->r[i - 1].owner : i;
 		r->mtouched = r->touched;
 		r->mwritten = r->written;
