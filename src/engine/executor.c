@@ -570,7 +570,11 @@ void ft_off_poison_captured(struct ft_offload *o, uint32_t k, CUstream s)
 
 /* FT_VERIFY: every block whose occupant the launch does not read gives it
  * up now (checked, poisoned; in a capture poisoned in the graph): a read
- * the executor does not see reads NaN. */
+ * the executor does not see reads NaN.  Only at launches that read traps:
+ * at one that reads none no block changes without FT_VERIFY either, so the
+ * kernel after a reader still finds the reader's traps (a grouped GEMM
+ * reads expert weights through the pointer array the kernel before it
+ * wrote: on the H200 under FT_VERIFY it read poison). */
 static void verify_others(struct ft_offload *o, CUstream s, const int *touched, int nt)
 {
 	if (!o->gpu)
@@ -607,7 +611,8 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	ft_off_demote_pending(o); /* traps that had to come back while a capture was under way */
 	int nread;
 	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, &nread);
-	verify_others(o, s, touched, nt);
+	if (nt)
+		verify_others(o, s, touched, nt);
 	if (!nt) {
 		pthread_mutex_unlock(&o->lock);
 		return;
