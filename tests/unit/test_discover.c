@@ -287,6 +287,29 @@ static void saved_contents_in_a_longer_region(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* A saved weight that the pass read apart (a token's row of the embedding
+ * read through its own pointer, every pass so far): the region at its
+ * start matches over the saved size, up to the allocation's end, and the
+ * regions inside are its views. */
+static void saved_contents_read_apart(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 3 * MB, 0, 8 * MB); /* a row: 3 MiB + 5 MiB */
+	uint32_t *idx, found, missing;
+	uint32_t n = after_one_pass(&d, &idx);
+	assert_int_equal(n, 2);
+	static const uint64_t sizes[] = { 8 * MB }, sums[] = { WEIGHTS * 1000 + 8 * MB };
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 1, prefix_sum, NULL, &found, &missing), 1);
+	assert_int_equal(d.r[idx[0]].offset, 0);
+	assert_int_equal(d.r[idx[0]].extent, 8 * MB);
+	assert_int_equal(d.r[idx[0]].views, 6 * MB); /* the row, and its length past it */
+	free(idx);
+	ft_disc_destroy(&d);
+}
+
 /* A saved profile with checksums after one pass: a region matches only
  * with the saved size and checksum, never with a checksum of 0, and in any
  * order. */
@@ -384,6 +407,7 @@ int main(void)
 		cmocka_unit_test(saved_sizes_after_one_pass),
 		cmocka_unit_test(saved_contents_after_one_pass),
 		cmocka_unit_test(saved_contents_in_a_longer_region),
+		cmocka_unit_test(saved_contents_read_apart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
