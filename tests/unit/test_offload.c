@@ -845,6 +845,47 @@ static void a_conflict_while_another_thread_captures_waits_for_its_end(void **st
 	done(o);
 }
 
+/* Trap 1's weight spans two chunks, all of it views discovery saw (the
+ * slices of a stacked expert tensor). */
+static uint32_t two_chunk_views(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
+				uint32_t na)
+{
+	na = two_chunk_weight(w, nw, a, na);
+	for (uint32_t i = 0; i < nw; i++)
+		if (w[i].trap == 1)
+			w[i].views = w[i].hi;
+	return na;
+}
+
+/* A read inside a weight, below the views discovery saw (a routed expert's
+ * slice in its second chunk, while the pass is in trap 6): a read of the
+ * weight's trap, loaded for it; not a tensor in the weight's tail, which
+ * would come back to the GPU for good and be read there. */
+static void a_view_inside_a_weight_loads_its_trap(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, NULL, 0, two_chunk_views);
+	uint64_t expert = S.base[1] + CHUNK + 4096;
+	for (int pass = 0; pass < 4; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (t == 6) {
+				uint64_t a[2] = { S.base[6], expert };
+				struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 2 };
+				k.reads[0] = 6;
+				k.reads[1] = 1;
+				ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 2, 0, NULL, "expert");
+				launched(&k);
+			}
+		}
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_tails], 0);
+	assert_int_equal(stats.v[FT_STAT_offload_foreign_refs], 0);
+	assert_int_equal(stats.v[FT_STAT_offload_conflicts], 0);
+	assert_int_equal(stats.v[FT_STAT_offload_demoted], 0);
+	done(o);
+}
+
 /* Two small weights side by side in one small allocator segment (one
  * chunk, so neither leaves the GPU): layer 0's bias (trap 1) and a region
  * of trap 0 (the embedding's trap, offloaded in block 0). */
@@ -1146,6 +1187,7 @@ int main(void)
 		cmocka_unit_test(two_traps_of_one_block_in_a_capture),
 		cmocka_unit_test(a_link_is_followed_from_its_weight_only),
 		cmocka_unit_test(tensors_in_a_weights_tail_load_nothing),
+		cmocka_unit_test(a_view_inside_a_weight_loads_its_trap),
 		cmocka_unit_test(a_link_between_resident_bytes_loads_nothing),
 		cmocka_unit_test(tied_weight_read_at_both_ends),
 		cmocka_unit_test(adjacent_weights_are_linked),
