@@ -64,6 +64,9 @@
  *   on, a 1 MiB tensor lives in its free 2 MiB tail (as the caching
  *   allocator places one after discovery): only the tail comes back to
  *   the GPU, the weight stays offloaded, outputs stay the same.
+ *   grouped: after each layer's second kernel, a kernel reads that
+ *   layer's second weight again through its address in device memory (a
+ *   grouped GEMM's pointer array): with FT_VERIFY=1 outputs must match.
  *   stray: a kernel launched after every layer carries, in the word that
  *   is null after the others, layer 4's first weight after layer 0, every
  *   forward from the third: the word is stale, so layer 4 keeps its place in the pass (its
@@ -92,6 +95,8 @@ static int stale_every; /* stale/shared: the stray reference every n-th forward 
 static int stray;       /* stray: a stale pointer to a later layer's weight */
 static int roam;        /* roam: a new kernel's word always points three layers on */
 static int tail_from = -1; /* tail: the step from which a tensor lives in a weight's tail */
+static int grouped;     /* grouped: a kernel reads the weight the one before it read */
+static CUdeviceptr gtable[LAYERS]; /* its tables: each layer's second weight's address */
 static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out, zero;
 static CUstream stream; /* NULL, or the captured stream */
 
@@ -128,6 +133,14 @@ static void forward(int step)
 				fprintf(stderr, "cannot make a programmatic edge\n");
 		}
 		vec_add(tmp, w[l][1], h);
+		if (grouped) {
+			/* the weight just read, again, through its address in
+			 * device memory (a grouped GEMM reads its experts
+			 * through the pointer array the kernel before it wrote) */
+			int n = N;
+			void *p[] = { &gtable[l], &h, &h, &n };
+			cuLaunchKernel(add_ind, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
+		}
 		if (stray) {
 			/* after every layer the same kernel; from the third
 			 * forward on, its second word holds layer 4's first
@@ -261,6 +274,7 @@ int main(int argc, char **argv)
 	stale_every = argc > 2 && !strcmp(argv[2], "stale") ? 4 :
 		      argc > 2 && !strcmp(argv[2], "shared") ? 1 : 0;
 	stray = argc > 2 && !strcmp(argv[2], "stray");
+	grouped = argc > 2 && !strcmp(argv[2], "grouped");
 	roam = argc > 2 && !strcmp(argv[2], "roam");
 	if (argc > 2 && !strcmp(argv[2], "tail"))
 		tail_from = 12;
@@ -286,6 +300,10 @@ int main(int argc, char **argv)
 	if (hidden) {
 		cuMemAlloc_v2(&table, 64);
 		cuMemcpyHtoD_v2(table, &w[5][0], sizeof(w[5][0]));
+	}
+	for (int l = 0; grouped && l < LAYERS; l++) {
+		cuMemAlloc_v2(&gtable[l], 64);
+		cuMemcpyHtoD_v2(gtable[l], &w[l][1], sizeof(w[l][1]));
 	}
 	for (int l = 0; l < LAYERS; l++)
 		for (int k = 0; k < 2; k++)

@@ -341,6 +341,17 @@ stray)
 	is stray offload_copies -eq "${c0:-missing}"
 	is stray refs_stale -gt 0
 	;;
+grouped)
+	# a kernel reads the weight the kernel before it read through an
+	# address in device memory (a grouped GEMM's pointer array): no block
+	# changes between the two launches without FT_VERIFY, and with it
+	# neither (it once poisoned every block at the second launch)
+	plain plain-grouped grouped
+	run grouped grouped FT_VERIFY=1
+	same plain-grouped grouped
+	is grouped verify_failures -eq 0
+	is grouped offloaded_bytes -gt 0
+	;;
 roam)
 	# a new kernel whose word always points three layers on: four loads (a
 	# few misses each), then the word is taken for stale
