@@ -42,6 +42,8 @@ struct ft_disc_region {
 	uint32_t last_pass;        /* that pass */
 	uint32_t order_done;       /* first-touch position in the last completed pass */
 	uint32_t done_pass;        /* 1 + the pass order_done is from; 0: none */
+	uint64_t first_feed;       /* the read (ft_discover.feeds) that first
+				      touched it in the pass last touched */
 	uint8_t written;           /* a copy/memset wrote into it after the cutoff */
 	uint8_t nsums;
 	uint8_t sums_differ;
@@ -89,6 +91,7 @@ struct ft_discover {
 	uint32_t pass;             /* current pass index (0-based) */
 	uint32_t passes_done;      /* passes completed while observing */
 	uint32_t order_next;       /* next first-touch position in this pass */
+	uint64_t feeds;            /* reads so far (ft_disc_read calls) */
 	uint32_t n, cap;
 	struct ft_disc_region *r;  /* sorted by (alloc_id, offset) */
 	int content_known;         /* a saved profile vouches for the contents
@@ -118,6 +121,11 @@ void ft_disc_write(struct ft_discover *d, uint64_t alloc_id, uint64_t offset, ui
 /* Computes every region's owner, extent (the next referred offset that is
  * not a part, or the allocation's end) and merged fields. */
 void ft_disc_extents(struct ft_discover *d);
+/* The reads from the since-th on (ft_discover.feeds counts them) belong
+ * to the next pass: its boundary was confirmed after it happened, and the
+ * caller reads them again once the pass ended.  Regions they touched first
+ * in the current pass are as if it had not read them. */
+void ft_disc_unread_since(struct ft_discover *d, uint64_t since);
 /* The current pass ended; the next begins. */
 void ft_disc_pass_end(struct ft_discover *d);
 /* Records one checksum of region i (same index as d->r), taken over its

@@ -23,6 +23,20 @@ void ft_learn_alloc(struct ft_learn *L, uint64_t id)
 	pthread_mutex_unlock(&L->lock);
 }
 
+/* The launches that began the new pass before it was confirmed were read
+ * into the pass before it, all but the last (the one that confirmed it):
+ * what they read first is taken back from that pass.  (Once they made a
+ * region read once, right after a boundary, look read in both passes: an
+ * expert of a mixture-of-experts model, taken for a weight.) */
+static void unfeed_moved(struct ft_learn *L, int source)
+{
+	const struct ft_region_ref *refs;
+	const uint32_t *ends;
+	unsigned n = source == FT_PASS_EAGER ? ft_passes_moved(&L->passes, &refs, &ends) : 0;
+	if (n >= 2 && ends[n - 2] <= L->disc.feeds)
+		ft_disc_unread_since(&L->disc, L->disc.feeds - ends[n - 2]);
+}
+
 /* The launches that began the new pass before it was confirmed. */
 static void feed_moved(struct ft_learn *L, int source)
 {
@@ -123,6 +137,7 @@ void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
 		start_discovery(L, source, at);
 	} else {
 		if (phase == FT_PHASE_DISCOVERY) {
+			unfeed_moved(L, source);
 			ft_disc_pass_end(&L->disc);
 			feed_moved(L, source);
 			ft_learn_sample(L);

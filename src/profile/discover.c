@@ -71,8 +71,22 @@ int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_b
 	if (r->last_pass != d->pass) {
 		r->last_pass = d->pass;
 		r->order = d->order_next++;
+		r->first_feed = d->feeds;
 	}
+	d->feeds++;
 	return 0;
+}
+
+void ft_disc_unread_since(struct ft_discover *d, uint64_t since)
+{
+	for (uint32_t i = 0; i < d->n; i++) {
+		struct ft_disc_region *r = &d->r[i];
+		if (r->last_pass != d->pass || r->first_feed < since)
+			continue;
+		if (d->pass < FT_DISCOVER_MAX_PASSES)
+			r->touched &= ~(1ULL << d->pass);
+		r->last_pass = UINT32_MAX;
+	}
 }
 
 /* The key of the region a read at (a, o) went to (ft_disc_read's rule for

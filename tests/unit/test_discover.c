@@ -148,6 +148,44 @@ static void tail_buffer_restarts_sampling(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* A pass boundary confirmed a few launches after it happened: what those
+ * launches read first is taken back from the pass that ended (they are read
+ * again into the next one), what it had read before stays. */
+static void reads_after_a_late_boundary_move(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+		ft_disc_read(&d, WEIGHTS, 2 * MB, 0, 8 * MB);
+		if (pass == 0) {
+			/* the next pass's first launches: its first weight,
+			 * and an expert read only then */
+			uint64_t since = d.feeds;
+			ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+			ft_disc_read(&d, SPARSE, 0, 0, 4 * MB);
+			ft_disc_unread_since(&d, since);
+		}
+		ft_disc_pass_end(&d);
+		if (pass == 0) {
+			ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+			ft_disc_read(&d, SPARSE, 0, 0, 4 * MB);
+		}
+	}
+	ft_disc_extents(&d);
+	for (uint32_t i = 0; i < d.n; i++) {
+		ft_disc_sum(&d, i, 7);
+		ft_disc_sum(&d, i, 7);
+	}
+	/* read once, in the second pass: no weight */
+	assert_int_equal(d.r[find(&d, SPARSE, 0)].touched, 2);
+	assert_int_equal(ft_disc_classify(&d, find(&d, SPARSE, 0)), FT_DISC_NOT_EVERY);
+	assert_int_equal(ft_disc_classify(&d, find(&d, WEIGHTS, 0)), FT_DISC_WEIGHT);
+	assert_int_equal(d.r[find(&d, WEIGHTS, 0)].touched, 3);
+	ft_disc_destroy(&d);
+}
+
 /* Views the data chooses split no weight: an embedding read whole every
  * pass and through one token's row in some (a decode step's lookup), and a
  * stacked expert tensor read through the routed experts' slices only, are
@@ -403,6 +441,7 @@ int main(void)
 		cmocka_unit_test(one_checksum_is_not_proof),
 		cmocka_unit_test(tail_buffer_restarts_sampling),
 		cmocka_unit_test(views_chosen_by_data_are_parts),
+		cmocka_unit_test(reads_after_a_late_boundary_move),
 		cmocka_unit_test(writes_and_boundaries),
 		cmocka_unit_test(saved_sizes_after_one_pass),
 		cmocka_unit_test(saved_contents_after_one_pass),
