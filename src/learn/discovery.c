@@ -271,6 +271,49 @@ static uint64_t take_weights(struct ft_learn *L, const uint32_t *idx, uint32_t n
 	return total;
 }
 
+static int by_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Regions of one size, four or more, read in some passes and not all,
+ * never written by copies, in allocations older than the passes: the
+ * experts of a mixture-of-experts model in allocations of their own, most
+ * likely.  They are not weights (only regions read every pass, and views
+ * into them, are), so they stay on the GPU: said at warn, once. */
+static void warn_sometimes(struct ft_learn *L)
+{
+	const struct ft_discover *d = &L->disc;
+	uint64_t *ext = malloc((d->n + 1) * sizeof(*ext));
+	uint32_t n = 0, best = 0;
+	uint64_t size = 0;
+	for (uint32_t i = 0; ext && i < d->n; i++) {
+		const struct ft_disc_region *r = &d->r[i];
+		if (ft_disc_classify(d, i) == FT_DISC_NOT_EVERY && !r->mwritten && r->mtouched &&
+		    r->extent >= FT_WEIGHT_MIN_BYTES && alive(L, r))
+			ext[n++] = r->extent;
+	}
+	if (ext)
+		qsort(ext, n, sizeof(*ext), by_u64);
+	for (uint32_t i = 0, j; i < n; i = j) {
+		for (j = i; j < n && ext[j] == ext[i]; j++)
+			;
+		if (j - i > best) {
+			best = j - i;
+			size = ext[i];
+		}
+	}
+	free(ext);
+	if (best >= 4)
+		ft_warn("discovery: %u regions of %.1f MiB each (%.1f MiB), there before the first "
+			"pass and never written by copies, were read in some passes but not in all "
+			"(a mixture-of-experts model's experts, each in an allocation of its own?): "
+			"they stay on the GPU; only what every pass reads, or views into it, is "
+			"offloaded", best, (double)size / 1048576.0,
+			(double)size * best / 1048576.0);
+}
+
 static void log_discovery(struct ft_learn *L, const unsigned *reasons, uint64_t total)
 {
 	const struct ft_profile *p = &L->prof;
@@ -421,6 +464,7 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 	trace_discovery(L, reasons, total);
 	qsort(L->wmap, L->nwmap, sizeof(*L->wmap), ft_learn_wmap_cmp);
 	log_discovery(L, reasons, total);
+	warn_sometimes(L);
 	non_weights_to_gpu(L);
 	if (adopted)
 		return 1;

@@ -67,6 +67,10 @@
  *   grouped: after each layer's second kernel, a kernel reads that
  *   layer's second weight again through its address in device memory (a
  *   grouped GEMM's pointer array): with FT_VERIFY=1 outputs must match.
+ *   experts: after layer 1, two of sixteen experts, each weight its own
+ *   allocation, chosen by the step (a mixture-of-experts layer whose
+ *   experts are modules of their own): they are no weights (not read
+ *   every pass), stay on the GPU, said at warn; outputs must match.
  *   stray: a kernel launched after every layer carries, in the word that
  *   is null after the others, layer 4's first weight after layer 0, every
  *   forward from the third: the word is stale, so layer 4 keeps its place in the pass (its
@@ -96,6 +100,9 @@ static int stray;       /* stray: a stale pointer to a later layer's weight */
 static int roam;        /* roam: a new kernel's word always points three layers on */
 static int tail_from = -1; /* tail: the step from which a tensor lives in a weight's tail */
 static int grouped;     /* grouped: a kernel reads the weight the one before it read */
+#define EXPERTS 16
+static int experts;     /* experts: two of EXPERTS, each its own allocation, read per forward */
+static CUdeviceptr ex[EXPERTS];
 static CUdeviceptr gtable[LAYERS]; /* its tables: each layer's second weight's address */
 static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out, zero;
 static CUstream stream; /* NULL, or the captured stream */
@@ -133,6 +140,12 @@ static void forward(int step)
 				fprintf(stderr, "cannot make a programmatic edge\n");
 		}
 		vec_add(tmp, w[l][1], h);
+		if (experts && l == 1) {
+			/* a mixture-of-experts layer: two of sixteen experts,
+			 * routed by the step, each weight its own allocation */
+			vec_add(h, ex[((unsigned)step * 7u + 3u) % EXPERTS], h);
+			vec_add(h, ex[((unsigned)step * 7u + 11u) % EXPERTS], h);
+		}
 		if (grouped) {
 			/* the weight just read, again, through its address in
 			 * device memory (a grouped GEMM reads its experts
@@ -275,6 +288,7 @@ int main(int argc, char **argv)
 		      argc > 2 && !strcmp(argv[2], "shared") ? 1 : 0;
 	stray = argc > 2 && !strcmp(argv[2], "stray");
 	grouped = argc > 2 && !strcmp(argv[2], "grouped");
+	experts = argc > 2 && !strcmp(argv[2], "experts");
 	roam = argc > 2 && !strcmp(argv[2], "roam");
 	if (argc > 2 && !strcmp(argv[2], "tail"))
 		tail_from = 12;
@@ -300,6 +314,10 @@ int main(int argc, char **argv)
 	if (hidden) {
 		cuMemAlloc_v2(&table, 64);
 		cuMemcpyHtoD_v2(table, &w[5][0], sizeof(w[5][0]));
+	}
+	for (int e = 0; experts && e < EXPERTS; e++) {
+		cuMemAlloc_v2(&ex[e], N * sizeof(float));
+		fill(ex[e], 0.125f * (float)(e + 1));
 	}
 	for (int l = 0; grouped && l < LAYERS; l++) {
 		cuMemAlloc_v2(&gtable[l], 64);

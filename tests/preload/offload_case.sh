@@ -352,6 +352,14 @@ grouped)
 	is grouped verify_failures -eq 0
 	is grouped offloaded_bytes -gt 0
 	;;
+experts)
+	# experts in allocations of their own, two of sixteen read per forward:
+	# not weights, they stay on the GPU, and discovery says so
+	plain plain-experts experts
+	run experts experts
+	same plain-experts experts
+	logs experts "a mixture-of-experts model's experts"
+	;;
 roam)
 	# a new kernel whose word always points three layers on: four loads (a
 	# few misses each), then the word is taken for stale
