@@ -213,6 +213,8 @@ uint32_t ft_disc_weight_pairs(const struct ft_discover *d, const uint32_t *idx, 
 	/* one tensor seen through two pointers reads on into the next */
 	for (uint32_t i = 0; i + 1 < d->n; i++) {
 		uint32_t j = i + 1;
+		if (d->r[i].owner != i)
+			continue;
 		while (j < d->n && d->r[j].owner != j)
 			j++; /* the next region that is not a part */
 		if (j < d->n && d->r[i].alloc_id == d->r[j].alloc_id && pos[i] >= 0 &&
@@ -289,15 +291,41 @@ void ft_disc_extents(struct ft_discover *d)
 	 * read before the start of its tensor made a region of its own (on
 	 * the H200 one 4 bytes past a row of the embedding, read every pass
 	 * before the table itself), which is a part once that start is read */
+	uint8_t *part = calloc(d->n + 1, 1);
+	uint32_t *views = calloc(d->n + 1, sizeof(*views));
+	for (uint32_t i = 0; part && views && i < d->n; i++) {
+		const struct ft_disc_region *r = &d->r[i];
+		part[i] = i > 0 && d->r[i - 1].alloc_id == r->alloc_id && !r->sums_differ &&
+			  !r->written &&
+			  ((all && (r->touched & all) != all) ? 1 : r->offset % FT_DISC_ALIGN ? 2 : 0);
+	}
+	/* One aligned part alone is no sign of views the data chooses: a
+	 * buffer the allocator placed in a weight's free tail, read in some
+	 * passes, looks the same, and offloaded with the weight its writes
+	 * would be lost.  Two or more are (a token's rows, routed experts). */
+	for (int round = 0, changed = 1; part && views && changed && round < 8; round++) {
+		changed = 0;
+		for (uint32_t i = 0; i < d->n; i++) {
+			d->r[i].owner = part[i] ? d->r[i - 1].owner : i;
+			views[i] = 0;
+		}
+		for (uint32_t i = 0; i < d->n; i++)
+			views[d->r[i].owner] += part[i] == 1;
+		for (uint32_t i = 0; i < d->n; i++)
+			if (part[i] == 1 && views[d->r[i].owner] < 2) {
+				part[i] = 0;
+				changed = 1;
+			}
+	}
 	for (uint32_t i = 0; i < d->n; i++) {
 		struct ft_disc_region *r = &d->r[i];
-		int part = i > 0 && d->r[i - 1].alloc_id == r->alloc_id && !r->sums_differ &&
-			   ((all && (r->touched & all) != all) || r->offset % FT_DISC_ALIGN);
-		r->owner = part ? d->r[i - 1].owner : i;
+		r->owner = part && views && part[i] ? d->r[i - 1].owner : i;
 		r->mtouched = r->touched;
 		r->mwritten = r->written;
 		r->views = 0;
 	}
+	free(part);
+	free(views);
 	/* merged: touched and written if any of them was; the first-touch
 	 * position in the last completed pass of whichever was read first */
 	for (uint32_t i = 0; i < d->n; i++)
@@ -502,8 +530,13 @@ static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
 	if (k == nsizes)
 		for (uint32_t i = 0; i < nsizes; i++) {
 			idx[i] = (uint32_t)region_of[i];
-			d->r[idx[i]].extent = sizes[i];
-			d->r[idx[i]].views = views_in(d, idx[i], sizes[i]);
+			struct ft_disc_region *r = &d->r[idx[i]];
+			r->extent = sizes[i];
+			r->views = views_in(d, idx[i], sizes[i]);
+			/* the regions inside are its views (pairs read through them) */
+			for (uint32_t j = idx[i] + 1; j < d->n && d->r[j].alloc_id == r->alloc_id &&
+						      d->r[j].offset < r->offset + sizes[i]; j++)
+				d->r[j].owner = idx[i];
 		}
 out:
 	free(w);

@@ -112,10 +112,12 @@ static void one_checksum_is_not_proof(void **state)
 
 /* A tensor placed in a weight's tail changes the weight's extent: the
  * earlier checksum covered other bytes and does not count. */
-/* A buffer the allocator placed in a weight's free tail after the first
- * pass (a GEMM's workspace) is read as a view of the weight until its own
- * bytes are seen to change; then it is a region of its own, the weight's
- * extent ends where it begins, and the weight's sampling starts again. */
+/* Buffers the allocator placed in a weight's free tail after the first
+ * pass: one alone is a region of its own at once (one aligned view is no
+ * sign of views the data chooses); two are views of the weight until the
+ * bytes of one are seen to change, then both are regions of their own, the
+ * weight's extent ends where the first begins, and its sampling starts
+ * again. */
 static void tail_buffer_restarts_sampling(void **state)
 {
 	(void)state;
@@ -125,26 +127,35 @@ static void tail_buffer_restarts_sampling(void **state)
 	ft_disc_pass_end(&d);
 	ft_disc_extents(&d);
 	ft_disc_sum(&d, 0, 1);                   /* over 8 MiB */
-	for (int pass = 1; pass < 3; pass++) {
+	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 6 * MB, 0, 8 * MB); /* one new tensor in the tail */
+	ft_disc_pass_end(&d);
+	ft_disc_extents(&d);
+	assert_int_equal(ft_disc_classify(&d, 1), FT_DISC_NOT_EVERY);
+	assert_int_equal(d.r[0].extent, 6 * MB);
+	for (int pass = 2; pass < 4; pass++) {
 		ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
-		ft_disc_read(&d, WEIGHTS, 6 * MB, 0, 8 * MB); /* new tensor in the tail */
+		ft_disc_read(&d, WEIGHTS, 6 * MB, 0, 8 * MB);
+		ft_disc_read(&d, WEIGHTS, 7 * MB, 0, 8 * MB); /* and a second */
 		ft_disc_pass_end(&d);
 		ft_disc_extents(&d);
 		assert_int_equal(ft_disc_classify(&d, 1), FT_DISC_PART);
+		assert_int_equal(ft_disc_classify(&d, 2), FT_DISC_PART);
 		assert_int_equal(d.r[0].extent, 8 * MB);
-		assert_int_equal(d.r[1].extent, 2 * MB); /* sampled over its own bytes */
+		assert_int_equal(d.r[2].extent, 1 * MB); /* sampled over its own bytes */
 		ft_disc_sum(&d, 0, 1);
-		ft_disc_sum(&d, 1, 10 + (uint64_t)pass); /* written by kernels */
+		ft_disc_sum(&d, 1, 10);
+		ft_disc_sum(&d, 2, 10 + (uint64_t)pass); /* written by kernels */
 	}
 	ft_disc_extents(&d);
 	assert_int_not_equal(ft_disc_classify(&d, 1), FT_DISC_PART);
+	assert_int_not_equal(ft_disc_classify(&d, 2), FT_DISC_PART);
 	assert_int_equal(d.r[0].extent, 6 * MB);
 	ft_disc_sum(&d, 0, 2);                   /* over 6 MiB: a new series */
 	assert_int_equal(ft_disc_classify(&d, 0), FT_DISC_UNCHECKED);
 	ft_disc_sum(&d, 0, 2);
 	assert_int_equal(d.r[0].nsums, 2);
 	assert_false(d.r[0].sums_differ);
-	assert_int_equal(ft_disc_classify(&d, 0), FT_DISC_WEIGHT);
 	ft_disc_destroy(&d);
 }
 
@@ -336,14 +347,25 @@ static void saved_contents_read_apart(void **state)
 	assert_int_equal(ft_disc_init(&d, 5), 0);
 	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
 	ft_disc_read(&d, WEIGHTS, 3 * MB, 0, 8 * MB); /* a row: 3 MiB + 5 MiB */
+	ft_disc_read(&d, SPARSE, 0, 0, 4 * MB);
+	/* one launch reads the row and the other weight */
+	const uint64_t ids[] = { WEIGHTS, SPARSE }, offs[] = { 3 * MB, 0 };
+	ft_disc_together(&d, ids, offs, 2);
 	uint32_t *idx, found, missing;
 	uint32_t n = after_one_pass(&d, &idx);
-	assert_int_equal(n, 2);
-	static const uint64_t sizes[] = { 8 * MB }, sums[] = { WEIGHTS * 1000 + 8 * MB };
-	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 1, prefix_sum, NULL, &found, &missing), 1);
+	assert_int_equal(n, 3);
+	static const uint64_t sizes[] = { 8 * MB, 4 * MB },
+			      sums[] = { WEIGHTS * 1000 + 8 * MB, SPARSE * 1000 + 4 * MB };
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 2, prefix_sum, NULL, &found, &missing), 2);
 	assert_int_equal(d.r[idx[0]].offset, 0);
 	assert_int_equal(d.r[idx[0]].extent, 8 * MB);
 	assert_int_equal(d.r[idx[0]].views, 6 * MB); /* the row, and its length past it */
+	/* read together through the row: the pair is the weights' */
+	uint32_t (*pairs)[2];
+	assert_int_equal(ft_disc_weight_pairs(&d, idx, 2, &pairs), 1);
+	assert_int_equal(pairs[0][0], 0);
+	assert_int_equal(pairs[0][1], 1);
+	free(pairs);
 	free(idx);
 	ft_disc_destroy(&d);
 }
