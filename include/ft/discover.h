@@ -154,8 +154,9 @@ typedef uint64_t (*ft_disc_sum_fn)(void *ctx, const struct ft_disc_region *r, ui
  * prove nothing), taken from the pass's sample where it covered exactly
  * those bytes, else made by sum(ctx, ...); its extent is cut to sizes[k] (a
  * tensor placed after the weight, which cut its extent when the profile was
- * made, may not have been read yet), and its views are the regions inside
- * those bytes (the saved size may hold regions this pass read apart).
+ * made, may not have been read yet), and its views and parts are the
+ * regions inside those bytes (the saved size may hold regions this pass
+ * read apart; the size-only match, without sums, takes no such weight).
  * Returns nsizes, or 0 when some weight was not found (then *found: how
  * many were, and *missing: the first that was not). */
 uint32_t ft_disc_match(struct ft_discover *d, uint32_t *idx, uint32_t n,
