@@ -611,12 +611,11 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	ft_off_demote_pending(o); /* traps that had to come back while a capture was under way */
 	int nread;
 	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, &nread);
-	if (nt)
-		verify_others(o, s, touched, nt);
 	if (!nt) {
 		pthread_mutex_unlock(&o->lock);
 		return;
 	}
+	verify_others(o, s, touched, nt);
 	int cur = position(o, touched, moves, nt);
 	if (o->cap_id && o->cap_first < 0)
 		o->cap_first = cur;
