@@ -56,7 +56,6 @@ struct ft_disc_region {
 	uint32_t morder;           /* first-touch position of the region or a
 				      part, in the last completed pass */
 	uint64_t mtouched;         /* touched, of the region and its parts */
-	uint8_t mwritten;          /* written, of the region or a part */
 	uint64_t views;            /* bytes from offset within which a read
 				      inside the region is a view of it (its
 				      parts, and one part's length beyond the

@@ -290,7 +290,7 @@ static void warn_sometimes(struct ft_learn *L)
 	uint64_t size = 0;
 	for (uint32_t i = 0; ext && i < d->n; i++) {
 		const struct ft_disc_region *r = &d->r[i];
-		if (ft_disc_classify(d, i) == FT_DISC_NOT_EVERY && !r->mwritten && r->mtouched &&
+		if (ft_disc_classify(d, i) == FT_DISC_NOT_EVERY && !r->written && r->mtouched &&
 		    r->extent >= FT_WEIGHT_MIN_BYTES && alive(L, r))
 			ext[n++] = r->extent;
 	}

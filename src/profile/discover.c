@@ -279,6 +279,14 @@ static uint64_t views_in(const struct ft_discover *d, uint32_t i, uint64_t end)
 	return v < end ? v : end;
 }
 
+/* Each region's owner: the one before it's when part[i] says it is a part
+ * (part NULL: none is). */
+static void set_owners(struct ft_discover *d, const uint8_t *part)
+{
+	for (uint32_t i = 0; i < d->n; i++)
+		d->r[i].owner = part && part[i] ? d->r[i - 1].owner : i;
+}
+
 void ft_disc_extents(struct ft_discover *d)
 {
 	uint64_t all = all_passes(d);
@@ -292,8 +300,12 @@ void ft_disc_extents(struct ft_discover *d)
 	 * the H200 one 4 bytes past a row of the embedding, read every pass
 	 * before the table itself), which is a part once that start is read */
 	uint8_t *part = calloc(d->n + 1, 1);
-	uint32_t *views = calloc(d->n + 1, sizeof(*views));
-	for (uint32_t i = 0; part && views && i < d->n; i++) {
+	uint32_t *nparts = calloc(d->n + 1, sizeof(*nparts));
+	if (!part || !nparts) { /* out of memory: every region its own */
+		free(part);
+		part = NULL;
+	}
+	for (uint32_t i = 0; part && i < d->n; i++) {
 		const struct ft_disc_region *r = &d->r[i];
 		part[i] = i > 0 && d->r[i - 1].alloc_id == r->alloc_id && !r->sums_differ &&
 			  !r->written &&
@@ -303,31 +315,28 @@ void ft_disc_extents(struct ft_discover *d)
 	 * buffer the allocator placed in a weight's free tail, read in some
 	 * passes, looks the same, and offloaded with the weight its writes
 	 * would be lost.  Two or more are (a token's rows, routed experts). */
-	for (int round = 0, changed = 1; part && views && changed && round < 8; round++) {
+	for (int round = 0, changed = 1; part && changed && round < 8; round++) {
 		changed = 0;
-		for (uint32_t i = 0; i < d->n; i++) {
-			d->r[i].owner = part[i] ? d->r[i - 1].owner : i;
-			views[i] = 0;
-		}
+		set_owners(d, part);
+		memset(nparts, 0, d->n * sizeof(*nparts));
 		for (uint32_t i = 0; i < d->n; i++)
-			views[d->r[i].owner] += part[i] == 1;
+			nparts[d->r[i].owner] += part[i] == 1;
 		for (uint32_t i = 0; i < d->n; i++)
-			if (part[i] == 1 && views[d->r[i].owner] < 2) {
+			if (part[i] == 1 && nparts[d->r[i].owner] < 2) {
 				part[i] = 0;
 				changed = 1;
 			}
 	}
-	for (uint32_t i = 0; i < d->n; i++) {
-		struct ft_disc_region *r = &d->r[i];
-		r->owner = part && views && part[i] ? d->r[i - 1].owner : i;
-		r->mtouched = r->touched;
-		r->mwritten = r->written;
-		r->views = 0;
-	}
+	set_owners(d, part);
 	free(part);
-	free(views);
-	/* merged: touched and written if any of them was; the first-touch
-	 * position in the last completed pass of whichever was read first */
+	free(nparts);
+	for (uint32_t i = 0; i < d->n; i++) {
+		d->r[i].mtouched = d->r[i].touched;
+		d->r[i].views = 0;
+	}
+	/* merged: touched if any of them was (none written: a written
+	 * region is no part); the first-touch position in the last completed
+	 * pass of whichever was read first */
 	for (uint32_t i = 0; i < d->n; i++)
 		d->r[i].morder = d->passes_done && d->r[i].done_pass == d->passes_done
 					 ? d->r[i].order_done : UINT32_MAX;
@@ -336,7 +345,6 @@ void ft_disc_extents(struct ft_discover *d)
 		if (r->owner == i)
 			continue;
 		o->mtouched |= r->touched;
-		o->mwritten |= r->written;
 		if (r->morder < o->morder)
 			o->morder = r->morder;
 	}
@@ -393,7 +401,7 @@ enum ft_disc_reason ft_disc_classify(const struct ft_discover *d, uint32_t i)
 		return FT_DISC_PART;
 	if (!all || (r->mtouched & all) != all)
 		return FT_DISC_NOT_EVERY;
-	if (r->mwritten)
+	if (r->written)
 		return FT_DISC_WRITTEN;
 	if (r->sums_differ)
 		return FT_DISC_CHANGED;
