@@ -1,6 +1,6 @@
 /* Binary search over arrays sorted by a uint64_t member (the engine's
  * tables: weights by address, VMM allocations by base; learning's weights
- * by allocation). */
+ * by allocation), and the qsort order of plain uint64_t arrays. */
 #ifndef FT_SEARCH_H
 #define FT_SEARCH_H
 
@@ -24,6 +24,15 @@ static inline uint32_t ft_upper_bound(const void *base, uint32_t n, size_t strid
 			hi = m;
 	}
 	return lo;
+}
+
+/* qsort comparator: uint64_t values, ascending. */
+static inline int ft_cmp_u64(const void *a, const void *b)
+{
+	uint64_t x, y;
+	memcpy(&x, a, sizeof(x));
+	memcpy(&y, b, sizeof(y));
+	return x < y ? -1 : x > y;
 }
 
 #endif

@@ -271,12 +271,6 @@ static uint64_t take_weights(struct ft_learn *L, const uint32_t *idx, uint32_t n
 	return total;
 }
 
-static int by_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* Regions of one size, four or more, read in some passes and not all,
  * never written by copies, in allocations older than the passes: the
  * experts of a mixture-of-experts model in allocations of their own, most
@@ -295,7 +289,7 @@ static void warn_sometimes(struct ft_learn *L)
 			ext[n++] = r->extent;
 	}
 	if (ext)
-		qsort(ext, n, sizeof(*ext), by_u64);
+		qsort(ext, n, sizeof(*ext), ft_cmp_u64);
 	for (uint32_t i = 0, j; i < n; i = j) {
 		for (j = i; j < n && ext[j] == ext[i]; j++)
 			;

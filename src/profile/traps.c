@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ft/search.h"
+
 /* Sizes measured from the allocator's layout carry padding (a region runs to
  * the next tensor some launch pointed at): equal within an eighth or 1 MiB. */
 static int same_size(uint64_t a, uint64_t b)
@@ -182,12 +184,6 @@ static void fill(struct ft_trap *t, unsigned index, const char *role, const uint
 		t->bytes += s[first + i];
 }
 
-static int by_size(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* Full index of the m-th of nm major weights (at[]; NULL: every weight is
  * major), n from the last on. */
 static uint32_t full(const uint32_t *at, uint32_t nm, uint32_t m, uint32_t n)
@@ -326,7 +322,7 @@ int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_tra
 		uint32_t *at = malloc(n * sizeof(*at)), nm = 0;
 		if (sorted && ms && at) {
 			memcpy(sorted, s, n * sizeof(*s));
-			qsort(sorted, n, sizeof(*sorted), by_size);
+			qsort(sorted, n, sizeof(*sorted), ft_cmp_u64);
 			uint64_t floor = sorted[n / 2] / 16;
 			for (uint32_t i = 0; i < n; i++)
 				if (s[i] >= floor) {
