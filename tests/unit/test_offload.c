@@ -283,6 +283,17 @@ static void kernel(struct ft_offload *o, int s, const int *r, int n)
 	kernel_of(o, s, r, n, NULL);
 }
 
+/* A kernel on stream 1 whose parameters hold the addresses a[0..na) (one
+ * the executor keeps no statistics for), reading traps r[0..nr). */
+static void kernel_at(struct ft_offload *o, const uint64_t *a, unsigned na, const int *r, int nr,
+		      const char *name)
+{
+	struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = nr };
+	memcpy(k.reads, r, (size_t)nr * sizeof(*r));
+	ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, na, 0, NULL, name);
+	launched(&k);
+}
+
 static int hb(const struct op *a, const struct op *b)
 {
 	return a->clock[a->stream] <= b->clock[a->stream];
@@ -350,10 +361,7 @@ static void activations_in_a_resident_weights_extent(void **state)
 			kernel(o, 1, &t, 1);
 			if (t == 1) {
 				uint64_t a[2] = { S.base[1], norm + 256 };
-				struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 1 };
-				k.reads[0] = 1;
-				ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 2, 0, NULL, "k");
-				launched(&k);
+				kernel_at(o, a, 2, (const int[]){ 1 }, 1, "k");
 			}
 		}
 	check();
@@ -565,18 +573,9 @@ static void a_link_is_followed_from_its_weight_only(void **state)
 			kernel(o, 1, &t, 1);
 			/* the bias kernel: trap t and trap 0's small region */
 			uint64_t a[2] = { S.base[t], bias };
-			struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 2 };
-			k.reads[0] = t;
-			k.reads[1] = 0;
-			ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 2, 0, NULL, "bias");
-			launched(&k);
-			if (t == 0) { /* layer 0's v_proj, read through the linked weight */
-				struct op v = { .kind = OP_KERNEL, .stream = 1, .nreads = 2 };
-				v.reads[0] = 0;
-				v.reads[1] = 1;
-				ft_off_launch(o, (CUstream)(uintptr_t)1, &v0, NULL, 1, 0, NULL, "v");
-				launched(&v);
-			}
+			kernel_at(o, a, 2, (const int[]){ t, 0 }, 2, "bias");
+			if (t == 0) /* layer 0's v_proj, read through the linked weight */
+				kernel_at(o, &v0, 1, (const int[]){ 0, 1 }, 2, "v");
 		}
 	check();
 	assert_int_equal(stats.v[FT_STAT_offload_conflicts], 0);
@@ -615,10 +614,7 @@ static void tensors_in_a_weights_tail_load_nothing(void **state)
 			kernel(o, 1, &t, 1);
 			if (t == 5) {
 				uint64_t a[2] = { S.base[5], pass ? second : first };
-				struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 1 };
-				k.reads[0] = 5;
-				ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 2, 0, NULL, "gemm");
-				launched(&k);
+				kernel_at(o, a, 2, (const int[]){ 5 }, 1, "gemm");
 				ft_off_copy(o, (CUstream)(uintptr_t)1, 0, 0, second, 4096);
 			}
 		}
@@ -734,9 +730,7 @@ static void a_view_from_a_resident_chunk_into_offloaded_ones_loads_the_trap(void
 				kernel(o, 1, &t, 1);
 				continue;
 			}
-			struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 1, .reads = { 2 } };
-			ft_off_launch(o, (CUstream)(uintptr_t)1, &view, NULL, 1, 0, NULL, "slice");
-			launched(&k);
+			kernel_at(o, &view, 1, (const int[]){ 2 }, 1, "slice");
 		}
 	check();
 	assert_int_equal(stats.v[FT_STAT_offload_tails], 0);
@@ -871,11 +865,7 @@ static void a_view_inside_a_weight_loads_its_trap(void **state)
 			kernel(o, 1, &t, 1);
 			if (t == 6) {
 				uint64_t a[2] = { S.base[6], expert };
-				struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 2 };
-				k.reads[0] = 6;
-				k.reads[1] = 1;
-				ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 2, 0, NULL, "expert");
-				launched(&k);
+				kernel_at(o, a, 2, (const int[]){ 6, 1 }, 2, "expert");
 			}
 		}
 	check();
@@ -917,10 +907,7 @@ static void a_link_between_resident_bytes_loads_nothing(void **state)
 		for (int t = 0; t < 10; t++) {
 			kernel(o, 1, &t, 1);
 			uint64_t r[2] = { S.base[t], bias };
-			struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 1 };
-			k.reads[0] = t;
-			ft_off_launch(o, (CUstream)(uintptr_t)1, r, NULL, 2, 0, NULL, "bias_add");
-			launched(&k);
+			kernel_at(o, r, 2, (const int[]){ t }, 1, "bias_add");
 		}
 	check();
 	assert_int_equal(stats.v[FT_STAT_offload_conflicts], 0);
@@ -979,12 +966,8 @@ static void adjacent_weights_are_linked(void **state)
 		assert_int_equal(o->w[i].link, o->w[i].trap == 2 ? 8 : 0);
 	for (int pass = 0; pass < 4; pass++)
 		for (int t = 0; t < 10; t++) {
-			int r[2] = { t, 7 };
 			uint64_t a = S.base[t];
-			struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = t == 2 ? 2 : 1 };
-			memcpy(k.reads, r, sizeof(r));
-			ft_off_launch(o, (CUstream)(uintptr_t)1, &a, NULL, 1, 0, NULL, "k");
-			launched(&k);
+			kernel_at(o, &a, 1, (const int[]){ t, 7 }, t == 2 ? 2 : 1, "k");
 		}
 	check();
 	done(o);
