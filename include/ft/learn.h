@@ -113,7 +113,8 @@ struct ft_learn {
 	uint32_t watch_next;      /* try when the watch holds this many regions, */
 	uint64_t watch_launches;  /* or after this many launches fed to it */
 	uint64_t watch_retry_at;
-	uint32_t watch_tries;
+	uint32_t watch_tries;     /* tries that found no more than the best before */
+	uint32_t watch_found;     /* the most weights a try found */
 	int sums_refused;         /* a region checksum was refused: a capture began */
 	/* the plan was ready while a capture was under way (staging waits for
 	 * the device): it is applied at the first launch or replay after */
