@@ -115,6 +115,7 @@ struct ft_learn {
 	uint64_t watch_retry_at;
 	uint32_t watch_tries;     /* tries that found no more than the best before */
 	uint32_t watch_found;     /* the most weights a try found */
+	uint64_t watch_tried_at;  /* watch_launches at the last try */
 	int sums_refused;         /* a region checksum was refused: a capture began */
 	/* the plan was ready while a capture was under way (staging waits for
 	 * the device): it is applied at the first launch or replay after */
@@ -189,6 +190,10 @@ static inline uint64_t ft_learn_seq(struct ft_learn *L, uint64_t n)
  * eagerly between them), except that they are not timed.  Where they are
  * not known, the replay is one pass reading what the capture read. */
 void ft_learn_replay(struct ft_learn *L, uint64_t exec);
+/* A stream capture is about to begin (no capture of it is under way): with
+ * a saved profile, a try to take it first, so that the capture pages from
+ * the start (watch.c). */
+void ft_learn_capture_begins(struct ft_learn *L);
 /* A plan that was ready while a capture was under way is applied now, if
  * none is (a flag's load when there is no such plan). */
 void ft_learn_deferred(struct ft_learn *L);

@@ -26,8 +26,10 @@ static void capture_begun(const char *api, CUstream s, int ptsz, CUresult rc)
 #define BEGIN_CAPTURE(sym, ptsz)                                               \
 	CUresult sym(CUstream s, CUstreamCaptureMode mode)                     \
 	{                                                                      \
-		CUresult rc = FT_CALL(sym, s, mode);                           \
 		if (OBSERVING())                                               \
+			ft_learn_capture_begins(&ft_g.learn);                  \
+		CUresult rc = FT_CALL(sym, s, mode);                           \
+		if (ft_observing())                                            \
 			capture_begun(#sym, s, ptsz, rc);                      \
 		return rc;                                                     \
 	}
@@ -38,8 +40,10 @@ BEGIN_CAPTURE(cuStreamBeginCapture_v2_ptsz, 1)
 	CUresult sym(CUstream s, CUgraph g, const CUgraphNode *deps,           \
 		     const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode) \
 	{                                                                      \
-		CUresult rc = FT_CALL(sym, s, g, deps, data, n, mode);         \
 		if (OBSERVING())                                               \
+			ft_learn_capture_begins(&ft_g.learn);                  \
+		CUresult rc = FT_CALL(sym, s, g, deps, data, n, mode);         \
+		if (ft_observing())                                            \
 			capture_begun(#sym, s, ptsz, rc);                      \
 		return rc;                                                     \
 	}

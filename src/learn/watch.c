@@ -18,10 +18,16 @@
  * initialised by kernels, then loaded by copies), and never during a
  * capture (a checksum waits for the device).  A try that found more
  * weights than every try before it is progress: the forward is still
- * reading them, in order.  Only tries without progress count, WATCH_TRIES
- * at most (on the H200 the 8th try came a few launches before the head, the
- * last weight of the forward, read: 113 of 114 found); discovery runs as
- * before either way.
+ * reading them, in order.  Only tries without progress count: after
+ * WATCH_TRIES, new regions and launches no longer bring a try, but the
+ * beginning of a stream capture does (up to WATCH_TRIES more).  A serving
+ * engine captures right after its profile forward, and a weight's bytes
+ * may be final only at that forward's end: on the H200's restart, the
+ * activations of the profile forward passed through a v_proj's segment
+ * tail, which its extent holds, and every try during the forward found
+ * 113 of 114 weights, the profile taken only at the first pass boundary,
+ * after the first graphs were captured.  Discovery runs as before either
+ * way.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +49,7 @@ void ft_learn_watch_start(struct ft_learn *L)
 	L->watch_retry_at = UINT64_MAX;
 	L->watch_tries = 0;
 	L->watch_found = 0;
+	L->watch_tried_at = 0;
 }
 
 void ft_learn_watch_stop(struct ft_learn *L)
@@ -112,7 +119,7 @@ static uint32_t candidates(struct ft_learn *L, uint32_t *idx, uint32_t *need)
 
 /* Seeks the saved weights among the watched regions; 1 when the profile
  * was taken (INFERENCE began). */
-static int try_match(struct ft_learn *L)
+static int try_match(struct ft_learn *L, int capture)
 {
 	struct ft_discover *d = &L->watch;
 	uint32_t *idx = malloc((d->n + 1) * sizeof(*idx)), found = 0, missing = 0;
@@ -139,19 +146,26 @@ static int try_match(struct ft_learn *L)
 		L->watch_next = d->n + 1; /* a capture began: not a try */
 		return 0;
 	}
-	ft_debug("watch: %u of the %u saved weights found after %llu launches", found,
-		 L->saved.nweights, (unsigned long long)L->watch_launches);
+	ft_debug("watch: %u of the %u saved weights found after %llu launches%s", found,
+		 L->saved.nweights, (unsigned long long)L->watch_launches,
+		 capture ? ", as a stream capture begins" : "");
+	L->watch_tried_at = L->watch_launches;
 	if (!m) {
 		uint32_t need = L->saved.nweights - found;
 		L->watch_next = d->n + (need ? need : 1);
 		L->watch_retry_at = L->watch_launches + (uint64_t)WATCH_RETRY * L->saved.nweights;
 		if (found > L->watch_found)
 			L->watch_found = found; /* progress: not counted */
-		else if (++L->watch_tries >= WATCH_TRIES) {
+		else if (++L->watch_tries >= 2 * WATCH_TRIES) {
 			ft_info("the launches so far did not read the %u weights of the saved profile "
 				"with their contents (%u found, %u tries without finding more): "
 				"discovery's passes decide", L->saved.nweights, found, L->watch_tries);
 			ft_learn_watch_stop(L);
+		}
+		if (L->watch_tries >= WATCH_TRIES) {
+			/* from now on only when a capture begins */
+			L->watch_next = UINT32_MAX;
+			L->watch_retry_at = UINT64_MAX;
 		}
 		return 0;
 	}
@@ -161,7 +175,8 @@ static int try_match(struct ft_learn *L)
 	memset(d, 0, sizeof(*d));
 	L->watching = 0;
 	L->started = 1;
-	if (ft_learn_after_first_pass(L, "the launches before pass detection (the first forward)")) {
+	if (ft_learn_after_first_pass(L, capture ? "the launches before the first stream capture"
+						 : "the launches before pass detection (the first forward)")) {
 		L->phases.total++;
 		ft_learn_trace_pass(L, "watch", 0);
 		return 1;
@@ -186,5 +201,16 @@ void ft_learn_watch(struct ft_learn *L, const struct ft_region_ref *r, unsigned 
 	L->watch_launches++;
 	if ((L->watch.n >= L->watch_next || L->watch_launches >= L->watch_retry_at) &&
 	    !atomic_load(L->env.captures))
-		try_match(L);
+		try_match(L, 0);
+}
+
+void ft_learn_capture_begins(struct ft_learn *L)
+{
+	if (ft_learn_phase(L) != FT_PHASE_DISCOVERY)
+		return;
+	pthread_mutex_lock(&L->lock);
+	if (L->watching && !L->started && L->phases.phase == FT_PHASE_DISCOVERY &&
+	    L->watch_launches > L->watch_tried_at && !atomic_load(L->env.captures))
+		try_match(L, 1);
+	pthread_mutex_unlock(&L->lock);
 }

@@ -36,6 +36,12 @@
  *         profiling.
  *  api DIR OUT  as again, the profile taken with ft_load_profile(DIR) and
  *         written with ft_save_profile(OUT) (no FT_PROFILE_STORAGE_DIR).
+ *  engine as again, as a serving engine starts: a word of the head, the
+ *         last weight, is changed before the head is read and put back
+ *         after it (activations passing through a weight's segment tail
+ *         during the profile forward, seen on the H200), so no try during
+ *         the forward finds the head with its contents; then a stream
+ *         capture begins, and the profile is taken before it does.
  */
 #include <cjson/cJSON.h>
 #include <cuda.h>
@@ -51,14 +57,25 @@
 
 
 #define MB (1u << 20)
-static CUdeviceptr W, A, STAGING, CACHE;
+static CUdeviceptr W, A, STAGING, CACHE, ONES; /* ONES: add1's operand */
 static CUfunction add;
+static CUdeviceptr head_word; /* engine: the word the first forward changes */
 
 static void op(CUdeviceptr x, CUdeviceptr y, CUdeviceptr z, CUstream s)
 {
 	int n = 0;
 	void *p[] = { &x, &y, &z, &n };
 	cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, p, NULL);
+}
+
+/* x += y for one float, in place (x misaligned: no region of its own, but
+ * a read of the weight holding it; y through ONES, a region seen before). */
+static void add1(CUdeviceptr x, float y)
+{
+	int n = 1;
+	cuMemcpyHtoD_v2(ONES, &y, sizeof(y));
+	void *p[] = { &x, &ONES, &x, &n };
+	cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, NULL, p, NULL);
 }
 
 /* A forward: embedding, 4 layers of 5 weights, head. */
@@ -82,7 +99,11 @@ static void forward(CUstream s, int step)
 		}
 	}
 	op(A + 512, CACHE, A + 768, s);
+	if (head_word && !step && !s)
+		add1(head_word, 1.0f);
 	op(A + 768, W + 21 * MB, A + 1024, s);
+	if (head_word && !step && !s)
+		add1(head_word, -1.0f); /* as it was */
 }
 
 /* A replay of the captured forward, whose kernels would write the
@@ -140,6 +161,7 @@ int main(int argc, char **argv)
 	int skip = argc > 1 && (!strcmp(argv[1], "skip") || !strcmp(argv[1], "again"));
 	int slow = argc > 1 && !strcmp(argv[1], "slow");
 	int api = argc > 2 && !strcmp(argv[1], "api");
+	int engine = argc > 1 && !strcmp(argv[1], "engine");
 	if (argc > 1 && (!strcmp(argv[1], "fresh") || graph)) {
 		/* no profile.json from an earlier run of this test */
 		char path[512];
@@ -157,6 +179,15 @@ int main(int argc, char **argv)
 			cuMemcpyHtoD_v2(W, v, 22 * MB);
 		cuMemAlloc_v2(&STAGING, 4096);
 		cuMemAlloc_v2(&CACHE, 4096);
+		cuMemAlloc_v2(&ONES, 4096);
+		/* a word of the head that is a float f with f + 1 - 1 == f,
+		 * at an address no tensor starts at */
+		for (size_t i = 21 * MB / sizeof(*v) + 1; engine && v && !head_word; i++) {
+			float f;
+			memcpy(&f, &v[i], sizeof(f));
+			if (i % 4 && f > 1 && f < 1e6f && (f + 1.0f) - 1.0f == f)
+				head_word = W + i * sizeof(*v);
+		}
 		add = fake_function("vec_add");
 		if (reload) {
 			forward(NULL, 0); /* the initialised weights */
@@ -202,6 +233,22 @@ int main(int argc, char **argv)
 		      "eager %llu marked %llu", stat("passes_eager"), stat("passes_marked"));
 		/* discovery read what the capture read; replays are not timed */
 		check_profile(0);
+	} else if (engine) {
+		CHECK(head_word, "no word of the head to change");
+		forward(NULL, 0);
+		CHECK(ft_phase() == FT_DISCOVERY, "phase %d after the first forward", ft_phase());
+		CUstream s = (CUstream)0x77;
+		cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+		CHECK(ft_phase() == FT_INFERENCE, "phase %d once a capture began", ft_phase());
+		forward(s, 1);
+		CUgraph g;
+		CUgraphExec e;
+		cuStreamEndCapture(s, &g);
+		cuGraphInstantiateWithFlags(&e, g, 0);
+		replay(e, s, 1);
+		CHECK(stat("graphs_substituted") == 0 && stat("passes_eager") == 0,
+		      "graphs_substituted %llu, passes_eager %llu", stat("graphs_substituted"),
+		      stat("passes_eager"));
 	} else if (api) {
 		/* ft_load_profile before discovery ends, ft_save_profile in
 		 * INFERENCE (FT_PROFILE_STORAGE_DIR unset): argv[2] holds a

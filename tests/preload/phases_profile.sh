@@ -30,6 +30,11 @@ grep -q "profiling skipped" "$tmp/err" || { echo "FAIL: profile not used"; cat "
 grep -q "the first forward) read the weights of the saved profile, with their contents: entering INFERENCE" \
 	"$tmp/err" || { echo "FAIL: profile not taken at the end of the first forward"; cat "$tmp/err"; fail=1; }
 cmp -s "$tmp/p/profile.json" "$tmp/first.json" || { echo "FAIL: profile rewritten"; fail=1; }
+# a serving engine's start: a weight's bytes final only at the end of the
+# first forward, then a capture: taken before the capture begins
+run engine || { echo "FAIL: engine run"; cat "$tmp/err"; fail=1; }
+grep -q "the launches before the first stream capture read the weights of the saved profile" \
+	"$tmp/err" || { echo "FAIL: engine: profile not taken as the capture began"; cat "$tmp/err"; fail=1; }
 # weights read once with other contents, then loaded: taken soon after all
 run reload || { echo "FAIL: reload run"; cat "$tmp/err"; fail=1; }
 grep -q "the first forward) read the weights of the saved profile, with their contents" "$tmp/err" ||
