@@ -4,7 +4,10 @@
  * weight sizes repeats once per layer (sizes equal within an eighth or
  * 1 MiB: measured sizes carry allocator padding), so the smallest period
  * that repeats at least three times over at least half the weights is the
- * layer; what comes before the first layer is the embedding trap, what
+ * layer (or, when none does, runs that together cover half the weights:
+ * a weight not taken leaves a layer short and the rest out of step), and
+ * chains of layers go on across a layer with weights missing or added;
+ * what comes before the first layer is the embedding trap, what
  * comes after the last is the head trap.  A pass may begin in the middle
  * of the forward (where pass detection put its boundary): the sizes are
  * read as a cycle, and a trap that spans the pass's start is cut there.  A

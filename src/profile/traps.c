@@ -72,6 +72,31 @@ static int enough(uint32_t len, uint32_t p, uint32_t n)
 	return len && covered / p >= 3 && covered * 2 >= n;
 }
 
+/* Whether, when no period covers half the weights in one run, the runs of
+ * s[i] the same size as s[i + p] that span three periods or more cover
+ * half together, the longest (len) an eighth: each weight that discovery
+ * did not take (its region changed, was not checked twice) cuts the run in
+ * its layer, so that no one run need cover half. */
+static int enough_runs(const uint64_t *s, uint32_t n, uint32_t p, uint32_t len)
+{
+	/* a layer of one or two weights is no transformer's: its chains,
+	 * sizes padded_same, could run through anything */
+	if (p < 3 || len < 2 * p || (uint64_t)(len + p) * 8 < n)
+		return 0;
+	uint64_t covered = 0;
+	len = 0;
+	for (uint32_t i = 0; i + p <= n; i++) {
+		if (i + p < n && same_size(s[i], s[i + p])) {
+			len++;
+			continue;
+		}
+		if (len >= 2 * p)
+			covered += len + p;
+		len = 0;
+	}
+	return covered * 2 >= n;
+}
+
 /* Whether the p sizes at x differ from a layer's (ref) only by padding:
  * every one padded_same and at least about ref's (padding only adds). */
 static int padded_layer(const uint64_t *x, const uint64_t *ref, uint32_t p)
@@ -101,8 +126,145 @@ static uint32_t chain(const uint64_t *s, uint32_t n, uint32_t p, uint32_t *c)
 	return k;
 }
 
-uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_t *layers)
+/* Whether the g sizes at x are a layer like ref (p sizes) with weights
+ * missing (g < p: x is ref with some left out) or added (g > p: ref is x
+ * with some left out, and none added larger than ref's largest: a part of
+ * one of its weights, never a head or an embedding), each kept one
+ * padded_same. */
+static int layer_but_some(const uint64_t *x, uint32_t g, const uint64_t *ref, uint32_t p)
 {
+	const uint64_t *in = g < p ? x : ref, *of = g < p ? ref : x;
+	uint32_t m = g < p ? g : p, k = g < p ? p : g, j = 0;
+	uint64_t top = 0;
+	for (uint32_t i = 0; i < p; i++)
+		top = ref[i] > top ? ref[i] : top;
+	for (uint32_t i = 0; i < g; i++)
+		if (x[i] > top && !padded_same(x[i], top))
+			return 0;
+	for (uint32_t i = 0; i < m; i++, j++) {
+		while (j < k && !padded_same(in[i], of[j]))
+			j++;
+		if (j == k)
+			return 0;
+	}
+	return 1;
+}
+
+/* How many of the p sizes at x are the same size as ref's. */
+static uint32_t strict_like(const uint64_t *x, const uint64_t *ref, uint32_t p)
+{
+	uint32_t k = 0;
+	for (uint32_t j = 0; j < p; j++)
+		k += same_size(x[j], ref[j]);
+	return k;
+}
+
+/* How well layers resume at x after a gap of g weights at gap, ref the
+ * whole layer on the gap's other side, y the layer beyond x (NULL: none):
+ * the sizes of the two layers the same as ref's, plus one (0: they do not
+ * resume there).  The gap must be a layer like ref with weights missing or
+ * added, x like ref and y like x; without y (two gaps close together, or
+ * the end) x must be ref's sizes exactly. */
+static uint32_t resumes(const uint64_t *x, const uint64_t *y, const uint64_t *gap, uint32_t g,
+			const uint64_t *ref, uint32_t p)
+{
+	uint32_t sx = strict_like(x, ref, p);
+	if (!like_layer(x, ref, p) || !layer_but_some(gap, g, ref, p))
+		return 0;
+	if (y && like_layer(y, x, p))
+		return sx + strict_like(y, ref, p) + 1;
+	return sx == p ? sx + 1 : 0;
+}
+
+/* One weight that discovery did not take (its contents changed in one
+ * pass, or it was not checked twice) leaves its layer with p - 1 weights,
+ * and a weight found in two regions leaves one with p + 1: the chain of
+ * layers stops there, and the layers after it are out of step.  A chain
+ * goes on across such a layer when the two layers after it (before it,
+ * going back) are like the layer on its other side and its g weights are
+ * that layer's with some missing or added (never the head and the
+ * embedding between two chains of a pass that began mid-forward: their
+ * sizes are no layer's).  Sizes padded alike (like_layer) also match a
+ * layer out of step by one, so the gap g (1 to 2p - 1) is the one after
+ * which the most sizes are the same, the smallest on a tie.  Layer starts
+ * are written to cuts from the chain of k layers at first, the end after
+ * the last; their number. */
+static uint32_t join(const uint64_t *s, uint32_t n, uint32_t p, uint32_t first, uint32_t k,
+		     uint32_t *cuts)
+{
+	uint32_t back = 0, a = first;
+	/* going back, the starts are written from the top of cuts down */
+	for (;;) {
+		uint32_t best = 0, bg = 0;
+		for (uint32_t g = 1; g < 2 * p; g++) {
+			if (g == p || a < g + p)
+				continue;
+			uint32_t b = a - g;
+			uint32_t r = resumes(s + b - p, b >= 2 * p ? s + b - 2 * p : NULL, s + b, g, s + a, p);
+			if (r > best)
+				best = r, bg = g;
+		}
+		if (!best)
+			break;
+		uint32_t b = a - bg;
+		cuts[n - back++] = b;
+		do {
+			b -= p;
+			cuts[n - back++] = b;
+		} while (b >= p && like_layer(s + b - p, s + b, p));
+		a = b;
+	}
+	uint32_t nl = 0;
+	for (uint32_t i = 0; i < back; i++)
+		cuts[nl++] = cuts[n - back + 1 + i];
+	for (uint32_t i = 0; i < k; i++)
+		cuts[nl++] = first + i * p;
+	uint32_t e = first + k * p;
+	for (;;) {
+		uint32_t best = 0, bg = 0;
+		for (uint32_t g = 1; g < 2 * p; g++) {
+			if (g == p || e + g + p > n)
+				continue;
+			uint32_t r = resumes(s + e + g, e + g + 2 * p <= n ? s + e + g + p : NULL, s + e, g,
+					     s + e - p, p);
+			if (r > best)
+				best = r, bg = g;
+		}
+		if (!best)
+			break;
+		cuts[nl++] = e;
+		e += bg;
+		do {
+			cuts[nl++] = e;
+			e += p;
+		} while (e + p <= n && like_layer(s + e, s + e - p, p));
+	}
+	cuts[nl] = e;
+	return nl;
+}
+
+/* Of the layers at cuts (nl, cuts[nl] their end), how many pairs of whole
+ * layers side by side differ in a size: a chain out of step by a weight
+ * (sizes padded alike, like_layer) differs where it began. */
+static uint32_t misfits(const uint64_t *s, const uint32_t *cuts, uint32_t nl, uint32_t p)
+{
+	uint32_t k = 0;
+	for (uint32_t i = 0; i + 1 < nl; i++)
+		if (cuts[i + 1] - cuts[i] == p && cuts[i + 2] - cuts[i + 1] == p &&
+		    strict_like(s + cuts[i + 1], s + cuts[i], p) < p)
+			k++;
+	return k;
+}
+
+/* The layer period of s (0: none), with the starts of its layers in cuts
+ * (n + 1 entries: *nl starts, then the end of the last layer); relaxed: by
+ * enough_runs, for when no period was found otherwise. */
+static uint32_t layers_of(const uint64_t *s, uint32_t n, uint32_t *cuts, uint32_t *nl,
+			  int relaxed)
+{
+	uint32_t *tmp = malloc((n + 1) * sizeof(*tmp));
+	if (!tmp)
+		return 0;
 	for (uint32_t per = 1; per <= n / 3; per++) {
 		/* Longest run of i with s[i] == s[i + per]: it covers
 		 * [a, b + per).  p is the layer's period: per, or a divisor
@@ -110,7 +272,7 @@ uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_
 		 * send the search back to it). */
 		uint32_t best_a = 0, strict = 0, p = per;
 		uint32_t best_len = longest_run(s, n, p, 0, &best_a, &strict);
-		if (enough(best_len, p, n)) {
+		if (relaxed ? enough_runs(s, n, p, best_len) : enough(best_len, p, n)) {
 			/* A divisor of p may be the layer: tensors of 1-10 MB
 			 * share the caching allocator's 20 MiB segments, and
 			 * the last in each runs to the segment's end, so a
@@ -133,43 +295,71 @@ uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_
 			 * at a segment's end), so the longest chain of layers
 			 * each like the one before is searched from every
 			 * start, nearest the run's first. */
-			uint32_t most = 0, first = 0;
+			uint32_t most = 0;
+			for (uint32_t c = 0; c + p <= n; c++) {
+				uint32_t b = c, k = chain(s, n, p, &b);
+				most = k > most ? k : most;
+			}
+			/* Joined across layers with weights missing or added
+			 * (join), a chain of at least half the longest's
+			 * layers may cover the most: the out-of-step chain
+			 * before a missing weight is one layer longer than the
+			 * right one. */
+			uint32_t best = 0, fewest = 0;
 			for (uint32_t i = 0; i + p <= n; i++) {
 				uint32_t c = i <= best_a ? best_a - i : i;
 				if (c + p > n)
 					continue;
-				uint32_t b = c, k = chain(s, n, p, &b);
-				if (k > most) {
-					most = k;
-					first = b;
-				}
+				uint32_t b = c, k = chain(s, n, p, &b), m, f;
+				if (!k || k * 2 < most || (m = join(s, n, p, b, k, tmp)) == 0 ||
+				    tmp[m] - tmp[0] < best)
+					continue;
+				f = misfits(s, tmp, m, p);
+				if (tmp[m] - tmp[0] == best && f >= fewest)
+					continue;
+				best = tmp[m] - tmp[0];
+				fewest = f;
+				memcpy(cuts, tmp, (m + 1) * sizeof(*cuts));
+				*nl = m;
 			}
 			/* Layers that cover less than half the weights are not
 			 * the model's pattern: a longer period may be. */
-			if ((uint64_t)most * p * 2 < n)
+			if ((uint64_t)best * 2 < n)
 				continue;
-			*start = first;
-			*layers = most;
-			best_a = *start;
 			/* The last layer before the head may end its allocator
 			 * segment, so its last weight runs to the segment's end:
 			 * padding only adds.  One more layer when the next p
 			 * weights are each at least about the previous layer's and
 			 * something (the head) still follows. */
-			uint32_t end = best_a + *layers * p;
+			uint32_t end = cuts[*nl];
 			while (end + p < n) {
 				uint32_t j = 0;
 				while (j < p && s[end + j] * 8 >= s[end + j - p] * 7)
 					j++;
 				if (j < p && !like_layer(s + end, s + end - p, p))
 					break;
-				++*layers;
+				cuts[(*nl)++] = end;
 				end += p;
 			}
+			cuts[*nl] = end;
+			free(tmp);
 			return p;
 		}
 	}
+	free(tmp);
 	return 0;
+}
+
+uint32_t ft_traps_period(const uint64_t *s, uint32_t n, uint32_t *start, uint32_t *layers)
+{
+	uint32_t *cuts = malloc((n + 1) * sizeof(*cuts)), nl = 0;
+	uint32_t p = cuts ? layers_of(s, n, cuts, &nl, 0) : 0;
+	if (cuts && !p)
+		p = layers_of(s, n, cuts, &nl, 1);
+	*start = p ? cuts[0] : 0;
+	*layers = p ? nl : 0;
+	free(cuts);
+	return p;
 }
 
 static void fill(struct ft_trap *t, unsigned index, const char *role, const uint64_t *s,
@@ -194,23 +384,33 @@ static uint32_t full(const uint32_t *at, uint32_t nm, uint32_t m, uint32_t n)
 }
 
 /* A layout of the major weights found at rotation r (the sequence read
- * from index r on, cyclically): period p, layers from start (rotated). */
+ * from index r on, cyclically): period p, nl layers beginning at cuts[]
+ * (rotated; cuts[nl]: the end of the last). */
 struct layout {
-	uint32_t r, p, start, layers;
+	uint32_t r, p, nl;
+	uint32_t *cuts;
 };
 
-/* The layout of ms rotated by r (tmp: nm entries of scratch); p 0 when
- * there is no period. */
-static struct layout at_rotation(const uint64_t *ms, uint32_t nm, uint32_t r, uint64_t *tmp)
+static uint32_t covered(const struct layout *l)
 {
-	struct layout l = { .r = r };
+	return l->p ? l->cuts[l->nl] - l->cuts[0] : 0;
+}
+
+/* The layout of ms rotated by r (tmp: nm entries of scratch); p 0 when
+ * there is no period (or no memory for its cuts). */
+static struct layout at_rotation(const uint64_t *ms, uint32_t nm, uint32_t r, uint64_t *tmp,
+				 int relaxed)
+{
+	struct layout l = { .r = r, .cuts = malloc((nm + 1) * sizeof(uint32_t)) };
 	const uint64_t *x = ms;
+	if (!l.cuts)
+		return l;
 	if (r) {
 		for (uint32_t i = 0; i < nm; i++)
 			tmp[i] = ms[(i + r) % nm];
 		x = tmp;
 	}
-	l.p = ft_traps_period(x, nm, &l.start, &l.layers);
+	l.p = layers_of(x, nm, l.cuts, &l.nl, relaxed);
 	return l;
 }
 
@@ -223,9 +423,9 @@ static struct layout at_rotation(const uint64_t *ms, uint32_t nm, uint32_t r, ui
  * rotations that begin where the layers found begin and around the largest
  * weight (the embedding or head, in most models), and the one whose layers
  * cover the most weights is kept (the sequence as read on a tie). */
-static struct layout best_layout(const uint64_t *ms, uint32_t nm)
+static struct layout best_layout(const uint64_t *ms, uint32_t nm, int relaxed)
 {
-	struct layout best = at_rotation(ms, nm, 0, NULL);
+	struct layout best = at_rotation(ms, nm, 0, NULL, relaxed);
 	uint64_t *tmp = nm > 1 ? malloc(nm * sizeof(*tmp)) : NULL;
 	if (!tmp)
 		return best;
@@ -233,13 +433,17 @@ static struct layout best_layout(const uint64_t *ms, uint32_t nm)
 	for (uint32_t i = 1; i < nm; i++)
 		if (ms[i] > ms[big])
 			big = i;
-	uint32_t cand[3] = { best.p ? best.start : 0, big, (big + 1) % nm };
+	uint32_t cand[3] = { best.p ? best.cuts[0] : 0, big, (big + 1) % nm };
 	for (int c = 0; c < 3; c++) {
 		if (!cand[c])
 			continue;
-		struct layout l = at_rotation(ms, nm, cand[c], tmp);
-		if (l.p && (uint64_t)l.layers * l.p > (uint64_t)best.layers * best.p)
+		struct layout l = at_rotation(ms, nm, cand[c], tmp, relaxed);
+		if (covered(&l) > covered(&best)) {
+			free(best.cuts);
 			best = l;
+		} else {
+			free(l.cuts);
+		}
 	}
 	free(tmp);
 	return best;
@@ -269,22 +473,26 @@ static int by_at(const void *a, const void *b)
  * belongs to the trap of the major one before it.  Returns the traps made,
  * 0 without a period, -1 when out of memory. */
 static int by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const uint32_t *at,
-		     uint32_t nm, struct ft_trap *t)
+		     uint32_t nm, int relaxed, struct ft_trap *t)
 {
-	struct layout l = best_layout(ms, nm);
-	if (!l.p)
-		return 0;
+	struct layout l = best_layout(ms, nm, relaxed);
+	if (!l.p) {
+		free(l.cuts);
+		return l.cuts ? 0 : -1;
+	}
 	struct cut *c = malloc((nm + 2) * sizeof(*c));
-	if (!c)
+	if (!c) {
+		free(l.cuts);
 		return -1;
+	}
 	/* boundaries in the rotated sequence of major weights */
-	uint32_t nc = 0, wrap = (nm - l.r) % nm, k = 0, end = l.start + l.layers * l.p;
-	int each = l.r && l.start + (nm - end) <= 3;
+	uint32_t nc = 0, wrap = (nm - l.r) % nm, k = 0, start = l.cuts[0], end = l.cuts[l.nl];
+	int each = l.r && start + (nm - end) <= 3;
 	const char *first = NULL;
-	for (uint32_t m = 0; m < l.start; m += each ? 1 : l.start)
+	for (uint32_t m = 0; m < start; m += each ? 1 : start)
 		c[nc++] = (struct cut){ m, "embedding" };
-	for (uint32_t i = 0; i < l.layers; i++)
-		c[nc++] = (struct cut){ l.start + i * l.p, "layer" };
+	for (uint32_t i = 0; i < l.nl; i++)
+		c[nc++] = (struct cut){ l.cuts[i], "layer" };
 	for (uint32_t m = end; m < nm; m += each ? 1 : nm)
 		c[nc++] = (struct cut){ m, "head" };
 	/* the role of the trap that holds the pass's first weight */
@@ -301,6 +509,7 @@ static int by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const ui
 			fill(&t[k], k, c[i].role, s, c[i].at, e - c[i].at), k++;
 	}
 	free(c);
+	free(l.cuts);
 	return (int)k;
 }
 
@@ -310,32 +519,32 @@ int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_tra
 	uint32_t k = 0;
 	if (!t)
 		return -1;
-	int r = n ? by_period(s, n, s, NULL, n, t) : 0;
+	/* Small regions that discovery found in some layers only (norm
+	 * weights packed in a shared small segment, seen on the H200) break
+	 * the period: it is also sought among the weights of at least a
+	 * sixteenth of the median size (the major ones); then, with both,
+	 * allowing for weights missing from some layers (enough_runs). */
+	uint64_t *sorted = malloc((n + 1) * sizeof(*sorted)), *ms = malloc((n + 1) * sizeof(*ms));
+	uint32_t *at = malloc((n + 1) * sizeof(*at)), nm = 0;
+	int r = sorted && ms && at ? 0 : -1;
+	if (!r && n) {
+		memcpy(sorted, s, n * sizeof(*s));
+		qsort(sorted, n, sizeof(*sorted), ft_cmp_u64);
+		uint64_t floor = sorted[n / 2] / 16;
+		for (uint32_t i = 0; i < n; i++)
+			if (s[i] >= floor) {
+				at[nm] = i;
+				ms[nm++] = s[i];
+			}
+	}
+	for (int relaxed = 0; !r && n && relaxed < 2; relaxed++) {
+		r = by_period(s, n, s, NULL, n, relaxed, t);
+		if (!r && n >= 3 && nm < n)
+			r = by_period(s, n, ms, at, nm, relaxed, t);
+	}
+	free(sorted), free(ms), free(at);
 	if (r > 0)
 		k = (uint32_t)r;
-	if (!r && n >= 3) {
-		/* Small regions that discovery found in some layers only (norm
-		 * weights packed in a shared small segment, seen on the H200)
-		 * break the period: look for it among the weights of at least a
-		 * sixteenth of the median size. */
-		uint64_t *sorted = malloc(n * sizeof(*sorted)), *ms = malloc(n * sizeof(*ms));
-		uint32_t *at = malloc(n * sizeof(*at)), nm = 0;
-		if (sorted && ms && at) {
-			memcpy(sorted, s, n * sizeof(*s));
-			qsort(sorted, n, sizeof(*sorted), ft_cmp_u64);
-			uint64_t floor = sorted[n / 2] / 16;
-			for (uint32_t i = 0; i < n; i++)
-				if (s[i] >= floor) {
-					at[nm] = i;
-					ms[nm++] = s[i];
-				}
-			if (nm < n && (r = by_period(s, n, ms, at, nm, t)) > 0)
-				k = (uint32_t)r;
-		} else {
-			r = -1;
-		}
-		free(sorted), free(ms), free(at);
-	}
 	if (r < 0) {
 		free(t);
 		return -1;
