@@ -173,9 +173,16 @@ static void ensure(struct ft_offload *o, int t, CUstream s)
 
 /* FT_VERIFY: block k gives up its occupant now.  Its contents must still
  * be the host store's (else a kernel wrote to an offloaded weight), then
- * they are poisoned.  Not while a capture is under way (it synchronises). */
+ * they are poisoned, and the poison is in place before this returns: a
+ * memset on the legacy stream is asynchronous to the host and unordered
+ * with the (non-blocking) copy stream, so the load of the next occupant
+ * could overtake it and be poisoned in turn.  (Not what made PIECEWISE
+ * graphs read NaN on the H200: that was a weight kept on the GPU whose
+ * second part was offloaded, offload.c, kept_runs_on.)  Not while a
+ * capture is under way (it synchronises). */
 void ft_off_verify_release(struct ft_offload *o, uint32_t k)
 {
+	CUstream ms = o->copy; /* NULL (legacy) in strategy mode: synchronised below too */
 	struct ft_off_block *b = &o->b[k];
 	struct ft_off_trap *x = &o->t[b->occupant];
 	uint64_t addr[64], bytes[64], sums[64];
@@ -207,9 +214,11 @@ void ft_off_verify_release(struct ft_offload *o, uint32_t k)
 				m++;
 			}
 		}
-		for (uint32_t m = 0; m < n && o->real->cuMemsetD8_v2; m++)
-			o->real->cuMemsetD8_v2(addr[m], 0xff, bytes[m]);
+		for (uint32_t m = 0; m < n && o->real->cuMemsetD8Async; m++)
+			o->real->cuMemsetD8Async(addr[m], 0xff, bytes[m], ms);
 	}
+	if (o->real->cuStreamSynchronize)
+		o->real->cuStreamSynchronize(ms);
 	b->occupant = -1;
 	b->nreaders = 0;
 }
