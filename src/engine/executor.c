@@ -719,8 +719,18 @@ unsigned ft_off_graph_traps(struct ft_offload *o, const uint64_t *addr, unsigned
 		return 0;
 	unsigned nt = 0;
 	ft_off_lock(o);
-	for (unsigned i = 0; i < n; i++) {
-		int k = offloaded_at(o, addr[i]);
+	for (unsigned i = 0; i < 2 * n; i++) {
+		/* each address's weight, then the one its weight runs on into
+		 * (ft_off_links), when it left the GPU, as eager launches do */
+		int k;
+		if (i % 2 == 0) {
+			k = offloaded_at(o, addr[i / 2]);
+		} else {
+			k = weight_of(o, addr[i / 2]);
+			if (k < 0 || !o->w[k].link || (uint32_t)k + 1 >= o->nw)
+				continue;
+			k = offloaded_at(o, o->w[k + 1].lo);
+		}
 		if (k < 0)
 			continue;
 		int t = (int)o->w[k].trap;

@@ -56,6 +56,35 @@ uint32_t ft_cover(const struct ft_span *spans, uint32_t n, const struct ft_span 
 	return runs;
 }
 
+/* A weight kept on the GPU out of any trap (shared across the pass) that
+ * runs on into the next weight of its allocation keeps that one too: one
+ * tensor seen through two pointers, whose reads of the second part no
+ * reference shows.  On the H200 (PIECEWISE start-up harness) a word 4
+ * bytes past a row near the embedding's end split it in two weights: the
+ * first stayed on the GPU, the last 9.9 MiB went with trap 0, and a lookup
+ * of a token there read another trap's bytes (NaN under FT_VERIFY in 9 of
+ * 16 requests).  Linking them instead loaded trap 0 at every launch that
+ * pointed at the table (2.2x the step there).  In address order, so a
+ * chain of parts is kept whole. */
+static void kept_runs_on(struct ft_offload *o)
+{
+	uint64_t bytes = 0;
+	for (uint32_t i = 0; i + 1 < o->nw; i++) {
+		struct ft_off_weight *a = &o->w[i], *b = &o->w[i + 1];
+		CUdeviceptr base;
+		size_t size;
+		if (a->trap < o->ntraps || b->trap >= o->ntraps || a->hi != b->lo ||
+		    !ft_vmm_range(o->vmm, a->lo, &base, &size) || b->lo >= base + size)
+			continue;
+		b->trap = UINT32_MAX;
+		bytes += b->hi - b->lo;
+	}
+	if (bytes)
+		ft_info("%.1f MiB of weights stay on the GPU: each runs on from a weight kept there "
+			"(shared across the pass) in one allocation, as a part of it",
+			(double)bytes / 1048576.0);
+}
+
 /* The trap's weight spans and the VMM allocations, for ft_cover. */
 static uint32_t trap_runs(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t nw,
 			  uint32_t trap, struct ft_span **out)
@@ -263,6 +292,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	memcpy(o->w, w, nw * sizeof(*w));
 	qsort(o->w, nw, sizeof(*w), by_weight);
 	o->nw = nw;
+	kept_runs_on(o);
 
 	/* which chunks each offloaded trap gives up */
 	for (uint32_t t = 0; t < ntraps; t++) {
@@ -270,7 +300,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 		x->block = block[t] < 0 ? -1 : mode == FT_TM_STRATEGY ? 0 : block[t] % (int)nblocks;
 		if (x->block < 0)
 			continue;
-		x->nruns = trap_runs(vmm, w, nw, t, &x->runs);
+		x->nruns = trap_runs(vmm, o->w, nw, t, &x->runs);
 		x->dead = calloc(x->nruns + 1, 1);
 		if (!x->dead)
 			FAIL("out of memory");

@@ -973,6 +973,67 @@ static void adjacent_weights_are_linked(void **state)
 	done(o);
 }
 
+/* abut, with trap 2's weight kept on the GPU out of any trap (shared
+ * across the pass). */
+static uint32_t abut_kept(struct ft_off_weight *w, uint32_t nw, struct ft_span *a, uint32_t na)
+{
+	na = abut(w, nw, a, na);
+	for (uint32_t i = 0; i < nw; i++)
+		if (w[i].trap == 2)
+			w[i].trap = UINT32_MAX;
+	return na;
+}
+
+/* The H200's PIECEWISE start-up harness under FT_VERIFY: a word 4 bytes
+ * past a row near the embedding's end split it into two weights; the
+ * first, read all over the pass, stayed on the GPU out of its trap, the
+ * last 9.9 MiB went with trap 0, and a lookup of a token there (through
+ * the table's start) read another trap's bytes: NaN in 9 of 16 requests.
+ * A weight that runs on from a kept one in its allocation is kept too:
+ * trap 7 (its only weight) is no longer offloaded, and a read through the
+ * kept weight finds its bytes where they always were. */
+static void a_kept_weight_keeps_what_runs_on_from_it(void **state)
+{
+	(void)state;
+	static const int blocks[] = { 0, 1, -1, 3, 0, 1, 2, 3, 0, 1 };
+	one_allocation = 1;
+	struct ft_offload *o = engine_edit(10, blocks, 4, NULL, 0, abut_kept);
+	for (uint32_t i = 0; i < o->nw; i++) {
+		assert_int_equal(o->w[i].link, 0);
+		if (o->w[i].lo == S.base[2] || o->w[i].lo == S.base[7])
+			assert_true(o->w[i].trap >= o->ntraps);
+	}
+	assert_int_equal(o->t[7].block, -1);
+	struct ft_off_read rd[8];
+	assert_int_equal(ft_off_graph_traps(o, &S.base[2], 1, rd, 8), 0);
+	for (int pass = 0; pass < 4; pass++)
+		for (int t = 0; t < 10; t++) {
+			uint64_t a = S.base[t];
+			if (t == 2 || t == 7)
+				kernel_at(o, &a, 1, (const int[]){ 0 }, 0, "kept");
+			else
+				kernel_at(o, &a, 1, (const int[]){ t }, 1, "k");
+		}
+	check();
+	done(o);
+}
+
+/* A graph paged at its launch boundary reads what an eager launch of its
+ * kernels reads: a weight that runs on into another trap's brings that
+ * trap along (adjacent_weights_are_linked). */
+static void a_boundary_graph_follows_links(void **state)
+{
+	(void)state;
+	static const int blocks[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1 };
+	one_allocation = 1;
+	struct ft_offload *o = engine_edit(10, blocks, 4, NULL, 0, abut);
+	struct ft_off_read rd[8];
+	assert_int_equal(ft_off_graph_traps(o, &S.base[2], 1, rd, 8), 2);
+	assert_int_equal(rd[0].trap, 2);
+	assert_int_equal(rd[1].trap, 7);
+	done(o);
+}
+
 /* Weights of two allocations that merely abut (VMM places allocations
  * side by side) are two tensors: no link, so a read of one never loads
  * the other. */
@@ -1174,6 +1235,8 @@ int main(void)
 		cmocka_unit_test(a_link_between_resident_bytes_loads_nothing),
 		cmocka_unit_test(tied_weight_read_at_both_ends),
 		cmocka_unit_test(adjacent_weights_are_linked),
+		cmocka_unit_test(a_kept_weight_keeps_what_runs_on_from_it),
+		cmocka_unit_test(a_boundary_graph_follows_links),
 		cmocka_unit_test(abutting_allocations_are_not_linked),
 		cmocka_unit_test(capture_loads_each_trap_once),
 		cmocka_unit_test(eager_passes_between_replays),
