@@ -307,9 +307,15 @@ void ft_disc_extents(struct ft_discover *d)
 	}
 	for (uint32_t i = 0; part && i < d->n; i++) {
 		const struct ft_disc_region *r = &d->r[i];
-		part[i] = i > 0 && d->r[i - 1].alloc_id == r->alloc_id && !r->sums_differ &&
-			  !r->written &&
-			  ((all && (r->touched & all) != all) ? 1 : r->offset % FT_DISC_ALIGN ? 2 : 0);
+		/* 2: misaligned, a part however often it is read; 1: a view
+		 * (kept below only among others).  (Written as one chain of
+		 * &&, the 2 became a 1: a misaligned word alone in its
+		 * allocation was then no part, and split the H200's embedding
+		 * at 4 bytes past a row near its end.) */
+		int may = i > 0 && d->r[i - 1].alloc_id == r->alloc_id && !r->sums_differ &&
+			  !r->written;
+		part[i] = !may ? 0 : r->offset % FT_DISC_ALIGN ? 2 :
+				  all && (r->touched & all) != all ? 1 : 0;
 	}
 	/* One aligned part alone is no sign of views the data chooses: a
 	 * buffer the allocator placed in a weight's free tail, read in some

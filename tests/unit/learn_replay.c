@@ -50,8 +50,8 @@ static CUresult s_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
 	/* the checksum kernel: (start, words, slot) */
 	uint64_t start = *(const uint64_t *)p[0], *slot = *(uint64_t **)p[2];
 	int weight = 0;
-	for (uint32_t i = 0; i < nweights_at && !weight; i++)
-		weight = weights_at[i] == start;
+	for (uint32_t i = 0; i < nweights_at && !weight; i++) /* (8-byte aligned up) */
+		weight = ((weights_at[i] + 7) & ~(uint64_t)7) == start;
 	*slot = weight ? 0 : ++changing;
 	return CUDA_SUCCESS;
 }

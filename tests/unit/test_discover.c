@@ -242,6 +242,37 @@ static void views_chosen_by_data_are_parts(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* The H200's PIECEWISE start-up harness: a word 4 bytes past a row near
+ * the embedding's end, read every pass, and the table's start, with no
+ * token rows read as views.  The misaligned word's kind (2) was lost in a
+ * chain of &&, which made it a view (1) that, alone, was no part: the
+ * table became two weights, 240.06 and 9.94 MiB, the second offloaded with
+ * another trap and read through the first.  It is a part. */
+static void a_misaligned_word_alone_is_a_part(void **state)
+{
+	(void)state;
+	enum { EMB = 1, NEXT = 2 };
+	struct ft_discover d;
+	ft_disc_init(&d, 5);
+	for (int pass = 0; pass < 4; pass++) {
+		ft_disc_read(&d, EMB, 251723780, 0, 250 * MB);
+		ft_disc_read(&d, EMB, 0, 0, 250 * MB);
+		ft_disc_read(&d, NEXT, 0, 0, 16 * MB);
+		ft_disc_pass_end(&d);
+		ft_disc_extents(&d);
+		for (uint32_t i = 0; i < d.n; i++)
+			ft_disc_sum(&d, i, 100 + d.r[i].offset);
+	}
+	assert_int_equal(ft_disc_classify(&d, find(&d, EMB, 251723780)), FT_DISC_PART);
+	uint32_t *idx, n = ft_disc_weights(&d, &idx);
+	assert_int_equal(n, 2);
+	assert_int_equal(d.r[idx[0]].alloc_id, EMB);
+	assert_int_equal(d.r[idx[0]].offset, 0);
+	assert_int_equal(d.r[idx[0]].extent, 250 * MB);
+	free(idx);
+	ft_disc_destroy(&d);
+}
+
 static void writes_and_boundaries(void **state)
 {
 	(void)state;
@@ -463,6 +494,7 @@ int main(void)
 		cmocka_unit_test(one_checksum_is_not_proof),
 		cmocka_unit_test(tail_buffer_restarts_sampling),
 		cmocka_unit_test(views_chosen_by_data_are_parts),
+		cmocka_unit_test(a_misaligned_word_alone_is_a_part),
 		cmocka_unit_test(reads_after_a_late_boundary_move),
 		cmocka_unit_test(writes_and_boundaries),
 		cmocka_unit_test(saved_sizes_after_one_pass),
