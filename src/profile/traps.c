@@ -7,6 +7,8 @@
 
 #include "ft/search.h"
 
+#define JOIN_TRIES 24 /* chains joined per period, at most (layers_of) */
+
 /* Sizes measured from the allocator's layout carry padding (a region runs to
  * the next tensor some launch pointed at): equal within an eighth or 1 MiB. */
 static int same_size(uint64_t a, uint64_t b)
@@ -128,9 +130,11 @@ static uint32_t chain(const uint64_t *s, uint32_t n, uint32_t p, uint32_t *c)
 
 /* Whether the g sizes at x are a layer like ref (p sizes) with weights
  * missing (g < p: x is ref with some left out) or added (g > p: ref is x
- * with some left out, and none added larger than ref's largest: a part of
- * one of its weights, never a head or an embedding), each kept one
- * padded_same. */
+ * with some left out), each kept one padded_same, and none larger than
+ * ref's largest (a sixteenth and 2 MiB of padding allowed): a layer's
+ * weights or parts of them, never a head or an embedding.  (padded_same
+ * alone let Llama-2-70B's 500 MiB lm_head and embedding, with the final
+ * norm, pass for a layer missing weights beside 448 MiB projections.) */
 static int layer_but_some(const uint64_t *x, uint32_t g, const uint64_t *ref, uint32_t p)
 {
 	const uint64_t *in = g < p ? x : ref, *of = g < p ? ref : x;
@@ -139,7 +143,7 @@ static int layer_but_some(const uint64_t *x, uint32_t g, const uint64_t *ref, ui
 	for (uint32_t i = 0; i < p; i++)
 		top = ref[i] > top ? ref[i] : top;
 	for (uint32_t i = 0; i < g; i++)
-		if (x[i] > top && !padded_same(x[i], top))
+		if (x[i] > top + top / 16 + (2u << 20))
 			return 0;
 	for (uint32_t i = 0; i < m; i++, j++) {
 		while (j < k && !padded_same(in[i], of[j]))
@@ -304,15 +308,19 @@ static uint32_t layers_of(const uint64_t *s, uint32_t n, uint32_t *cuts, uint32_
 			 * (join), a chain of at least half the longest's
 			 * layers may cover the most: the out-of-step chain
 			 * before a missing weight is one layer longer than the
-			 * right one. */
-			uint32_t best = 0, fewest = 0;
-			for (uint32_t i = 0; i + p <= n; i++) {
+			 * right one.  The JOIN_TRIES chains nearest the run
+			 * are joined (each phase of a dense layer's, near it;
+			 * all of a layer of hundreds of experts' took 25 s). */
+			uint32_t best = 0, fewest = 0, tried = 0;
+			for (uint32_t i = 0; i + p <= n && tried < JOIN_TRIES; i++) {
 				uint32_t c = i <= best_a ? best_a - i : i;
 				if (c + p > n)
 					continue;
 				uint32_t b = c, k = chain(s, n, p, &b), m, f;
-				if (!k || k * 2 < most || (m = join(s, n, p, b, k, tmp)) == 0 ||
-				    tmp[m] - tmp[0] < best)
+				if (!k || k * 2 < most)
+					continue;
+				tried++;
+				if ((m = join(s, n, p, b, k, tmp)) == 0 || tmp[m] - tmp[0] < best)
 					continue;
 				f = misfits(s, tmp, m, p);
 				if (tmp[m] - tmp[0] == best && f >= fewest)
