@@ -197,6 +197,10 @@ void ft_off_verify_release(struct ft_offload *o, uint32_t k)
 			continue;
 		if (ft_gpu_checksums(o->gpu, addr, bytes, n, sums)) {
 			ft_warn_once("FT_VERIFY: cannot checksum blocks; contents are not checked");
+			/* the checksum's synchronisation orders the poison
+			 * after the block's readers; without it, this does */
+			if (o->real->cuCtxSynchronize)
+				o->real->cuCtxSynchronize();
 		} else {
 			for (uint32_t j = i, m = 0; j < x->nruns && m < n; j++) {
 				if (x->dead[j])

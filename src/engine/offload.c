@@ -64,8 +64,12 @@ uint32_t ft_cover(const struct ft_span *spans, uint32_t n, const struct ft_span 
  * first stayed on the GPU, the last 9.9 MiB went with trap 0, and a lookup
  * of a token there read another trap's bytes (NaN under FT_VERIFY in 9 of
  * 16 requests).  Linking them instead loaded trap 0 at every launch that
- * pointed at the table (2.2x the step there).  In address order, so a
- * chain of parts is kept whole. */
+ * pointed at the table (2.2x the step there).  Only a tail of at most an
+ * eighth of the kept weight's size, and only the next weight: extents run
+ * to the next region of their allocation, so every weight abuts the next,
+ * and a shared bias in a small segment would otherwise keep the layer's
+ * projections after it (bytes the plan counts as offloaded).  The
+ * misaligned word that split the embedding is a part since 3ee02c8. */
 static void kept_runs_on(struct ft_offload *o)
 {
 	uint64_t bytes = 0;
@@ -74,14 +78,16 @@ static void kept_runs_on(struct ft_offload *o)
 		CUdeviceptr base;
 		size_t size;
 		if (a->trap < o->ntraps || b->trap >= o->ntraps || a->hi != b->lo ||
+		    (b->hi - b->lo) * 8 > a->hi - a->lo ||
 		    !ft_vmm_range(o->vmm, a->lo, &base, &size) || b->lo >= base + size)
 			continue;
 		b->trap = UINT32_MAX;
 		bytes += b->hi - b->lo;
+		i++; /* not on from b */
 	}
 	if (bytes)
-		ft_info("%.1f MiB of weights stay on the GPU: each runs on from a weight kept there "
-			"(shared across the pass) in one allocation, as a part of it",
+		ft_info("%.1f MiB of weights stay on the GPU: each is the tail of a weight kept there "
+			"(shared across the pass) in one allocation, perhaps a part of it",
 			(double)bytes / 1048576.0);
 }
 

@@ -167,8 +167,8 @@ static int hold_ignored = 1; /* FT_HOLD_IGNORED of the engines made */
 /* The VMM's allocations of a test: one chunk-aligned range each, every
  * chunk with memory of its own. */
 static struct ft_vmm_alloc va[64];
-static CUmemGenericAllocationHandle own[64][4];
-static unsigned char hostflag[64][4];
+static CUmemGenericAllocationHandle own[64][32];
+static unsigned char hostflag[64][32];
 
 /* The default layout: trap t's one weight is one chunk at base[t], an
  * allocation of its own. */
@@ -201,9 +201,9 @@ static struct ft_offload *engine_of(int ntraps, const int *block, int nblocks, i
 	stub_vmm(&vmm, &real, CHUNK, va, na);
 	for (uint32_t i = 0; i < na; i++) {
 		uint32_t n = (uint32_t)((allocs[i].hi - allocs[i].lo) / CHUNK);
-		assert_true(n >= 1 && n <= 4);
+		assert_true(n >= 1 && n <= 32);
 		for (uint32_t k = 0; k < n; k++)
-			own[i][k] = 1 + i * 4 + k, hostflag[i][k] = 0;
+			own[i][k] = 1 + i * 32 + k, hostflag[i][k] = 0;
 		va[i] = (struct ft_vmm_alloc){ .base = allocs[i].lo, .size = n * CHUNK, .nchunks = n,
 					       .own = own[i], .host = hostflag[i] };
 	}
@@ -973,15 +973,27 @@ static void adjacent_weights_are_linked(void **state)
 	done(o);
 }
 
-/* abut, with trap 2's weight kept on the GPU out of any trap (shared
- * across the pass). */
+/* Trap 2's weight, 16 chunks kept on the GPU out of any trap (shared
+ * across the pass), followed in its allocation by trap 7's, one chunk (an
+ * eighth of it at most), or two (more), above the other traps. */
+static int tail_chunks = 1;
+
 static uint32_t abut_kept(struct ft_off_weight *w, uint32_t nw, struct ft_span *a, uint32_t na)
 {
-	na = abut(w, nw, a, na);
+	const uint64_t at = 40 * 16 * MB, end = at + 16 * CHUNK;
 	for (uint32_t i = 0; i < nw; i++)
 		if (w[i].trap == 2)
-			w[i].trap = UINT32_MAX;
-	return na;
+			w[i] = (struct ft_off_weight){ at, end, UINT32_MAX, 0, 0 };
+		else if (w[i].trap == 7)
+			w[i] = (struct ft_off_weight){ end, end + tail_chunks * CHUNK, 7, 0, 0 };
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < na; i++)
+		if (a[i].lo != S.base[2] && a[i].lo != S.base[7])
+			a[k++] = a[i];
+	a[k++] = (struct ft_span){ at, end + tail_chunks * CHUNK };
+	S.base[2] = at;
+	S.base[7] = end;
+	return k;
 }
 
 /* The H200's PIECEWISE start-up harness under FT_VERIFY: a word 4 bytes
@@ -989,15 +1001,20 @@ static uint32_t abut_kept(struct ft_off_weight *w, uint32_t nw, struct ft_span *
  * first, read all over the pass, stayed on the GPU out of its trap, the
  * last 9.9 MiB went with trap 0, and a lookup of a token there (through
  * the table's start) read another trap's bytes: NaN in 9 of 16 requests.
- * A weight that runs on from a kept one in its allocation is kept too:
- * trap 7 (its only weight) is no longer offloaded, and a read through the
- * kept weight finds its bytes where they always were. */
+ * A weight that runs on from a kept one in its allocation, at most an
+ * eighth of its size, is kept too: trap 7 (its only weight) is no longer
+ * offloaded, and a read through the kept weight finds its bytes where they
+ * always were.  A larger one is not (the layer after a shared bias). */
 static void a_kept_weight_keeps_what_runs_on_from_it(void **state)
 {
 	(void)state;
 	static const int blocks[] = { 0, 1, -1, 3, 0, 1, 2, 3, 0, 1 };
-	one_allocation = 1;
+	tail_chunks = 3;
 	struct ft_offload *o = engine_edit(10, blocks, 4, NULL, 0, abut_kept);
+	assert_true(o->t[7].block >= 0);
+	done(o);
+	tail_chunks = 1;
+	o = engine_edit(10, blocks, 4, NULL, 0, abut_kept);
 	for (uint32_t i = 0; i < o->nw; i++) {
 		assert_int_equal(o->w[i].link, 0);
 		if (o->w[i].lo == S.base[2] || o->w[i].lo == S.base[7])
