@@ -13,12 +13,27 @@
 #define OBSERVING() (ft_lib_ensure(), ft_observing())
 #define H(x) ((uint64_t)(uintptr_t)(x))
 
-static void capture_begun(const char *api, CUstream s, int ptsz, CUresult rc)
+/* A capture counts as under way from just before the driver begins it
+ * (uncounted again if it refuses): another thread's watch, which may
+ * synchronise the device, must not run between the two (it would
+ * invalidate this capture).  The watch's own try runs before. */
+static int capture_begins(void)
 {
-	if (rc == CUDA_SUCCESS) {
-		atomic_fetch_add(&ft_g.active_captures, 1);
+	if (!OBSERVING())
+		return 0;
+	ft_learn_capture_begins(&ft_g.learn);
+	atomic_fetch_add(&ft_g.active_captures, 1);
+	return 1;
+}
+
+static void capture_begun(int counted, const char *api, CUstream s, int ptsz, CUresult rc)
+{
+	if (counted && rc != CUDA_SUCCESS)
+		atomic_fetch_sub(&ft_g.active_captures, 1);
+	if (!ft_observing())
+		return;
+	if (rc == CUDA_SUCCESS)
 		FT_STAT_INC(&ft_g.stats, captures);
-	}
 	ft_obs_event("capture_begin", api, rc, "stream", H(s), "capture",
 		     rc == CUDA_SUCCESS ? ft_obs_capture_id(s, ptsz) : 0);
 }
@@ -26,11 +41,9 @@ static void capture_begun(const char *api, CUstream s, int ptsz, CUresult rc)
 #define BEGIN_CAPTURE(sym, ptsz)                                               \
 	CUresult sym(CUstream s, CUstreamCaptureMode mode)                     \
 	{                                                                      \
-		if (OBSERVING())                                               \
-			ft_learn_capture_begins(&ft_g.learn);                  \
+		int counted = capture_begins();                                \
 		CUresult rc = FT_CALL(sym, s, mode);                           \
-		if (ft_observing())                                            \
-			capture_begun(#sym, s, ptsz, rc);                      \
+		capture_begun(counted, #sym, s, ptsz, rc);                     \
 		return rc;                                                     \
 	}
 BEGIN_CAPTURE(cuStreamBeginCapture_v2, 0)
@@ -40,11 +53,9 @@ BEGIN_CAPTURE(cuStreamBeginCapture_v2_ptsz, 1)
 	CUresult sym(CUstream s, CUgraph g, const CUgraphNode *deps,           \
 		     const CUgraphEdgeData *data, size_t n, CUstreamCaptureMode mode) \
 	{                                                                      \
-		if (OBSERVING())                                               \
-			ft_learn_capture_begins(&ft_g.learn);                  \
+		int counted = capture_begins();                                \
 		CUresult rc = FT_CALL(sym, s, g, deps, data, n, mode);         \
-		if (ft_observing())                                            \
-			capture_begun(#sym, s, ptsz, rc);                      \
+		capture_begun(counted, #sym, s, ptsz, rc);                     \
 		return rc;                                                     \
 	}
 BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph, 0)
