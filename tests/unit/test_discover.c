@@ -367,6 +367,28 @@ static void saved_contents_in_a_longer_region(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* Two saved weights found in one allocation, the first over its saved size
+ * reaching into the second's region (as a restart's match reaches to the
+ * allocation's end): weights never overlap, so the match fails. */
+static void saved_contents_never_overlap(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 3 * MB, 0, 8 * MB);
+	uint32_t *idx, found, missing;
+	uint32_t n = after_one_pass(&d, &idx);
+	assert_int_equal(n, 2);
+	static const uint64_t sizes[] = { 8 * MB, 5 * MB },
+			      sums[] = { WEIGHTS * 1000 + 8 * MB, WEIGHTS * 1000 + 3 * MB + 5 * MB };
+	assert_int_equal(ft_disc_match(&d, idx, n, sizes, sums, 2, prefix_sum, NULL, &found, &missing), 0);
+	assert_int_equal(found, 1);
+	assert_int_equal(missing, 1);
+	free(idx);
+	ft_disc_destroy(&d);
+}
+
 /* A saved weight that the pass read apart (a token's row of the embedding
  * read through its own pointer, every pass so far): the region at its
  * start matches over the saved size, up to the allocation's end, and the
@@ -501,6 +523,7 @@ int main(void)
 		cmocka_unit_test(saved_contents_after_one_pass),
 		cmocka_unit_test(saved_contents_in_a_longer_region),
 		cmocka_unit_test(saved_contents_read_apart),
+		cmocka_unit_test(saved_contents_never_overlap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
