@@ -350,17 +350,25 @@ static int touch(struct ft_offload *o, int *touched, int *moves, int nt, int t, 
 	return nt;
 }
 
-/* Weight k runs on into the next weight, of another trap (offload.h,
- * ft_off_links): a read of it reads that trap too, when bytes of the next
- * weight left the GPU (else they are where they always were: on the H200 a
+/* The weight that weight k runs on into, of another trap (offload.h,
+ * ft_off_links), when bytes of it left the GPU, or -1: a read of k reads
+ * its trap too (else its bytes are where they always were: on the H200 a
  * bias packed beside another layer's in one small segment, read by every
  * layer, loaded a 1 GiB trap each time). */
+static int linked_offloaded(const struct ft_offload *o, int k)
+{
+	if (!o->w[k].link || (uint32_t)k + 1 >= o->nw ||
+	    !ft_off_weight_offloaded(o, k + 1, o->w[k + 1].lo))
+		return -1;
+	return k + 1;
+}
+
 static int follow_link(struct ft_offload *o, int k, int *touched, int *moves, int nt)
 {
-	int l = (int)o->w[k].link - 1;
-	if (l >= 0 && !(o->cap_id && o->t[l].pending) && (uint32_t)k + 1 < o->nw &&
-	    ft_off_weight_offloaded(o, k + 1, o->w[k + 1].lo))
-		nt = touch(o, touched, moves, nt, l, 0);
+	int l = linked_offloaded(o, k);
+	int t = l < 0 ? -1 : (int)o->w[l].trap;
+	if (t >= 0 && !(o->cap_id && o->t[t].pending))
+		nt = touch(o, touched, moves, nt, t, 0);
 	return nt;
 }
 
@@ -731,9 +739,8 @@ unsigned ft_off_graph_traps(struct ft_offload *o, const uint64_t *addr, unsigned
 			k = offloaded_at(o, addr[i / 2]);
 		} else {
 			k = weight_of(o, addr[i / 2]);
-			if (k < 0 || !o->w[k].link || (uint32_t)k + 1 >= o->nw)
-				continue;
-			k = offloaded_at(o, o->w[k + 1].lo);
+			k = k < 0 ? -1 : linked_offloaded(o, k);
+			k = k < 0 ? -1 : offloaded_at(o, o->w[k].lo); /* (its trap has a block) */
 		}
 		if (k < 0)
 			continue;

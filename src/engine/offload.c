@@ -56,6 +56,17 @@ uint32_t ft_cover(const struct ft_span *spans, uint32_t n, const struct ft_span 
 	return runs;
 }
 
+/* Whether weight b begins in weight a's VMM allocation: one tensor lies in
+ * one allocation, weights that only abut across allocations (VMM places
+ * them side by side) are two. */
+static int same_allocation(struct ft_offload *o, const struct ft_off_weight *a,
+			   const struct ft_off_weight *b)
+{
+	CUdeviceptr base;
+	size_t size;
+	return ft_vmm_range(o->vmm, a->lo, &base, &size) && b->lo < base + size;
+}
+
 /* A weight kept on the GPU out of any trap (shared across the pass) that
  * runs on into the next weight of its allocation keeps that one too: one
  * tensor seen through two pointers, whose reads of the second part no
@@ -75,11 +86,8 @@ static void kept_runs_on(struct ft_offload *o)
 	uint64_t bytes = 0;
 	for (uint32_t i = 0; i + 1 < o->nw; i++) {
 		struct ft_off_weight *a = &o->w[i], *b = &o->w[i + 1];
-		CUdeviceptr base;
-		size_t size;
 		if (a->trap < o->ntraps || b->trap >= o->ntraps || a->hi != b->lo ||
-		    (b->hi - b->lo) * 8 > a->hi - a->lo ||
-		    !ft_vmm_range(o->vmm, a->lo, &base, &size) || b->lo >= base + size)
+		    (b->hi - b->lo) * 8 > a->hi - a->lo || !same_allocation(o, a, b))
 			continue;
 		b->trap = UINT32_MAX;
 		bytes += b->hi - b->lo;
@@ -418,14 +426,8 @@ uint32_t ft_off_links(struct ft_offload *o)
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i + 1 < o->nw; i++) {
 		const struct ft_off_weight *a = &o->w[i], *b = &o->w[i + 1];
-		CUdeviceptr base;
-		size_t size;
 		if (a->hi != b->lo || a->trap == b->trap || a->trap >= o->ntraps ||
-		    b->trap >= o->ntraps)
-			continue;
-		/* one tensor lies in one allocation: weights that only abut
-		 * across allocations (VMM places them side by side) are not */
-		if (!ft_vmm_range(o->vmm, a->lo, &base, &size) || b->lo >= base + size)
+		    b->trap >= o->ntraps || !same_allocation(o, a, b))
 			continue;
 		struct ft_off_trap *x = &o->t[a->trap], *y = &o->t[b->trap];
 		o->w[i].link = b->trap + 1;

@@ -955,7 +955,8 @@ static uint32_t abut(struct ft_off_weight *w, uint32_t nw, struct ft_span *a, ui
 
 /* Trap 7's weight begins where trap 2's ends in one allocation (a stale
  * pointer into one tensor, seen as two): a kernel reading trap 2 reads
- * trap 7's bytes too, so trap 7 must be in place as well. */
+ * trap 7's bytes too, so trap 7 must be in place as well, eager or in a
+ * graph paged at its launch boundary. */
 static void adjacent_weights_are_linked(void **state)
 {
 	(void)state;
@@ -964,6 +965,10 @@ static void adjacent_weights_are_linked(void **state)
 	struct ft_offload *o = engine_edit(10, blocks, 4, NULL, 0, abut);
 	for (uint32_t i = 0; i < o->nw; i++) /* trap 2's weight runs on into trap 7's */
 		assert_int_equal(o->w[i].link, o->w[i].trap == 2 ? 8 : 0);
+	struct ft_off_read rd[8];
+	assert_int_equal(ft_off_graph_traps(o, &S.base[2], 1, rd, 8), 2);
+	assert_int_equal(rd[0].trap, 2);
+	assert_int_equal(rd[1].trap, 7);
 	for (int pass = 0; pass < 4; pass++)
 		for (int t = 0; t < 10; t++) {
 			uint64_t a = S.base[t];
@@ -1032,22 +1037,6 @@ static void a_kept_weight_keeps_what_runs_on_from_it(void **state)
 				kernel_at(o, &a, 1, (const int[]){ t }, 1, "k");
 		}
 	check();
-	done(o);
-}
-
-/* A graph paged at its launch boundary reads what an eager launch of its
- * kernels reads: a weight that runs on into another trap's brings that
- * trap along (adjacent_weights_are_linked). */
-static void a_boundary_graph_follows_links(void **state)
-{
-	(void)state;
-	static const int blocks[] = { 0, 1, 2, 3, 0, 1, 2, 3, 0, 1 };
-	one_allocation = 1;
-	struct ft_offload *o = engine_edit(10, blocks, 4, NULL, 0, abut);
-	struct ft_off_read rd[8];
-	assert_int_equal(ft_off_graph_traps(o, &S.base[2], 1, rd, 8), 2);
-	assert_int_equal(rd[0].trap, 2);
-	assert_int_equal(rd[1].trap, 7);
 	done(o);
 }
 
@@ -1253,7 +1242,6 @@ int main(void)
 		cmocka_unit_test(tied_weight_read_at_both_ends),
 		cmocka_unit_test(adjacent_weights_are_linked),
 		cmocka_unit_test(a_kept_weight_keeps_what_runs_on_from_it),
-		cmocka_unit_test(a_boundary_graph_follows_links),
 		cmocka_unit_test(abutting_allocations_are_not_linked),
 		cmocka_unit_test(capture_loads_each_trap_once),
 		cmocka_unit_test(eager_passes_between_replays),
