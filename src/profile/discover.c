@@ -486,14 +486,6 @@ static int take_saved(const struct saved_w *w, uint32_t nw, const int32_t *regio
 	return -1;
 }
 
-/* Saved weights by the index of the region each was found in (qsort). */
-static const int32_t *sort_region_of;
-static int by_matched_region(const void *a, const void *b)
-{
-	int32_t x = sort_region_of[*(const uint32_t *)a], y = sort_region_of[*(const uint32_t *)b];
-	return x < y ? -1 : x > y;
-}
-
 static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
 			   const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
 			   ft_disc_sum_fn sum, void *ctx, uint32_t *found, uint32_t *missing)
@@ -550,25 +542,27 @@ static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
 	 * up to its allocation's end may reach into another's (one weight's
 	 * view matching another weight's bytes); then the two are not found */
 	if (k == nsizes) {
-		/* d->r is in (allocation, offset) order: by region, each
-		 * saved weight's end against the next matched region's start */
-		uint32_t *by_region = malloc((nsizes + 1) * sizeof(*by_region));
-		for (uint32_t i = 0; by_region && i < nsizes; i++)
-			by_region[i] = i;
-		if (by_region) {
-			sort_region_of = region_of;
-			qsort(by_region, nsizes, sizeof(*by_region), by_matched_region);
-		}
-		for (uint32_t i = 0; by_region && i + 1 < nsizes; i++) {
-			const struct ft_disc_region *a = &d->r[region_of[by_region[i]]],
-						    *b = &d->r[region_of[by_region[i + 1]]];
-			if (b->alloc_id == a->alloc_id && b->offset < a->offset + sizes[by_region[i]]) {
-				region_of[by_region[i + 1]] = -1;
+		/* d->r is in (allocation, offset) order: in it, each saved
+		 * weight's end against the next matched region's start */
+		int32_t *saved_in = malloc((d->n + 1) * sizeof(*saved_in)), prev = -1;
+		for (uint32_t i = 0; saved_in && i < d->n; i++)
+			saved_in[i] = -1;
+		for (uint32_t j = 0; saved_in && j < nsizes; j++)
+			saved_in[region_of[j]] = (int32_t)j;
+		for (uint32_t i = 0; saved_in && i < d->n; i++) {
+			int32_t j = saved_in[i];
+			if (j < 0)
+				continue;
+			const struct ft_disc_region *a = prev < 0 ? NULL : &d->r[region_of[prev]];
+			if (a && a->alloc_id == d->r[i].alloc_id &&
+			    d->r[i].offset < a->offset + sizes[prev]) {
+				region_of[j] = -1;
 				k--;
 				break;
 			}
+			prev = j;
 		}
-		free(by_region);
+		free(saved_in);
 	}
 	*found = k;
 	while (*missing < nsizes && region_of[*missing] >= 0)
