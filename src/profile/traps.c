@@ -128,6 +128,17 @@ static uint32_t chain(const uint64_t *s, uint32_t n, uint32_t p, uint32_t *c)
 	return k;
 }
 
+/* The largest size a weight of the layer ref (p sizes) may measure: its
+ * largest, with a sixteenth and 2 MiB of padding; a larger weight is no
+ * layer's (a head, an embedding). */
+static uint64_t layer_top(const uint64_t *ref, uint32_t p)
+{
+	uint64_t top = 0;
+	for (uint32_t i = 0; i < p; i++)
+		top = ref[i] > top ? ref[i] : top;
+	return top + top / 16 + (2u << 20);
+}
+
 /* Whether the g sizes at x are a layer like ref (p sizes) with weights
  * missing (g < p: x is ref with some left out) or added (g > p: ref is x
  * with some left out), each kept one padded_same, and none larger than
@@ -139,11 +150,9 @@ static int layer_but_some(const uint64_t *x, uint32_t g, const uint64_t *ref, ui
 {
 	const uint64_t *in = g < p ? x : ref, *of = g < p ? ref : x;
 	uint32_t m = g < p ? g : p, k = g < p ? p : g, j = 0;
-	uint64_t top = 0;
-	for (uint32_t i = 0; i < p; i++)
-		top = ref[i] > top ? ref[i] : top;
+	uint64_t top = layer_top(ref, p);
 	for (uint32_t i = 0; i < g; i++)
-		if (x[i] > top + top / 16 + (2u << 20))
+		if (x[i] > top)
 			return 0;
 	for (uint32_t i = 0; i < m; i++, j++) {
 		while (j < k && !padded_same(in[i], of[j]))
@@ -337,12 +346,14 @@ static uint32_t layers_of(const uint64_t *s, uint32_t n, uint32_t *cuts, uint32_
 			/* The last layer before the head may end its allocator
 			 * segment, so its last weight runs to the segment's end:
 			 * padding only adds.  One more layer when the next p
-			 * weights are each at least about the previous layer's and
-			 * something (the head) still follows. */
+			 * weights are each at least about the previous layer's,
+			 * none more than padded_same, and something (the head)
+			 * still follows. */
 			uint32_t end = cuts[*nl];
 			while (end + p < n) {
 				uint32_t j = 0;
-				while (j < p && s[end + j] * 8 >= s[end + j - p] * 7)
+				while (j < p && s[end + j] * 8 >= s[end + j - p] * 7 &&
+				       padded_same(s[end + j], s[end + j - p]))
 					j++;
 				if (j < p && !like_layer(s + end, s + end - p, p))
 					break;
@@ -469,6 +480,49 @@ static int by_at(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* Layers outside the layout's chain, in x[lo, hi): a weight read out of
+ * place cuts a pass's chain of layers in two (a kernel's parameter word
+ * that held the embedding's address without reading it made the embedding
+ * first read between two layers of a PIECEWISE decode on the H200, a
+ * different layer in each run), and in a pass that began mid-forward the
+ * head lies between two chains.  Each run of layers like ref (the
+ * chain's first, p sizes) there, two or more (or one of exactly ref's
+ * sizes, p >= 3: a single one of a short layer may be chance), is layers
+ * too: their starts are appended to out (*n of them). */
+static void more_layers(const uint64_t *x, uint32_t lo, uint32_t hi, const uint64_t *ref,
+			uint32_t p, uint32_t *out, uint32_t *n)
+{
+	for (uint32_t c = lo; p >= 2 && c + p <= hi;) {
+		uint32_t k = 0;
+		while (c + (k + 1) * p <= hi && like_layer(x + c + k * p, ref, p))
+			k++;
+		if (k < 2 && !(k == 1 && p >= 3 && strict_like(x + c, ref, p) == p)) {
+			c++;
+			continue;
+		}
+		for (uint32_t i = 0; i < k; i++)
+			out[(*n)++] = c + i * p;
+		c += k * p;
+	}
+}
+
+/* The cuts of the weights x[g0, g1) between two layers: each larger than
+ * any of the layer's (top) is a trap of its own (role "other": the
+ * embedding or head read where a layer was), each run of the others one
+ * (the parts of a layer on either side of them). */
+static uint32_t gap_cuts(const uint64_t *x, uint32_t g0, uint32_t g1, uint64_t top,
+			 struct cut *c)
+{
+	uint32_t nc = 0;
+	for (uint32_t m = g0; m < g1;) {
+		int big = x[m] > top;
+		c[nc++] = (struct cut){ m++, big ? "other" : "layer" };
+		while (!big && m < g1 && x[m] <= top)
+			m++;
+	}
+	return nc;
+}
+
 /* The layer period among the major weights (ms, at[]: nm of them; at NULL:
  * every weight): embedding, layers, head, read from the layout's rotation
  * on; in the order of the pass, a trap that spans its start is cut there.
@@ -477,9 +531,11 @@ static int by_at(const void *a, const void *b)
  * pass's): when they are at most three major weights (lm_head, the
  * embedding, perhaps a norm), each is a trap of its own, so that a forward
  * does not load a trap of both twice; more (layers of another shape outside
- * the pattern) stay one trap on each side of the rotation.  A minor weight
- * belongs to the trap of the major one before it.  Returns the traps made,
- * 0 without a period, -1 when out of memory. */
+ * the pattern) stay one trap on each side of the rotation.  Layers like the
+ * chain's outside it are layers too (more_layers), the weights between
+ * them cut by gap_cuts.  A minor weight belongs to the trap of the major
+ * one before it.  Returns the traps made, 0 without a period, -1 when out
+ * of memory. */
 static int by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const uint32_t *at,
 		     uint32_t nm, int relaxed, struct ft_trap *t)
 {
@@ -489,19 +545,40 @@ static int by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const ui
 		return l.cuts ? 0 : -1;
 	}
 	struct cut *c = malloc((nm + 2) * sizeof(*c));
-	if (!c) {
+	uint64_t *x = malloc(nm * sizeof(*x));
+	uint32_t *more = malloc(nm * sizeof(*more));
+	if (!c || !x || !more) {
+		free(c), free(x), free(more);
 		free(l.cuts);
 		return -1;
 	}
+	for (uint32_t i = 0; i < nm; i++)
+		x[i] = ms[(i + l.r) % nm];
 	/* boundaries in the rotated sequence of major weights */
 	uint32_t nc = 0, wrap = (nm - l.r) % nm, k = 0, start = l.cuts[0], end = l.cuts[l.nl];
-	int each = l.r && start + (nm - end) <= 3;
+	const uint64_t *ref = x + start;
+	uint64_t top = layer_top(ref, l.p);
+	uint32_t nmore = 0, before;
+	more_layers(x, 0, start, ref, l.p, more, &nmore);
+	before = nmore;
+	more_layers(x, end, nm, ref, l.p, more, &nmore);
+	uint32_t lo = before ? more[0] : start, hi = nmore > before ? more[nmore - 1] + l.p : end;
+	int each = l.r && lo + (nm - hi) <= 3;
 	const char *first = NULL;
-	for (uint32_t m = 0; m < start; m += each ? 1 : start)
+	for (uint32_t m = 0; m < lo; m += each ? 1 : lo)
 		c[nc++] = (struct cut){ m, "embedding" };
-	for (uint32_t i = 0; i < l.nl; i++)
-		c[nc++] = (struct cut){ l.cuts[i], "layer" };
-	for (uint32_t m = end; m < nm; m += each ? 1 : nm)
+	/* the layers in order, the gaps between them cut */
+	uint32_t prev = lo;
+	for (uint32_t i = 0; i < nmore + l.nl; i++) {
+		uint32_t a = i < before ? more[i] : i < before + l.nl ? l.cuts[i - before] :
+			     more[i - l.nl];
+		uint32_t b = i < before ? a + l.p : i < before + l.nl ? l.cuts[i - before + 1] :
+			     a + l.p;
+		nc += gap_cuts(x, prev, a, top, c + nc);
+		c[nc++] = (struct cut){ a, "layer" };
+		prev = b;
+	}
+	for (uint32_t m = hi; m < nm; m += each ? 1 : nm)
 		c[nc++] = (struct cut){ m, "head" };
 	/* the role of the trap that holds the pass's first weight */
 	for (uint32_t i = 0; i < nc && c[i].at <= wrap; i++)
@@ -516,7 +593,7 @@ static int by_period(const uint64_t *s, uint32_t n, const uint64_t *ms, const ui
 		if (e > c[i].at)
 			fill(&t[k], k, c[i].role, s, c[i].at, e - c[i].at), k++;
 	}
-	free(c);
+	free(c), free(x), free(more);
 	free(l.cuts);
 	return (int)k;
 }

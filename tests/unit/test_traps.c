@@ -282,6 +282,59 @@ static void pass_begins_mid_forward(void **state)
 	free(t);
 }
 
+/* A weight first read out of place (a kernel's parameter word that held
+ * the embedding's address without reading it, in every attention of a
+ * PIECEWISE decode on the H200) cuts the chain of layers in two: the
+ * layers on both sides are layers, the weight a trap of its own, and no
+ * trap holds several layers (there it held seven, and the plan offloaded
+ * everything).  Sizes as that pass read them: from layer 8's o_proj, the
+ * embedding after layer 9's v_proj; and a head read inside layer 5 of a
+ * pass from the embedding. */
+static void a_weight_read_out_of_place(void **state)
+{
+	(void)state;
+	static const uint64_t layer[] = { 32, 20, 20, 32, 112, 112, 112 };
+	for (int c = 0; c < 2; c++) {
+		uint64_t f[2 + 16 * 7], s[2 + 16 * 7];
+		uint32_t n = 0, out = c ? 1 + 16 * 7 : 0;
+		f[n++] = 250ull << 20; /* the embedding */
+		for (int l = 0; l < 16; l++)
+			for (int j = 0; j < 7; j++)
+				f[n++] = layer[j] << 20;
+		f[n++] = 251ull << 20; /* lm_head */
+		/* the pass: rotated, and the out-of-place weight moved */
+		uint32_t from = c ? 0 : 1 + 8 * 7 + 3, to = c ? 1 + 5 * 7 + 3 : 1 + 9 * 7 + 3;
+		uint32_t m = 0;
+		for (uint32_t i = 0; i < n; i++) {
+			uint32_t j = (i + from) % n;
+			if (j == out)
+				continue;
+			if (j == to)
+				s[m++] = f[out];
+			s[m++] = f[j];
+		}
+		assert_int_equal(m, n);
+		struct ft_trap *t;
+		int k = ft_traps_group(s, n, 256 << 20, &t);
+		check_cover(t, k, s, n);
+		uint32_t whole = 0, big = 0;
+		for (int i = 0; i < k; i++) {
+			/* at most a layer (the embedding with the part of
+			 * layer 0 before the pass's first whole layer) */
+			assert_true(t[i].bytes <= 440ull << 20);
+			whole += t[i].nweights == 7 && !strcmp(t[i].role, "layer");
+			for (uint32_t j = 0; j < t[i].nweights; j++)
+				big += s[t[i].first_weight + j] >= 250ull << 20;
+			/* the out-of-place weight alone */
+			if (s[t[i].first_weight] == f[out])
+				assert_int_equal(t[i].nweights, 1);
+		}
+		assert_int_equal(big, 2);
+		assert_true(whole >= 14);
+		free(t);
+	}
+}
+
 /* A divisor of the period whose layers then cover too few weights was
  * rejected, and the search went back to the period it came from, took the
  * divisor again, and never ended (found by review: discovery hung under
@@ -597,6 +650,7 @@ int main(void)
 		cmocka_unit_test(qwen2_kv_segments),
 		cmocka_unit_test(converted_to_bf16),
 		cmocka_unit_test(pass_begins_mid_forward),
+		cmocka_unit_test(a_weight_read_out_of_place),
 		cmocka_unit_test(a_rejected_divisor_ends_the_search),
 		cmocka_unit_test(no_period_falls_back),
 		cmocka_unit_test(minor_regions_in_some_layers),
