@@ -38,12 +38,18 @@ int ft_learn_adopt_saved(struct ft_learn *L, enum ft_disc_end end)
 	 * next start takes it after one pass */
 	L->resave = mine.sums && (!L->saved.sums ||
 				  memcmp(mine.sums, L->saved.sums, mine.nweights * sizeof(*mine.sums)));
+	/* without checksums of its own (a run that took the saved weights
+	 * before its passes sampled them), the saved ones stand: a file
+	 * written without them would make the next start wait for
+	 * discovery's passes, and its graphs be captured before the plan */
+	uint64_t *sums = mine.sums ? mine.sums : L->saved.sums;
 	free(L->saved.weights);
-	free(L->saved.sums);
+	if (sums != L->saved.sums)
+		free(L->saved.sums);
 	*p = L->saved;
 	memset(&L->saved, 0, sizeof(L->saved));
 	p->weights = mine.weights;
-	p->sums = mine.sums;
+	p->sums = sums;
 	p->nweights = mine.nweights;
 	memcpy(&p->device, &mine.device, sizeof(p->device));
 	memcpy(p->library, mine.library, sizeof(p->library));
