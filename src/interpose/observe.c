@@ -245,6 +245,10 @@ void ft_obs_launch_before(const struct ft_launch *l, struct ft_seen *s)
 		uint64_t w;
 		if (!s->cap) {
 			ft_off_launch(ft_g.off, l->stream, a, word, n, s->refs.n - n, kern, name);
+		} else if (ft_g.opt.graph_paging == FT_GP_INSTANTIATE) {
+			/* planned at instantiation, as a graph captured before
+			 * the plan (graph_sub.c): a piece of a pass is paged at
+			 * its launch boundaries, a whole pass by a substitute */
 		} else {
 			/* the copies and waits go into the capture */
 			int paged = ft_off_capture_launch(ft_g.off, l->stream, s->cap, a, word, n,

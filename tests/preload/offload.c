@@ -281,6 +281,8 @@ int main(int argc, char **argv)
 	 * right after its first forward) */
 	if (capture_at >= 0 && getenv("OFFLOAD_CAPTURE_AT"))
 		capture_at = atoi(getenv("OFFLOAD_CAPTURE_AT"));
+	/* OFFLOAD_PIECES_AT: the pieces at another step (after the plan) */
+	int pieces_at = getenv("OFFLOAD_PIECES_AT") ? atoi(getenv("OFFLOAD_PIECES_AT")) : EARLY_AT;
 	CUgraphExec pe[PIECES] = { 0 };
 	if (enabled || params)
 		kept = (CUgraph)1; /* the capture keeps its graph */
@@ -343,7 +345,7 @@ int main(int argc, char **argv)
 			fwrite(v, sizeof(float), N, f);
 		}
 		fill(inp, (float)s);
-		if (s == capture_at || (pieces && s == EARLY_AT) || (update && s == 16)) {
+		if (s == capture_at || (pieces && s == pieces_at) || (update && s == 16)) {
 			/* one forward captured, then replayed every step (or
 			 * its pieces; or again, into the same executable) */
 			CUstream cs;

@@ -210,8 +210,10 @@ early-restart)
 	# a restart with the profile.json the first start wrote: the plan comes
 	# at the end of the first forward (before pass detection has found a
 	# boundary), before the capture at step 1, as a serving engine captures
-	# right after its profile forward, so the graph pages itself (nothing
-	# kept, nothing substituted); outputs as without the library, both times
+	# right after its profile forward, so the graph is planned as it is
+	# instantiated (kept, substituted: FT_GRAPH_PAGING=instantiate), or
+	# pages itself in its capture (nothing kept, nothing substituted:
+	# capture); outputs as without the library, every time
 	plain plain-early early
 	run early early FT_PROFILE_STORAGE_DIR="$tmp/prof"
 	same plain-early early
@@ -220,10 +222,17 @@ early-restart)
 	run restart early FT_PROFILE_STORAGE_DIR="$tmp/prof" OFFLOAD_CAPTURE_AT=1
 	same plain-first restart
 	is restart profile_adopted -eq 1
-	is restart graphs_kept -eq 0
-	is restart graphs_substituted -eq 0
+	is restart graphs_kept -eq 1
+	is restart graphs_substituted -eq 1
 	is restart hidden_readers -eq 0
 	logs restart "the first forward) read the weights of the saved profile, with their contents: entering INFERENCE"
+	run restart-capture early FT_PROFILE_STORAGE_DIR="$tmp/prof" OFFLOAD_CAPTURE_AT=1 \
+		FT_GRAPH_PAGING=capture
+	same plain-first restart-capture
+	is restart-capture profile_adopted -eq 1
+	is restart-capture graphs_kept -eq 0
+	is restart-capture graphs_substituted -eq 0
+	is restart-capture hidden_readers -eq 0
 	;;
 early-hidden)
 	# the captured forward also reads layer 5's first weight through an
@@ -241,16 +250,23 @@ early-hidden)
 	;;
 update)
 	# the executable updated with a new capture of the forward after the
-	# plan (cuGraphExecUpdate): that capture pages itself, and the loads
-	# in it change its topology, so the driver refuses the update the
-	# application's graphs allow; the new graph's executable runs in the
-	# executable's place (the update succeeds, as without the library)
+	# plan (cuGraphExecUpdate): that capture is kept and the executable
+	# substituted again (FT_GRAPH_PAGING=instantiate); or (capture) it
+	# pages itself, and the loads in it change its topology, so the
+	# driver refuses the update the application's graphs allow; the new
+	# graph's executable runs in the executable's place (the update
+	# succeeds, as without the library)
 	plain plain-update update
 	run update update FAKE_GRAPH_ORDER=lifo
 	same plain-update update
-	is update graphs_kept -eq 1
+	is update graphs_kept -eq 2
 	is update graphs_substituted -eq 2
 	is update hidden_readers -eq 0
+	run update-capture update FAKE_GRAPH_ORDER=lifo FT_GRAPH_PAGING=capture
+	same plain-update update-capture
+	is update-capture graphs_kept -eq 1
+	is update-capture graphs_substituted -eq 2
+	is update-capture hidden_readers -eq 0
 	;;
 params)
 	# a kernel node of the substituted executable gets new parameters (it
@@ -288,6 +304,19 @@ pieces)
 	is pieces offloaded_bytes -gt 0
 	is pieces hidden_readers -eq 0
 	is pieces passes_graph -eq 0 # no replay taken for a whole pass
+	# the same pieces captured after the plan (FT_GRAPH_PAGING=instantiate):
+	# planned as they are instantiated, paged at their launch boundaries,
+	# none substituted; with capture, each pages itself
+	run pieces-late pieces FAKE_GRAPH_ORDER=lifo OFFLOAD_PIECES_AT=20
+	same plain-pieces pieces-late
+	is pieces-late graphs_boundary -gt 0
+	is pieces-late graphs_substituted -eq 0
+	is pieces-late hidden_readers -eq 0
+	nologs pieces-late "CUDA graphs captured before the plan" # (after it)
+	run pieces-capture pieces FAKE_GRAPH_ORDER=lifo OFFLOAD_PIECES_AT=20 FT_GRAPH_PAGING=capture
+	same plain-pieces pieces-capture
+	is pieces-capture graphs_boundary -eq 0
+	is pieces-capture hidden_readers -eq 0
 	;;
 early-noclone)
 	# the driver refuses to clone the graph: what it reads stays resident
