@@ -118,6 +118,11 @@ int ft_off_active(const struct ft_offload *o);
 /* Whether FT_VERIFY checks the blocks (then every launch is shown to
  * ft_off_launch, with references or not). */
 int ft_off_verifying(const struct ft_offload *o);
+/* Whether a captured launch reading addr[0..n) is timed in its graph's
+ * replays though it may read nothing offloaded: graphs are timed
+ * (FT_OFFLOAD_TIMING=cuda_graph, or a profile refreshed from replays) and
+ * it reads a trap, resident ones too. */
+int ft_off_graph_timed(struct ft_offload *o, const uint64_t *addr, unsigned n);
 /* Whether FT_OFFLOAD_TIMING's store is attached (ft_off_timing). */
 int ft_off_timed(const struct ft_offload *o);
 /* Bytes moved to the host store, bytes of the blocks, and the blocks. */

@@ -18,6 +18,11 @@ static void swap_ready(struct ft_off_block *b)
 	b->ready_cap = e;
 }
 
+int ft_off_graph_timed(struct ft_offload *o, const uint64_t *addr, unsigned n)
+{
+	return o->active && o->graph_timing && !o->pageable && ft_off_reads_trap(o, addr, n);
+}
+
 int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
 			  const uint16_t *words, unsigned n, unsigned nstale,
 			  struct ft_kernel *kern, const char *kernel)

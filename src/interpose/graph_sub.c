@@ -101,9 +101,10 @@ static const char *unpageable(CUgraph g, unsigned long long flags)
 	return why;
 }
 
-uint64_t ft_sub_keep(CUgraph g, unsigned long long flags)
+uint64_t ft_sub_keep(CUgraph g, unsigned long long flags, const char **unkept)
 {
 	uint32_t tag;
+	*unkept = NULL;
 	if (!ft_graphs_graph_reads(ft_g.graphs, H(g), &tag) || tag)
 		return 0; /* reads nothing tracked, or pages it itself */
 	uint64_t t0 = now_us();
@@ -116,6 +117,7 @@ uint64_t ft_sub_keep(CUgraph g, unsigned long long flags)
 	if (why) {
 		ft_info("CUDA graph 0x%llx reads tracked memory and cannot be paged by the library "
 			"(%s): what it reads stays on the GPU", (unsigned long long)H(g), why);
+		*unkept = why;
 		return 0;
 	}
 	FT_STAT_INC(&ft_g.stats, graphs_kept);
@@ -410,9 +412,11 @@ static int capture_loads(CUgraph g, const struct walk *w, CUstream s, const char
 			break;
 		}
 		/* reads nothing offloaded: as captured (with FT_VERIFY, it
-		 * poisons the blocks it does not read, as each node does) */
+		 * poisons the blocks it does not read, as each node does;
+		 * when graphs are timed, a reader of a resident trap is timed,
+		 * as in a capture that pages itself) */
 		if (!ft_off_graph_traps(ft_g.off, a, (unsigned)n, &x, 1) &&
-		    !ft_off_verifying(ft_g.off))
+		    !ft_off_verifying(ft_g.off) && !ft_off_graph_timed(ft_g.off, a, (unsigned)n))
 			continue;
 		/* its own dependencies, and the previous reader's: readers of
 		 * blocks follow one another */
@@ -511,8 +515,8 @@ static void keep_resident(CUgraphExec exec, struct ft_graph_exec *x, const uint6
 			  unsigned n, const char *why)
 {
 	char msg[160];
-	snprintf(msg, sizeof(msg), "CUDA graph exec 0x%llx, captured before the plan, cannot be "
-		 "paged: %s", (unsigned long long)H(exec), why);
+	snprintf(msg, sizeof(msg), "CUDA graph exec 0x%llx cannot be paged: %s",
+		 (unsigned long long)H(exec), why);
 	ft_warn("%s; what it reads comes back to the GPU", msg);
 	ft_off_keep(ft_g.off, a, n, msg);
 	x->how = FT_GRAPH_RESIDENT;

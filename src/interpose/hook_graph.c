@@ -85,6 +85,20 @@ BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz, 1)
 END_CAPTURE(cuStreamEndCapture, 0)
 END_CAPTURE(cuStreamEndCapture_ptsz, 1)
 
+/* Once a plan is in effect, an executable just made (or updated) is
+ * planned (graph_sub.c); one whose graph reads tracked memory but could not
+ * be kept (unkept: why) brings what it reads back to the GPU: it was
+ * captured without loads (FT_GRAPH_PAGING=instantiate). */
+static void planned(CUgraphExec e, const char *unkept)
+{
+	if (!ft_off_active(ft_g.off))
+		return;
+	if (unkept)
+		ft_sub_unpageable(e, unkept);
+	else
+		ft_sub_plan(e);
+}
+
 static void instantiated(const char *api, CUgraph g, CUgraphExec *e, unsigned long long flags,
 			 CUresult rc)
 {
@@ -92,9 +106,10 @@ static void instantiated(const char *api, CUgraph g, CUgraphExec *e, unsigned lo
 		FT_STAT_INC(&ft_g.stats, graph_instantiates);
 		/* a graph that does not page what it reads is cloned: the
 		 * application may destroy it, and a plan may come later */
-		ft_graphs_instantiate(ft_g.graphs, H(g), H(*e), ft_sub_keep(g, flags), flags);
-		if (ft_off_active(ft_g.off))
-			ft_sub_plan(*e);
+		const char *unkept;
+		ft_graphs_instantiate(ft_g.graphs, H(g), H(*e), ft_sub_keep(g, flags, &unkept),
+				      flags);
+		planned(*e, unkept);
 	}
 	ft_obs_event("graph_instantiate", api, rc, "graph", H(g), "exec",
 		     rc == CUDA_SUCCESS && e ? H(*e) : 0);
@@ -216,9 +231,9 @@ CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultI
 		return rc;
 	}
 	ft_graphs_exec_destroy(ft_g.graphs, H(e));
-	ft_graphs_instantiate(ft_g.graphs, H(g), H(e), ft_sub_keep(g, flags), flags);
-	if (ft_off_active(ft_g.off))
-		ft_sub_plan(e);
+	const char *unkept;
+	ft_graphs_instantiate(ft_g.graphs, H(g), H(e), ft_sub_keep(g, flags, &unkept), flags);
+	planned(e, unkept);
 	ft_obs_event("graph_exec_update", "cuGraphExecUpdate_v2", rc, "exec", H(e), "graph",
 		     H(g));
 	return rc;

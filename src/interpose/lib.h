@@ -130,7 +130,7 @@ void ft_obs_tensormap(const char *api, const CUtensorMap *map, uint64_t addr);
 void ft_sub_init(void);
 /* At instantiation of g with flags: a clone kept to page it later (0: none
  * needed, or it could never be paged: said). */
-uint64_t ft_sub_keep(CUgraph g, unsigned long long flags);
+uint64_t ft_sub_keep(CUgraph g, unsigned long long flags, const char **unkept);
 /* Once offloading is in effect: how exec's replays page what it reads
  * (substitute, launch boundary, or kept on the GPU), decided and set up. */
 void ft_sub_plan(CUgraphExec exec);

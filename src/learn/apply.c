@@ -374,9 +374,11 @@ void ft_learn_offload(struct ft_learn *L)
 	ft_vmm_unlimit(L->env.vmm);
 	if (L->env.opt->offload_timing != FT_TIMING_OFF)
 		start_timing(L);
+	/* before the graphs are planned: a refresh from replays times the
+	 * traps their substitutes read, resident ones too */
+	ft_learn_arm_refresh(L, p);
 	if (L->env.graphs_planned)
 		L->env.graphs_planned();
-	ft_learn_arm_refresh(L, p);
 out:
 	free(w);
 	free(cov);

@@ -318,6 +318,25 @@ pieces)
 	is pieces-capture graphs_boundary -eq 0
 	is pieces-capture hidden_readers -eq 0
 	;;
+late-noclone)
+	# a graph captured after the plan that the driver refuses to clone:
+	# planned at instantiation, it cannot be, so what it reads comes back
+	# to the GPU (FT_GRAPH_PAGING=instantiate); with capture it pages
+	# itself; outputs as without the library both times
+	plain plain-graph graph
+	launch late graph FT_TRANSFER_BUDGET_SCALE=1000 FAKE_FAIL=cuGraphClone:1+ ||
+		no "late run exited $?"
+	same plain-graph late
+	is late graphs_kept -eq 0
+	is late graphs_resident -eq 1
+	is late offload_demoted -gt 0
+	is late hidden_readers -eq 0
+	launch late-capture graph FT_TRANSFER_BUDGET_SCALE=1000 FAKE_FAIL=cuGraphClone:1+ \
+		FT_GRAPH_PAGING=capture || no "late-capture run exited $?"
+	same plain-graph late-capture
+	is late-capture graphs_resident -eq 0
+	is late-capture hidden_readers -eq 0
+	;;
 early-noclone)
 	# the driver refuses to clone the graph: what it reads stays resident
 	plain plain-early early
@@ -464,6 +483,22 @@ prof-graph)
 		is prof-graph refresh_passes -eq 3 && is prof-graph profile_refreshes -eq 1
 	! cmp -s "$tmp/prof/profile.json" "$tmp/prof-first.json" ||
 		no "profile.json not refreshed from graph replays"
+	;;
+prof-graph-resident)
+	# the same at a budget that keeps some traps on the GPU (32 MiB
+	# tensors, 288 of 450 MiB offloaded): the restart's graph, captured
+	# after the plan, is substituted, and its readers of resident traps
+	# are timed too, or no replay would time every trap
+	plain plain-big-graph graph OFFLOAD_MIB=32
+	for n in pgr-first pgr; do
+		launch $n graph OFFLOAD_MIB=32 FT_MAX_GPU_MEM_FRACTION=0.0366 \
+			FT_PROFILE_STORAGE_DIR="$tmp/prof-pgr" FT_PROFILING_ITERS=3 ||
+			no "$n run exited $?"
+	done
+	same plain-big-graph pgr
+	is pgr profile_adopted -eq 1
+	is pgr graphs_substituted -eq 1
+	is pgr refresh_passes -eq 3 && is pgr profile_refreshes -eq 1
 	;;
 gtime-allocation_block_transfer | gtime-raw_block_transfer)
 	# FT_OFFLOAD_TIMING=cuda_graph: every replay of the graph captured after
