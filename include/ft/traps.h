@@ -7,7 +7,10 @@
  * layer (or, when none does, runs that together cover half the weights:
  * a weight not taken leaves a layer short and the rest out of step), and
  * chains of layers go on across a layer with weights missing or added;
- * what comes before the first layer is the embedding trap, what
+ * layers like the chain's outside it are layers too (a weight read out of
+ * place, or the head of a pass that began mid-forward, between two
+ * chains), each weight between them larger than a layer's a trap of its
+ * own; what comes before the first layer is the embedding trap, what
  * comes after the last is the head trap.  A pass may begin in the middle
  * of the forward (where pass detection put its boundary): the sizes are
  * read as a cycle, and a trap that spans the pass's start is cut there.  A
