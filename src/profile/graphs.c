@@ -139,13 +139,37 @@ void ft_graphs_capture_read(struct ft_graphs *g, uint64_t capture,
 	pthread_mutex_unlock(&g->lock);
 }
 
+/* A capture into a graph made before (cuStreamBeginCaptureToGraph): the
+ * graph reads what both read, in that order (dropping the graph's own
+ * references left a launch-boundary executable without the first
+ * capture's traps).  1 when capture i's references were added to graph
+ * j's. */
+static int merge(struct ft_graphs *g, int j, int i)
+{
+	uint32_t n = g->e[j].n, nl = g->e[j].nl;
+	if (grow((void **)&g->e[j].refs, &g->e[j].cap, n + g->e[i].n, sizeof(*g->e[j].refs)) ||
+	    grow((void **)&g->e[j].ends, &g->e[j].capl, nl + g->e[i].nl, sizeof(*g->e[j].ends)))
+		return 0;
+	if (g->e[i].n)
+		memcpy(g->e[j].refs + n, g->e[i].refs, g->e[i].n * sizeof(*g->e[j].refs));
+	for (uint32_t k = 0; k < g->e[i].nl; k++)
+		g->e[j].ends[nl + k] = g->e[i].ends[k] + n;
+	g->e[j].n += g->e[i].n;
+	g->e[j].nl += g->e[i].nl;
+	if (!g->e[j].paged)
+		g->e[j].paged = g->e[i].paged;
+	return 1;
+}
+
 void ft_graphs_capture_end(struct ft_graphs *g, uint64_t capture, uint64_t graph)
 {
 	pthread_mutex_lock(&g->lock);
 	int i = find(g, CAPTURE, capture);
-	if (i >= 0) {
+	int j = i >= 0 ? find(g, GRAPH, graph) : -1;
+	if (j >= 0 && merge(g, j, i)) {
+		drop(g, i);
+	} else if (i >= 0) {
 		/* the capture becomes the graph: its references move along */
-		int j = find(g, GRAPH, graph);
 		if (j >= 0)
 			drop(g, j);
 		unlink_entry(g, i);

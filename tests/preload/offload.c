@@ -213,11 +213,17 @@ static void piece(int i)
 	}
 }
 
+/* OFFLOAD_PIECES_JOINED: pieces 1 and 2 (layers 0 and 1) are one graph,
+ * made by two captures (the second into the first's graph) */
+static int joined;
+
 /* A forward of pieces: each replayed (or run eagerly), with an eager
  * kernel on activations only between them (attention's place). */
 static void forward_pieces(CUgraphExec *pe)
 {
 	for (int i = 0; i < PIECES; i++) {
+		if (joined && i == 2 && pe[1])
+			continue; /* in piece 1's graph */
 		if (i) {
 			CUstream s = stream;
 			stream = NULL;
@@ -247,6 +253,38 @@ static int capture(void (*fn)(int), int arg, CUgraphExec *exec)
 		kept = g;
 	else
 		cuGraphDestroy(g); /* as PyTorch, right after instantiating */
+	return 0;
+}
+
+/* Piece 1, then piece 2 captured into its graph after its last node: one
+ * executable for both (*exec replaced). */
+static int capture_joined(CUgraphExec *exec)
+{
+	CUgraph g;
+	CUgraphNode last = NULL;
+	const CUgraphNode *deps = NULL;
+	CUstreamCaptureStatus st;
+	size_t n = 0;
+	cuGraphExecDestroy(*exec);
+	cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
+	piece(1);
+	/* the capture's last node, which piece 2 follows */
+	if (cuStreamGetCaptureInfo_v3(stream, &st, NULL, NULL, &deps, NULL, &n) == CUDA_SUCCESS &&
+	    n == 1)
+		last = deps[0];
+	if (cuStreamEndCapture(stream, &g) != CUDA_SUCCESS || !last ||
+	    cuStreamBeginCaptureToGraph(stream, g, &last, NULL, 1,
+					CU_STREAM_CAPTURE_MODE_GLOBAL) != CUDA_SUCCESS) {
+		fprintf(stderr, "joined capture failed\n");
+		return -1;
+	}
+	piece(2);
+	if (cuStreamEndCapture(stream, &g) != CUDA_SUCCESS ||
+	    cuGraphInstantiateWithFlags(exec, g, 0) != CUDA_SUCCESS) {
+		fprintf(stderr, "joined capture failed\n");
+		return -1;
+	}
+	cuGraphDestroy(g);
 	return 0;
 }
 
@@ -283,6 +321,7 @@ int main(int argc, char **argv)
 		capture_at = atoi(getenv("OFFLOAD_CAPTURE_AT"));
 	/* OFFLOAD_PIECES_AT: the pieces at another step (after the plan) */
 	int pieces_at = getenv("OFFLOAD_PIECES_AT") ? atoi(getenv("OFFLOAD_PIECES_AT")) : EARLY_AT;
+	joined = getenv("OFFLOAD_PIECES_JOINED") != NULL;
 	CUgraphExec pe[PIECES] = { 0 };
 	if (enabled || params)
 		kept = (CUgraph)1; /* the capture keeps its graph */
@@ -354,8 +393,10 @@ int main(int argc, char **argv)
 			stream = cs;
 			if (pieces) {
 				for (int i = 0; i < PIECES; i++)
-					if (capture(piece, i, &pe[i]))
+					if (!(joined && i == 2) && capture(piece, i, &pe[i]))
 						return 1;
+				if (joined && capture_joined(&pe[1]))
+					return 1;
 			} else if (exec) {
 				CUgraphExecUpdateResultInfo info;
 				cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_GLOBAL);

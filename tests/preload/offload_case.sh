@@ -313,6 +313,14 @@ pieces)
 	is pieces-late graphs_substituted -eq 0
 	is pieces-late hidden_readers -eq 0
 	nologs pieces-late "CUDA graphs captured before the plan" # (after it)
+	# layers 0 and 1 in one graph, made by two captures (the second into
+	# the first's graph with cuStreamBeginCaptureToGraph): both captures'
+	# traps are loaded at its launch boundary
+	plain plain-joined pieces OFFLOAD_PIECES_AT=20 OFFLOAD_PIECES_JOINED=1
+	run pieces-joined pieces FAKE_GRAPH_ORDER=lifo OFFLOAD_PIECES_AT=20 OFFLOAD_PIECES_JOINED=1
+	same plain-joined pieces-joined
+	is pieces-joined graphs_boundary -gt 0
+	is pieces-joined hidden_readers -eq 0
 	run pieces-capture pieces FAKE_GRAPH_ORDER=lifo OFFLOAD_PIECES_AT=20 FT_GRAPH_PAGING=capture
 	same plain-pieces pieces-capture
 	is pieces-capture graphs_boundary -eq 0
