@@ -11,7 +11,9 @@
 # usage: startup.sh <libflextensor.so> <output dir> [share, default 0.5]
 # (STARTUP_VARIANTS: default "full piecewise"; STARTUP_RUNS: the library
 # runs, NAME:MODE each, NAME first|restart|verify, or one of them with
-# -kernel: FT_GRAPH_COPY=kernel)
+# -kernel: FT_GRAPH_COPY=kernel; STARTUP_TRACE=1 keeps each library run's
+# FT_TRACE, STARTUP_TRACE=fail only those of runs whose logits differ: a
+# failure seen in some runs only is then traced without keeping every run's)
 set -u
 lib=$1 out=$2 share=${3:-0.5}
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
@@ -34,7 +36,7 @@ for v in ${STARTUP_VARIANTS:-full piecewise}; do
 		case $name in *-kernel) set -- FT_GRAPH_COPY=kernel ;; esac
 		name=${name%-kernel}
 		[ "$name" = verify ] && set -- "$@" FT_VERIFY=1
-		[ "${STARTUP_TRACE:-0}" = 1 ] && set -- "$@" FT_TRACE="$out/$tag.trace.jsonl"
+		case ${STARTUP_TRACE:-0} in 1 | fail) set -- "$@" FT_TRACE="$out/$tag.trace.jsonl" ;; esac
 		# a restart finds the profile its variant's first start wrote
 		prof="$out/profile-$v-$m"
 		[ "$name" = restart ] || rm -rf "$prof"
@@ -48,4 +50,14 @@ for v in ${STARTUP_VARIANTS:-full piecewise}; do
 			"$out/$tag.log" | head -12 | sed "s/^/  $tag: /"
 	done
 done
-"$py" "$here/startup.py" report "$out"
+"$py" "$here/startup.py" report "$out" >"$out/report.txt"
+rc=$?
+cat "$out/report.txt"
+if [ "${STARTUP_TRACE:-0}" = fail ]; then
+	for t in "$out"/*.trace.jsonl; do
+		[ -e "$t" ] || continue
+		tag=$(basename "$t" .trace.jsonl)
+		grep -q "^$tag: logits differ" "$out/report.txt" || rm -f "$t"
+	done
+fi
+exit $rc
