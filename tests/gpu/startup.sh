@@ -11,7 +11,7 @@
 # usage: startup.sh <libflextensor.so> <output dir> [share, default 0.5]
 # (STARTUP_VARIANTS: default "full piecewise"; STARTUP_RUNS: the library
 # runs, NAME:MODE each, NAME first|restart|verify, or one of them with
-# -kernel: FT_GRAPH_COPY=kernel; STARTUP_TRACE=1 keeps each library run's
+# -kernel: FT_GRAPH_COPY=kernel; repeats allowed; STARTUP_TRACE=1 keeps each library run's
 # FT_TRACE, STARTUP_TRACE=fail only those of runs whose logits differ: a
 # failure seen in some runs only is then traced without keeping every run's)
 set -u
@@ -28,10 +28,13 @@ for v in ${STARTUP_VARIANTS:-full piecewise}; do
 done
 f=$("$py" "$here/startup.py" fraction "$out" "$share") || exit 1
 runs=${STARTUP_RUNS:-"first:allocation_block_transfer restart:allocation_block_transfer first:raw_block_transfer"}
+i=0
 for v in ${STARTUP_VARIANTS:-full piecewise}; do
 	for run in $runs; do
-		name=${run%:*} m=${run#*:}
+		name=${run%:*} m=${run#*:} i=$((i + 1))
 		tag=$v-$name-${m%%_*}
+		# a run named again (a failure seen in some runs only) gets its own tag
+		[ -e "$out/$tag.pt" ] && tag=$tag-$i
 		set --
 		case $name in *-kernel) set -- FT_GRAPH_COPY=kernel ;; esac
 		name=${name%-kernel}
