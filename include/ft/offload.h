@@ -123,6 +123,11 @@ int ft_off_verifying(const struct ft_offload *o);
  * (FT_OFFLOAD_TIMING=cuda_graph, or a profile refreshed from replays) and
  * it reads a trap, resident ones too. */
 int ft_off_graph_timed(struct ft_offload *o, const uint64_t *addr, unsigned n);
+/* Whether graphs captured now get timing events: FT_OFFLOAD_TIMING=
+ * cuda_graph, or until the observer of ft_off_on_pass(graphs) has its
+ * passes.  A substitute built with events (its tag 2 or more) while this
+ * is 0 is to be rebuilt without them. */
+int ft_off_graphs_timed(struct ft_offload *o);
 /* Whether FT_OFFLOAD_TIMING's store is attached (ft_off_timing). */
 int ft_off_timed(const struct ft_offload *o);
 /* Bytes moved to the host store, bytes of the blocks, and the blocks. */

@@ -23,6 +23,14 @@ int ft_off_graph_timed(struct ft_offload *o, const uint64_t *addr, unsigned n)
 	return o->active && o->graph_timing && !o->pageable && ft_off_reads_trap(o, addr, n);
 }
 
+int ft_off_graphs_timed(struct ft_offload *o)
+{
+	ft_off_lock(o);
+	int on = o->graph_timing;
+	pthread_mutex_unlock(&o->lock);
+	return on;
+}
+
 int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
 			  const uint16_t *words, unsigned n, unsigned nstale,
 			  struct ft_kernel *kern, const char *kernel)

@@ -75,6 +75,8 @@ struct ft_offload {
 	int events;                         /* those events exist */
 	struct ft_off_tev *etev;            /* per trap, eager passes */
 	int graph_timing;                   /* captures get events too */
+	int graph_timing_kept;              /* FT_OFFLOAD_TIMING=cuda_graph: they
+					       keep them after a refresh's passes */
 	struct ft_off_gtime *gt;            /* per timed capture */
 	uint32_t ngt;
 	int gcur;                           /* gt of the capture in progress, -1 */

@@ -44,6 +44,8 @@ int ft_off_timing(struct ft_offload *o, struct ft_timing_store *st,
 	if (window)
 		o->window = window;
 	o->graph_timing |= graphs;
+	if (st)
+		o->graph_timing_kept = graphs;
 	o->timed = 1;
 	pthread_mutex_unlock(&o->lock);
 	return 0;
@@ -137,6 +139,9 @@ static void publish(struct ft_offload *o, const float *v, int kind)
 	if (o->pass_done && o->pass_done(o->pass_arg, v, o->ntraps, kind)) {
 		o->pass_done = NULL;
 		o->timed = o->timing != NULL;
+		/* graphs timed for the observer only are timed no more: their
+		 * substitutes are rebuilt without events (ft_off_graphs_timed) */
+		o->graph_timing = o->graph_timing_kept;
 	}
 	if (!o->window || o->window->count < FT_TIMING_LOG_EVERY)
 		return;

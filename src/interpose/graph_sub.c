@@ -32,6 +32,7 @@
  * new graph and decides again; a kernel node's new parameters go to the
  * clone, and the substitute is rebuilt.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -636,6 +637,42 @@ static void check_unpaged(CUgraphExec exec, struct ft_graph_exec *x)
 	free(a);
 }
 
+/* A substitute built with timing events while graphs were timed for a
+ * profile's refresh only, now that the refresh has its replays: rebuilt
+ * without them (events around every reader of a trap, resident ones too,
+ * cost the replays time), by one thread at a time.  Where it cannot be
+ * rebuilt, the timed one stays, its replays no longer read (tag 1). */
+static void untime(CUgraphExec exec, struct ft_graph_exec *x)
+{
+	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
+	if (pthread_mutex_trylock(&one))
+		return;
+	struct ft_graph_exec y;
+	const char *why = NULL;
+	if (ft_graphs_exec_get(ft_g.graphs, H(exec), &y) && y.how == FT_GRAPH_SUBSTITUTE &&
+	    y.tag >= 2) {
+		uint64_t timed = y.sub;
+		int rc = substitute(&y, &why);
+		if (rc == 1) {
+			/* without its timed readers, it reads nothing offloaded */
+			y.how = FT_GRAPH_CLEAR;
+			y.sub = 0;
+			y.tag = 0;
+		} else if (rc < 0) {
+			y.tag = 1;
+			ft_debug("CUDA graph exec 0x%llx keeps its timed substitute: %s",
+				 (unsigned long long)H(exec), why);
+		}
+		if (ft_graphs_exec_set(ft_g.graphs, H(exec), &y)) {
+			if (y.sub != timed)
+				release(&(struct ft_graph_exec){ .sub = y.sub });
+		} else {
+			*x = y;
+		}
+	}
+	pthread_mutex_unlock(&one);
+}
+
 static CUresult sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz)
 {
 	const struct ft_real *r = &ft_g.real;
@@ -649,6 +686,10 @@ static CUresult sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz)
 	CUresult rc;
 	switch (x.how) {
 	case FT_GRAPH_SUBSTITUTE:
+		if (x.tag >= 2 && !ft_off_graphs_timed(ft_g.off))
+			untime(exec, &x);
+		if (x.how != FT_GRAPH_SUBSTITUTE)
+			break;
 		if (upload)
 			return fn((CUgraphExec)(uintptr_t)x.sub, s);
 		ft_off_replay(ft_g.off, s, 0, x.tag);

@@ -11,7 +11,8 @@
 # usage: startup.sh <libflextensor.so> <output dir> [share, default 0.5]
 # (STARTUP_VARIANTS: default "full piecewise"; STARTUP_RUNS: the library
 # runs, NAME:MODE each, NAME first|restart|verify, or one of them with
-# -kernel: FT_GRAPH_COPY=kernel; repeats allowed; STARTUP_TRACE=1 keeps each library run's
+# -kernel: FT_GRAPH_COPY=kernel, -timed: FT_OFFLOAD_TIMING=cuda_graph, or
+# -timed-kernel; repeats allowed; STARTUP_TRACE=1 keeps each library run's
 # FT_TRACE, STARTUP_TRACE=fail only those of runs whose logits differ: a
 # failure seen in some runs only is then traced without keeping every run's)
 set -u
@@ -38,6 +39,8 @@ for v in ${STARTUP_VARIANTS:-full piecewise}; do
 		set --
 		case $name in *-kernel) set -- FT_GRAPH_COPY=kernel ;; esac
 		name=${name%-kernel}
+		case $name in *-timed) set -- "$@" FT_OFFLOAD_TIMING=cuda_graph ;; esac
+		name=${name%-timed}
 		[ "$name" = verify ] && set -- "$@" FT_VERIFY=1
 		case ${STARTUP_TRACE:-0} in 1 | fail) set -- "$@" FT_TRACE="$out/$tag.trace.jsonl" ;; esac
 		# a restart finds the profile its variant's first start wrote

@@ -36,7 +36,7 @@
 # adopted and left as it was with decode, read-only, or too few passes
 # (prof-decode, prof-read_only, prof-incomplete), written per rank
 # (prof-rank), its timings refreshed from eager passes (prof-refresh) or
-# from graph replays (prof-graph); FT_OFFLOAD_TIMING=cuda_graph times every
+# from graph replays and then no more timed (prof-graph); FT_OFFLOAD_TIMING=cuda_graph times every
 # replay (gtime-*); over a budget smaller than the model, before any plan,
 # allocations get host memory and results stay the same (over); a model
 # bigger than the budget is offloaded and its profile's timings, slowed by
@@ -489,6 +489,7 @@ prof-graph)
 	same plain-graph prof-graph
 	logs prof-graph "refreshed from the first 3 CUDA graph replays" &&
 		is prof-graph refresh_passes -eq 3 && is prof-graph profile_refreshes -eq 1
+	is prof-graph timed_replays -eq 3
 	! cmp -s "$tmp/prof/profile.json" "$tmp/prof-first.json" ||
 		no "profile.json not refreshed from graph replays"
 	;;
@@ -507,6 +508,9 @@ prof-graph-resident)
 	is pgr profile_adopted -eq 1
 	is pgr graphs_substituted -eq 1
 	is pgr refresh_passes -eq 3 && is pgr profile_refreshes -eq 1
+	# then its substitute is rebuilt without the events (they cost the
+	# replays time): no replay after the third is timed
+	is pgr timed_replays -eq 3
 	;;
 gtime-allocation_block_transfer | gtime-raw_block_transfer)
 	# FT_OFFLOAD_TIMING=cuda_graph: every replay of the graph captured after
