@@ -71,9 +71,16 @@ struct ft_graphs {
 	int32_t bucket[FT_GRAPH_BUCKETS]; /* first entry of each, -1 none */
 	unsigned next;
 	void (*release)(const struct ft_graph_exec *x); /* frees x's handles */
+	int lost; /* what a graph reads was lost (host memory ran out, or more
+		     graphs that page than entries): ft_graphs_lost */
 };
 
 void ft_graphs_init(struct ft_graphs *g);
+/* Whether the table lost what a graph reads: an allocation failed while it
+ * recorded or copied a graph's references, or an entry that paging depends
+ * on was recycled.  Once set, it stays: no replay can be trusted to page
+ * what it reads, and the caller is to stop offloading. */
+int ft_graphs_lost(struct ft_graphs *g);
 /* release(x) frees an entry's handles (kept, sub) when it goes:
  * destroyed, replaced or recycled.  Called under the table's lock. */
 void ft_graphs_set_release(struct ft_graphs *g, void (*release)(const struct ft_graph_exec *x));

@@ -241,6 +241,10 @@ unsigned ft_off_graph_traps(struct ft_offload *o, const uint64_t *addr, unsigned
 /* Every offloaded trap addr[0..n) read comes back to the GPU for good (why:
  * said in the log): a reader that cannot be paged. */
 void ft_off_keep(struct ft_offload *o, const uint64_t *addr, unsigned n, const char *why);
+/* Every offloaded trap comes back to the GPU for good (offloading stops),
+ * said once with why: what some launch reads is no longer known (the
+ * library ran out of host memory recording it).  Cheap when done before. */
+void ft_off_keep_all(struct ft_offload *o, const char *why);
 /* The first of addr[0..n) that lies in an offloaded trap's weight, in or
  * before bytes of it that left the GPU: 1 with the trap and the address,
  * else 0 (a reader the executor cannot serve). */

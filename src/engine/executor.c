@@ -759,6 +759,22 @@ unsigned ft_off_graph_traps(struct ft_offload *o, const uint64_t *addr, unsigned
 	return nt;
 }
 
+void ft_off_keep_all(struct ft_offload *o, const char *why)
+{
+	if (!o->active || __atomic_load_n(&o->all_kept, __ATOMIC_RELAXED))
+		return;
+	ft_off_lock(o);
+	if (!o->all_kept) {
+		ft_warn("offloading stops, every weight comes back to the GPU: %s", why);
+		__atomic_store_n(&o->all_kept, 1, __ATOMIC_RELAXED);
+	}
+	/* (a trap that must wait for a capture to end is pending: it comes
+	 * back before the next replay) */
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		ft_off_demote(o, (int)t, why);
+	pthread_mutex_unlock(&o->lock);
+}
+
 void ft_off_keep(struct ft_offload *o, const uint64_t *addr, unsigned n, const char *why)
 {
 	if (!o->active)

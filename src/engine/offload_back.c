@@ -18,9 +18,16 @@ static int own_chunks(struct ft_offload *o, const struct ft_off_trap *x, uint64_
 		      uint64_t hi)
 {
 	const CUmemGenericAllocationHandle *h = o->b[x->block].h;
-	unsigned char *moved = calloc(x->nchunks + 1, 1);
+	/* which chunks this call moved, one bit each: on the stack up to 64 GiB
+	 * of 2 MiB chunks (no host allocation is needed to bring a trap back
+	 * when host memory ran out) */
+	unsigned char local[4096];
+	size_t nbytes = x->nchunks / 8 + 1;
+	unsigned char *moved = nbytes <= sizeof(local) ? local : calloc(nbytes, 1);
 	if (!moved)
 		return -1;
+	if (moved == local)
+		memset(local, 0, nbytes);
 	int rc = 0;
 	uint32_t j = 0;
 	for (uint32_t i = 0; i < x->nruns && !rc; i++)
@@ -29,15 +36,16 @@ static int own_chunks(struct ft_offload *o, const struct ft_off_trap *x, uint64_
 				int got = ft_vmm_own(o->vmm, c, h[j]);
 				if (got < 0)
 					rc = -1;
-				else
-					moved[j] = got == 0;
+				else if (got == 0)
+					moved[j / 8] |= (unsigned char)(1u << (j % 8));
 			}
 	j = 0;
 	for (uint32_t i = 0; i < x->nruns && rc; i++)
 		for (uint64_t c = x->runs[i].lo; c < x->runs[i].hi; c += o->chunk, j++)
-			if (moved[j])
+			if (moved[j / 8] & (1u << (j % 8)))
 				ft_vmm_rebind(o->vmm, c, h[j]);
-	free(moved);
+	if (moved != local)
+		free(moved);
 	return rc;
 }
 
@@ -112,8 +120,9 @@ void ft_off_demote(struct ft_offload *o, int t, const char *why)
 	}
 	FT_STAT_INC(o->stats, offload_demoted);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(uint64_t)(x->nchunks * o->chunk));
-	ft_warn("trap %d is back on the GPU for good (%zu MiB): %s", t,
-		(size_t)(x->nchunks * o->chunk) >> 20, why);
+	/* (when offloading stops, ft_off_keep_all has said why once) */
+	FT_LOG(o->all_kept ? FT_LOG_INFO : FT_LOG_WARN, "trap %d is back on the GPU for good "
+	       "(%zu MiB): %s", t, (size_t)(x->nchunks * o->chunk) >> 20, why);
 }
 
 /* A reference inside an offloaded weight's extent but not at a weight

@@ -115,6 +115,7 @@ struct ft_offload {
 	int cur;                            /* trap of the latest launch that read one */
 	uint64_t offloaded_bytes, block_bytes;
 	uint32_t npending;                  /* traps pending */
+	int all_kept;                       /* ft_off_keep_all: offloading stopped */
 };
 
 

@@ -512,6 +512,13 @@ static int substitute(struct ft_graph_exec *x, const char **why)
 	return 0;
 }
 
+void ft_sub_check_lost(void)
+{
+	if (ft_graphs_lost(ft_g.graphs))
+		ft_off_keep_all(ft_g.off, "the library lost what a CUDA graph reads (out of host "
+			       "memory, or more graphs that page than it can track)");
+}
+
 static void keep_resident(CUgraphExec exec, struct ft_graph_exec *x, const uint64_t *a,
 			  unsigned n, const char *why)
 {
@@ -519,7 +526,11 @@ static void keep_resident(CUgraphExec exec, struct ft_graph_exec *x, const uint6
 	snprintf(msg, sizeof(msg), "CUDA graph exec 0x%llx cannot be paged: %s",
 		 (unsigned long long)H(exec), why);
 	ft_warn("%s; what it reads comes back to the GPU", msg);
-	ft_off_keep(ft_g.off, a, n, msg);
+	if (n && !a)
+		ft_off_keep_all(ft_g.off, "out of host memory while listing what a CUDA graph "
+			       "that cannot be paged reads");
+	else
+		ft_off_keep(ft_g.off, a, n, msg);
 	x->how = FT_GRAPH_RESIDENT;
 	FT_STAT_INC(&ft_g.stats, graphs_resident);
 }
@@ -561,8 +572,12 @@ void ft_sub_plan(CUgraphExec exec)
 		return;
 	uint32_t n;
 	uint64_t *a = exec_addrs(exec, &n);
-	if (!a)
+	if (!a) {
+		ft_sub_check_lost();
+		if (n)
+			ft_off_keep_all(ft_g.off, "out of host memory while planning a CUDA graph");
 		return;
+	}
 	struct ft_off_read rd[FT_GRAPH_READS];
 	unsigned nt = ft_off_graph_traps(ft_g.off, a, n, rd, FT_GRAPH_READS);
 	if (!nt && !x.changed) {
@@ -598,6 +613,7 @@ void ft_sub_plan(CUgraphExec exec)
 void ft_sub_plan_all(void)
 {
 	uint64_t e[FT_GRAPH_ENTRIES];
+	ft_sub_check_lost();
 	uint32_t n = ft_graphs_unplanned(ft_g.graphs, e, FT_GRAPH_ENTRIES);
 	uint64_t t0 = now_us();
 	uint64_t before[3] = { atomic_load(&ft_g.stats.v[FT_STAT_graphs_substituted]),
@@ -681,7 +697,10 @@ static CUresult sub_launch(CUgraphExec exec, CUstream s, int upload, int ptsz)
 	if (!fn)
 		return CUDA_ERROR_NOT_FOUND;
 	struct ft_graph_exec x = { 0 };
-	if (!ft_off_active(ft_g.off) || !ft_graphs_exec_get(ft_g.graphs, H(exec), &x))
+	if (!ft_off_active(ft_g.off))
+		return fn(exec, s);
+	ft_sub_check_lost();
+	if (!ft_graphs_exec_get(ft_g.graphs, H(exec), &x))
 		return fn(exec, s);
 	CUresult rc;
 	switch (x.how) {

@@ -6,6 +6,11 @@
 
 enum { FREE, CAPTURE, GRAPH, EXEC };
 
+static void lose(struct ft_graphs *g)
+{
+	__atomic_store_n(&g->lost, 1, __ATOMIC_RELAXED);
+}
+
 void ft_graphs_init(struct ft_graphs *g)
 {
 	memset(g, 0, sizeof(*g));
@@ -94,7 +99,10 @@ static int entry(struct ft_graphs *g, int kind, uint64_t key)
 		if (!pinned(g, i))
 			break;
 	}
-	/* all pinned (more live graphs than entries): the oldest goes anyway */
+	/* all pinned (more live graphs than entries): the oldest goes anyway,
+	 * and with it what a graph that pages reads */
+	if (pinned(g, i))
+		lose(g);
 	drop(g, i);
 	link_entry(g, i, kind, key);
 	return i;
@@ -115,8 +123,10 @@ static int grow(void **p, uint32_t *cap, uint32_t need, size_t size)
 
 static void append(struct ft_graphs *g, int i, const struct ft_region_ref *r, unsigned n)
 {
-	if (grow((void **)&g->e[i].refs, &g->e[i].cap, g->e[i].n + n, sizeof(*r)))
+	if (grow((void **)&g->e[i].refs, &g->e[i].cap, g->e[i].n + n, sizeof(*r))) {
+		lose(g);
 		return;
+	}
 	memcpy(g->e[i].refs + g->e[i].n, r, n * sizeof(*r));
 	g->e[i].n += n;
 }
@@ -124,8 +134,10 @@ static void append(struct ft_graphs *g, int i, const struct ft_region_ref *r, un
 /* A launch ends at the current reference count. */
 static void end_launch(struct ft_graphs *g, int i)
 {
-	if (grow((void **)&g->e[i].ends, &g->e[i].capl, g->e[i].nl + 1, sizeof(uint32_t)))
+	if (grow((void **)&g->e[i].ends, &g->e[i].capl, g->e[i].nl + 1, sizeof(uint32_t))) {
+		lose(g);
 		return;
+	}
 	g->e[i].ends[g->e[i].nl++] = g->e[i].n;
 }
 
@@ -148,8 +160,10 @@ static int merge(struct ft_graphs *g, int j, int i)
 {
 	uint32_t n = g->e[j].n, nl = g->e[j].nl;
 	if (grow((void **)&g->e[j].refs, &g->e[j].cap, n + g->e[i].n, sizeof(*g->e[j].refs)) ||
-	    grow((void **)&g->e[j].ends, &g->e[j].capl, nl + g->e[i].nl, sizeof(*g->e[j].ends)))
+	    grow((void **)&g->e[j].ends, &g->e[j].capl, nl + g->e[i].nl, sizeof(*g->e[j].ends))) {
+		lose(g);
 		return 0;
+	}
 	if (g->e[i].n)
 		memcpy(g->e[j].refs + n, g->e[i].refs, g->e[i].n * sizeof(*g->e[j].refs));
 	for (uint32_t k = 0; k < g->e[i].nl; k++)
@@ -214,6 +228,8 @@ void ft_graphs_instantiate(struct ft_graphs *g, uint64_t graph, uint64_t exec, u
 		refs = NULL;
 		ends = NULL;
 		kept = 0;
+	} else if (n) {
+		lose(g); /* what the executable reads could not be copied */
 	}
 	free(refs);
 	free(ends);
@@ -229,8 +245,10 @@ uint32_t ft_graphs_exec_refs(struct ft_graphs *g, uint64_t exec, struct ft_regio
 	uint32_t n = i >= 0 ? g->e[i].n : 0;
 	if (copy) {
 		*copy = n ? dup(g->e[i].refs, n * sizeof(**copy)) : NULL;
-		if (!*copy)
+		if (!*copy && n) {
+			lose(g);
 			n = 0;
+		}
 	}
 	pthread_mutex_unlock(&g->lock);
 	return n;
@@ -242,8 +260,10 @@ uint32_t ft_graphs_exec_launches(struct ft_graphs *g, uint64_t exec, uint32_t **
 	int i = find(g, EXEC, exec);
 	uint32_t n = i >= 0 ? g->e[i].nl : 0;
 	*ends = n ? dup(g->e[i].ends, n * sizeof(**ends)) : NULL;
-	if (!*ends)
+	if (!*ends && n) {
+		lose(g);
 		n = 0;
+	}
 	pthread_mutex_unlock(&g->lock);
 	return n;
 }
@@ -276,6 +296,12 @@ uint32_t ft_graphs_graph_reads(struct ft_graphs *g, uint64_t graph, uint32_t *ta
 void ft_graphs_graph_destroy(struct ft_graphs *g, uint64_t graph)
 {
 	forget(g, GRAPH, graph);
+}
+
+int ft_graphs_lost(struct ft_graphs *g)
+{
+	/* read at every graph launch: no lock */
+	return __atomic_load_n(&g->lost, __ATOMIC_RELAXED);
 }
 
 int ft_graphs_exec_get(struct ft_graphs *g, uint64_t exec, struct ft_graph_exec *x)
