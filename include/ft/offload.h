@@ -215,6 +215,11 @@ void ft_off_launched(struct ft_offload *o);
 int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const uint64_t *addr,
 			  const uint16_t *words, unsigned n, unsigned nstale,
 			  struct ft_kernel *kern, const char *kernel);
+/* Whether the driver refused a copy or an event record that the executor
+ * put into capture cap (a capturing stream cannot be synchronised, so the
+ * graph's replays could read a block before or without its copy): the
+ * capture's graph is not to be replayed with what it reads offloaded. */
+int ft_off_capture_broken(struct ft_offload *o, uint64_t cap);
 /* Before the capture on origin ends: the copy stream joins back, the eager
  * state returns. */
 void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap);

@@ -40,6 +40,17 @@ static uint32_t first_after(const struct ft_offload *o, uint64_t a)
 	return k && a < o->w[k - 1].hi ? k - 1 : k;
 }
 
+/* Whether work on stream cs goes into the capture the executor pages (a
+ * load for another thread's launch meanwhile runs at once). */
+static int in_capture(const struct ft_offload *o, CUstream cs)
+{
+	CUstreamCaptureStatus st;
+	cuuint64_t id = 0;
+	return o->real->cuStreamGetCaptureInfo_v3 &&
+	       !o->real->cuStreamGetCaptureInfo_v3(cs, &st, &id, NULL, NULL, NULL, NULL) &&
+	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == o->cap_id;
+}
+
 /* Event e recorded on stream s, which work on other streams will wait for.
  * Where the driver refuses the record (out of resources), the event would
  * stand for older work and the wait would order nothing: s is synchronised
@@ -50,26 +61,18 @@ static void order(struct ft_offload *o, CUevent e, CUstream s)
 	if (!o->real->cuEventRecord(e, s))
 		return;
 	FT_STAT_INC(o->stats, offload_faults);
-	if (o->cap_id) { /* a capturing stream cannot be synchronised */
-		FT_STAT_INC(o->stats, offload_stuck);
-		ft_error_once("the driver refused an event record in a CUDA graph capture: its "
-			      "replays may read a block before its copy; run with FT_ENABLED=0");
+	if (o->cap_id && in_capture(o, s)) {
+		/* a capturing stream cannot be synchronised: the capture
+		 * cannot page (ft_off_capture_broken; its caller keeps what
+		 * it reads on the GPU) */
+		o->broken_cap = o->cap_id;
+		ft_warn_once("the driver refused an event record in a CUDA graph capture: that "
+			     "graph does not page (offload_faults)");
 		return;
 	}
 	ft_warn_once("the driver refused an event record (out of resources?): streams are "
 		     "synchronised instead, which costs speed, not results (offload_faults)");
 	o->real->cuStreamSynchronize(s);
-}
-
-/* Whether work on stream cs goes into the capture the executor pages (a
- * load for another thread's launch meanwhile runs at once). */
-static int in_capture(const struct ft_offload *o, CUstream cs)
-{
-	CUstreamCaptureStatus st;
-	cuuint64_t id = 0;
-	return o->real->cuStreamGetCaptureInfo_v3 &&
-	       !o->real->cuStreamGetCaptureInfo_v3(cs, &st, &id, NULL, NULL, NULL, NULL) &&
-	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == o->cap_id;
 }
 
 /* n bytes from trap t's host store at src to dst on stream cs: in a
@@ -92,10 +95,10 @@ static void copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *
 	if (!r->cuMemcpyHtoDAsync_v2(dst, src, n, cs))
 		return;
 	FT_STAT_INC(o->stats, offload_faults);
-	if (o->cap_id) {
-		FT_STAT_INC(o->stats, offload_stuck);
-		ft_error_once("the driver refused a copy into a block in a CUDA graph capture: its "
-			      "replays read whatever the block holds; run with FT_ENABLED=0");
+	if (o->cap_id && in_capture(o, cs)) {
+		o->broken_cap = o->cap_id;
+		ft_warn_once("the driver refused a copy into a block in a CUDA graph capture: "
+			     "that graph does not page (offload_faults)");
 		return;
 	}
 	ft_warn_once("the driver refused a copy into a block: copies are made synchronously "
@@ -780,10 +783,13 @@ void ft_off_keep(struct ft_offload *o, const uint64_t *addr, unsigned n, const c
 	if (!o->active)
 		return;
 	ft_off_lock(o);
+	/* the caller said why once: each trap at info level */
+	o->quiet = 1;
 	for (unsigned i = 0; i < n; i++) {
 		int k = offloaded_at(o, addr[i]);
 		if (k >= 0)
 			ft_off_demote(o, (int)o->w[k].trap, why);
 	}
+	o->quiet = 0;
 	pthread_mutex_unlock(&o->lock);
 }

@@ -61,8 +61,9 @@ static void defer(struct ft_offload *o, int t, const char *why)
 	if (!x->pending) {
 		x->pending = 1;
 		o->npending++;
-		ft_warn("trap %d comes back to the GPU for good (%zu MiB) when the CUDA graph "
-			"capture under way ends: %s", t, (size_t)(x->nchunks * o->chunk) >> 20, why);
+		FT_LOG(o->all_kept || o->quiet ? FT_LOG_INFO : FT_LOG_WARN, "trap %d comes back to "
+		       "the GPU for good (%zu MiB) when the CUDA graph capture under way ends: %s",
+		       t, (size_t)(x->nchunks * o->chunk) >> 20, why);
 	}
 	if (!o->cap_id) {
 		FT_STAT_INC(o->stats, offload_stuck);
@@ -120,8 +121,9 @@ void ft_off_demote(struct ft_offload *o, int t, const char *why)
 	}
 	FT_STAT_INC(o->stats, offload_demoted);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(uint64_t)(x->nchunks * o->chunk));
-	/* (when offloading stops, ft_off_keep_all has said why once) */
-	FT_LOG(o->all_kept ? FT_LOG_INFO : FT_LOG_WARN, "trap %d is back on the GPU for good "
+	/* (when offloading stops, or a graph's traps come back, the caller
+	 * has said why once) */
+	FT_LOG(o->all_kept || o->quiet ? FT_LOG_INFO : FT_LOG_WARN, "trap %d is back on the GPU for good "
 	       "(%zu MiB): %s", t, (size_t)(x->nchunks * o->chunk) >> 20, why);
 }
 

@@ -118,6 +118,16 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 	pthread_mutex_unlock(&o->lock);
 }
 
+int ft_off_capture_broken(struct ft_offload *o, uint64_t cap)
+{
+	if (!o->active || !cap)
+		return 0;
+	ft_off_lock(o);
+	int broken = o->broken_cap == cap;
+	pthread_mutex_unlock(&o->lock);
+	return broken;
+}
+
 void ft_off_capture_over(struct ft_offload *o)
 {
 	if (!o->active)

@@ -91,6 +91,8 @@ struct ft_offload {
 	 * at its start); the eager state waits in saved */
 	uint64_t cap_id;
 	int cap_tag;                        /* what ft_off_capture_launch returns for it */
+	uint64_t broken_cap;                /* a capture whose copy or record the driver
+					       refused (ft_off_capture_broken) */
 	CUevent fork, join;
 	int cap_first;                      /* the capture's first position, -1 */
 	int saved_cur;
@@ -116,6 +118,8 @@ struct ft_offload {
 	uint64_t offloaded_bytes, block_bytes;
 	uint32_t npending;                  /* traps pending */
 	int all_kept;                       /* ft_off_keep_all: offloading stopped */
+	int quiet;                          /* demotions said at info level (the
+					       caller said why once) */
 };
 
 

@@ -453,6 +453,8 @@ static int capture_loads(CUgraph g, const struct walk *w, CUstream s, const char
 	}
 	if (cap)
 		ft_off_capture_end(ft_g.off, s, cap);
+	if (!*why && ft_off_capture_broken(ft_g.off, cap))
+		*why = "the driver refused a copy or an event record in the capture of its loads";
 	CUgraph out = NULL;
 	CUresult rc = r->cuStreamEndCapture(s, &out);
 	ft_off_capture_over(ft_g.off);

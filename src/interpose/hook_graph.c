@@ -76,6 +76,10 @@ BEGIN_CAPTURE_TO_GRAPH(cuStreamBeginCaptureToGraph_ptsz, 1)
 			;                                                      \
 		if (ft_off_active(ft_g.off))                                   \
 			ft_off_capture_over(ft_g.off);                         \
+		if (ft_off_capture_broken(ft_g.off, id))                       \
+			ft_off_keep_all(ft_g.off, "the driver refused a copy or " \
+					"an event record in a CUDA graph capture " \
+					"that pages weights");                 \
 		ft_obs_event("capture_end", #sym, rc, "capture", id, "graph",  \
 			     rc == CUDA_SUCCESS && g ? H(*g) : 0);             \
 		if (rc == CUDA_SUCCESS && g && id)                             \

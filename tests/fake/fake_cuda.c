@@ -564,6 +564,7 @@ static CUresult record_node(CUevent e, CUstream s);
 /* An external record in a capture becomes a node recorded at each replay. */
 API CUresult cuEventRecordWithFlags(CUevent e, CUstream s, unsigned flags)
 {
+	INJECT("cuEventRecordWithFlags");
 	if ((flags & CU_EVENT_RECORD_EXTERNAL) && capturing(s))
 		return record_node(e, s);
 	return cuEventRecord(e, s);
@@ -985,6 +986,7 @@ API CUresult cuStreamUpdateCaptureDependencies_v2(CUstream s, CUgraphNode *deps,
 						  const CUgraphEdgeData *data, size_t n,
 						  unsigned flags)
 {
+	INJECT("cuStreamUpdateCaptureDependencies");
 	struct depset *cur = stream_deps(s), d;
 	if (!cur)
 		return CUDA_ERROR_ILLEGAL_STATE;
@@ -1175,6 +1177,7 @@ API CUresult cuGraphAddDependencies_v2(CUgraph hGraph, const CUgraphNode *from,
 				       const CUgraphNode *to, const CUgraphEdgeData *data,
 				       size_t n)
 {
+	INJECT("cuGraphAddDependencies");
 	(void)data;
 	struct fake_graph *g = (struct fake_graph *)hGraph;
 	for (size_t i = 0; i < n; i++) {

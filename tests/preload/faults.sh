@@ -86,4 +86,55 @@ done <<'CASES'
 cuGraphInstantiate:1 graph
 cuGraphInstantiate:1 early
 CASES
+# Faults in the library's own calls around and inside CUDA graph captures:
+# keeping a clone, building a substitute (its capture of the loads, the
+# edges, its instantiation: early), paging an application's capture itself
+# (graph with FT_GRAPH_PAGING=capture), pieces planned at their launch
+# boundaries (pieces).  The same fault goes into the run without the
+# library (where the program makes none of these calls, or the same ones
+# first); the program must see what it sees there, the same status and
+# outputs.  Counts (FAKE_FAIL=name:0): early makes 2 clones, 1 capture of
+# loads, 26 dependency updates, 14 edges, 49 copies, 136 event records;
+# graph-capture 92 copies, 277 event records.
+while read -r fault mode; do
+	[ -z "$fault" ] && continue
+	n=cap-$mode-$(echo "$fault" | tr ':+' '__')
+	set --
+	m=$mode
+	[ "$mode" = graph-capture ] && { m=graph; set -- FT_GRAPH_PAGING=capture; }
+	FAKE_FAIL=$fault "$prog" "$tmp/$n-plain.bin" $m 2>/dev/null
+	want=$?
+	env "$@" FAKE_FAIL=$fault FT_PROFILING_ITERS=2 FT_TRANSFER_BUDGET_SCALE=1000 \
+		LD_PRELOAD="$lib" FT_ENABLED=1 FT_LOG_LEVEL=warn "$prog" "$tmp/$n.bin" $m \
+		2>"$tmp/$n.log"
+	st=$?
+	lines=$(wc -l <"$tmp/$n.log")
+	if [ $st != $want ]; then
+		echo "FAIL: $fault ($mode): exit status $st, without the library $want"
+		tail -3 "$tmp/$n.log"; fail=1
+	elif ! cmp -s "$tmp/$n-plain.bin" "$tmp/$n.bin"; then
+		echo "FAIL: $fault ($mode): outputs differ from the run without the library"
+		head -5 "$tmp/$n.log"; fail=1
+	elif [ "$lines" -gt 8 ]; then
+		echo "FAIL: $fault ($mode): $lines lines of log"; head -9 "$tmp/$n.log"; fail=1
+	else
+		echo "ok: $fault ($mode): as without the library (status $st), $(head -1 "$tmp/$n.log")"
+	fi
+done <<'CASES'
+cuGraphClone:1 early
+cuGraphClone:2 early
+cuStreamBeginCaptureToGraph:1 early
+cuGraphInstantiate:2 early
+cuStreamUpdateCaptureDependencies:13 early
+cuGraphAddDependencies:14 early
+cuMemcpyHtoDAsync:40 early
+cuMemcpyHtoDAsync:30+ early
+cuEventRecord:120 early
+cuMemcpyHtoDAsync:60 graph-capture
+cuMemcpyHtoDAsync:60+ graph-capture
+cuEventRecord:250 graph-capture
+cuEventRecord:200+ graph-capture
+cuGraphClone:4 pieces
+cuMemcpyHtoDAsync:150 pieces
+CASES
 exit $fail
