@@ -281,10 +281,14 @@ static uint32_t ahead(const struct ft_offload *o, int t)
  * pass's position (an out-of-turn reference from a word not known yet:
  * loaded, the position stays; any reference to a trap read all over the
  * pass, which ATen's cat metadata carries in slots it does not read). */
-static int turn(const struct ft_offload *o, struct ft_kernel *kern, const uint16_t *words,
-		unsigned i, int t)
+static int turn(const struct ft_offload *o, CUstream s, struct ft_kernel *kern,
+		const uint16_t *words, unsigned i, int t)
 {
-	if (!kern || !words || o->cur < 0)
+	/* the position is the latest launch's: of a launch on another stream
+	 * (another thread's forward) it says nothing, and a word judged by it
+	 * would drop that thread's real reads: in turn, loaded, and nothing
+	 * learnt about the word */
+	if (!kern || !words || o->cur < 0 || s != o->cur_stream)
 		return 1;
 	int off = o->t[t].block >= 0, in = ahead(o, t) <= 2;
 	int c = ft_kernel_turn(kern, words[i], in, off);
@@ -482,7 +486,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 				linked[nl++] = k;
 			continue;
 		}
-		int where = turn(o, kern, words, i, t);
+		int where = turn(o, s, kern, words, i, t);
 		if (where < 0) {
 			if (o->t[t].block >= 0) {
 				FT_STAT_INC(o->stats, offload_roaming_refs);
@@ -650,6 +654,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	if (o->mode != FT_TM_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
 	o->cur = cur;
+	o->cur_stream = s;
 	/* The blocks it reads are its own until the launch is on its stream:
 	 * another thread's load into one records its release events there
 	 * only after it (ft_off_launched). */

@@ -70,6 +70,7 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 			swap_ready(b);
 		}
 		o->saved_cur = o->cur;
+		o->saved_cur_stream = o->cur_stream;
 		o->saved_last_stream = o->last_stream;
 		o->cur = -1;
 		o->cap_first = -1;
@@ -112,6 +113,7 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 			swap_ready(b);
 		}
 		o->cur = o->saved_cur;
+		o->cur_stream = o->saved_cur_stream;
 		o->last_stream = o->saved_last_stream;
 		o->cap_id = 0;
 	}

@@ -86,6 +86,7 @@ struct ft_offload {
 	int (*pass_done)(void *arg, const float *v, uint32_t ntraps, int kind);
 	void *pass_arg;
 	CUstream last_stream;               /* of the latest launch that read a trap */
+	CUstream cur_stream;                /* of the latest launch that placed cur */
 	/* a capture in progress that reads offloaded weights: the executor
 	 * works for it with the graph's own block state (every block unknown
 	 * at its start); the eager state waits in saved */
@@ -96,6 +97,7 @@ struct ft_offload {
 	CUevent fork, join;
 	int cap_first;                      /* the capture's first position, -1 */
 	int saved_cur;
+	CUstream saved_cur_stream;
 	CUstream saved_last_stream;         /* last_stream before the capture (its
 					       stream may be gone after it) */
 	struct ft_off_saved {

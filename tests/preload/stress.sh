@@ -3,6 +3,9 @@
 # block mode with every trap offloaded (latency mode, stalls accepted):
 # outputs byte-identical, the plan applied while other threads launched
 # (offloaded_bytes > 0), no crash or hang.
+# (STRESS_MODES: the block modes, default both; STRESS_ANY=1: a run that
+# offloads nothing passes too, as when TSan's slowness changes which
+# launches discovery sees)
 # usage: stress.sh <libflextensor.so> <stress program>
 # (LD_LIBRARY_PATH must find the fake libcuda.so.1: build/tests/fake)
 set -u
@@ -14,7 +17,7 @@ for v in $(env | sed -n 's/^\(FT_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 "$prog" "$tmp/plain.bin" || { echo "FAIL: the run without the library"; exit 1; }
 fail=0
 for round in $(seq "${ROUNDS:-5}"); do
-	for mode in allocation_block_transfer raw_block_transfer; do
+	for mode in ${STRESS_MODES:-allocation_block_transfer raw_block_transfer}; do
 		n=$mode-$round
 		FT_TRANSFER_MODE=$mode FT_PROFILING_ITERS=2 FT_TRANSFER_BUDGET_SCALE=1000 \
 			LD_PRELOAD="$lib" FT_ENABLED=1 FT_TRACE="$tmp/$n.trace" \
@@ -23,7 +26,7 @@ for round in $(seq "${ROUNDS:-5}"); do
 		got=$(trace_stat "$tmp/$n.trace" offloaded_bytes)
 		if ! cmp -s "$tmp/plain.bin" "$tmp/$n.bin"; then
 			echo "FAIL: $n: outputs differ from the run without the library"; fail=1
-		elif [ "${got:-0}" = 0 ]; then
+		elif [ "${got:-0}" = 0 ] && [ -z "${STRESS_ANY:-}" ]; then
 			echo "FAIL: $n: nothing offloaded"; head -3 "$tmp/$n.log"; fail=1
 		else
 			echo "ok: $n: $got bytes offloaded, outputs identical"

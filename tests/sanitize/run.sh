@@ -43,6 +43,13 @@ if [ -d "$src/build-tsan" ]; then
 	ninja -C "$src/build-tsan" >/dev/null || status=1
 	TSAN_OPTIONS="suppressions=$here/tsan.supp halt_on_error=1" \
 		meson test -C "$src/build-tsan" --print-errorlogs threads fork_child || status=1
+	# threads launching on their own streams once the plan is in effect
+	# (stress_steady: under TSan, discovery with four threads at once finds
+	# too few weights to plan), once: about 95 s on 2 cores
+	TSAN_OPTIONS="suppressions=$here/tsan.supp halt_on_error=1" ROUNDS=1 \
+		STRESS_MODES=allocation_block_transfer LD_LIBRARY_PATH="$src/build-tsan/tests/fake" \
+		sh "$src/tests/preload/stress.sh" "$src/build-tsan/src/libflextensor.so" \
+		"$src/build-tsan/tests/preload/stress_steady" || status=1
 fi
 if [ $ran = 0 ]; then
 	echo "sanitize: no build-asan or build-tsan (scripts/setup.sh makes them where the compiler can): skipped"
