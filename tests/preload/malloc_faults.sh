@@ -29,10 +29,10 @@ for mode in eager graph early; do
 	total=$(sed -n 's/^malloc_fault: \([0-9]*\) allocations.*/\1/p' "$tmp/count-$mode.log")
 	cmp -s "$tmp/plain-$mode.bin" "$tmp/count-$mode.bin" && [ "${total:-0}" -gt 0 ] ||
 		{ echo "FAIL: $mode: no faults, yet outputs differ or no allocation counted"; exit 1; }
-	# the first 4 one by one (start-up), then 12 spread to the end, each
+	# the first 2 one by one (start-up), then 8 spread to the end, each
 	# once and for good
-	points=$(awk -v t="$total" 'BEGIN { for (n = 1; n <= 4 && n <= t; n++) print n;
-		for (k = 1; k <= 12; k++) { n = int(4 + (t - 4) * k / 12); if (n > 4) print n } }' |
+	points=$(awk -v t="$total" 'BEGIN { for (n = 1; n <= 2 && n <= t; n++) print n;
+		for (k = 1; k <= 8; k++) { n = int(2 + (t - 2) * k / 8); if (n > 2) print n } }' |
 		uniq)
 	for n in $points; do
 		for f in $n $n+; do
