@@ -376,7 +376,10 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 			continue;
 		size_t bytes = x->nchunks * o->chunk;
 		if (posix_memalign((void **)&x->host, 4096, bytes))
-			FAIL("cannot allocate %zu MiB of host memory for trap %u", bytes >> 20, t);
+			FAIL("cannot allocate %zu MiB of host memory for trap %u (the host's "
+			     "RAM, or the process's address-space limit, ulimit -v, is reached): "
+			     "free host memory, or set a larger FT_MAX_GPU_MEM_FRACTION (less to "
+			     "offload)", bytes >> 20, t);
 		memset(x->host, 0, bytes);
 		/* the copy kernel reads the store through its device mapping */
 		unsigned flags = o->copier ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;

@@ -93,7 +93,8 @@ CASES
 # boundaries (pieces).  The same fault goes into the run without the
 # library (where the program makes none of these calls, or the same ones
 # first); the program must see what it sees there, the same status and
-# outputs.  Counts (FAKE_FAIL=name:0): early makes 2 clones, 1 capture of
+# outputs.  Counts (FAKE_FAIL=name:0): early makes 2 clones, 4 streams (the
+# fourth for the capture of the loads), 1 capture of
 # loads, 26 dependency updates, 14 edges, 49 copies, 136 event records;
 # graph-capture 92 copies, 277 event records.
 while read -r fault mode; do
@@ -124,6 +125,7 @@ done <<'CASES'
 cuGraphClone:1 early
 cuGraphClone:2 early
 cuStreamBeginCaptureToGraph:1 early
+cuStreamCreate:4 early
 cuGraphInstantiate:2 early
 cuStreamUpdateCaptureDependencies:13 early
 cuGraphAddDependencies:14 early
