@@ -772,14 +772,15 @@ void ft_off_keep_all(struct ft_offload *o, const char *why)
 	if (!o->active || __atomic_load_n(&o->all_kept, __ATOMIC_RELAXED))
 		return;
 	ft_off_lock(o);
-	if (!o->all_kept) {
-		ft_warn("offloading stops, every weight comes back to the GPU: %s", why);
-		__atomic_store_n(&o->all_kept, 1, __ATOMIC_RELAXED);
-	}
+	ft_warn_once("offloading stops, every weight comes back to the GPU: %s", why);
 	/* (a trap that must wait for a capture to end is pending: it comes
-	 * back before the next replay) */
+	 * back before the next replay); done only once every trap is back or
+	 * pending, so that another thread's call waits for it meanwhile */
+	o->quiet = 1;
 	for (uint32_t t = 0; t < o->ntraps; t++)
 		ft_off_demote(o, (int)t, why);
+	o->quiet = 0;
+	__atomic_store_n(&o->all_kept, 1, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&o->lock);
 }
 

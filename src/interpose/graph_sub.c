@@ -658,13 +658,17 @@ static void check_unpaged(CUgraphExec exec, struct ft_graph_exec *x)
 /* A substitute built with timing events while graphs were timed for a
  * profile's refresh only, now that the refresh has its replays: rebuilt
  * without them (events around every reader of a trap, resident ones too,
- * cost the replays time), by one thread at a time.  Where it cannot be
- * rebuilt, the timed one stays, its replays no longer read (tag 1). */
+ * cost the replays time), one thread at a time; every caller then takes
+ * the entry as it is (another thread may have rebuilt it and destroyed the
+ * timed one).  Not while a capture is under way (the executor pages one
+ * capture at a time): a later launch tries again.  Where the rebuild is
+ * refused, the timed one stays, its replays no longer read (tag 1). */
 static void untime(CUgraphExec exec, struct ft_graph_exec *x)
 {
 	static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
-	if (pthread_mutex_trylock(&one))
+	if (atomic_load(&ft_g.active_captures) > 0)
 		return;
+	pthread_mutex_lock(&one);
 	struct ft_graph_exec y;
 	const char *why = NULL;
 	if (ft_graphs_exec_get(ft_g.graphs, H(exec), &y) && y.how == FT_GRAPH_SUBSTITUTE &&
@@ -681,13 +685,10 @@ static void untime(CUgraphExec exec, struct ft_graph_exec *x)
 			ft_debug("CUDA graph exec 0x%llx keeps its timed substitute: %s",
 				 (unsigned long long)H(exec), why);
 		}
-		if (ft_graphs_exec_set(ft_g.graphs, H(exec), &y)) {
-			if (y.sub != timed)
-				release(&(struct ft_graph_exec){ .sub = y.sub });
-		} else {
-			*x = y;
-		}
+		if (ft_graphs_exec_set(ft_g.graphs, H(exec), &y) && y.sub != timed)
+			release(&(struct ft_graph_exec){ .sub = y.sub });
 	}
+	ft_graphs_exec_get(ft_g.graphs, H(exec), x);
 	pthread_mutex_unlock(&one);
 }
 
