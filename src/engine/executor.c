@@ -51,6 +51,27 @@ static int in_capture(const struct ft_offload *o, CUstream cs)
 	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == o->cap_id;
 }
 
+/* Stream s waits for event e.  Where the driver refuses the wait, the
+ * order it stood for is kept another way: in the capture the executor
+ * pages, which cannot wait on the host, the capture is broken
+ * (ft_off_capture_broken: its graph does not page); elsewhere the host
+ * waits for e, slower, said once and counted. */
+void ft_off_wait(struct ft_offload *o, CUstream s, CUevent e)
+{
+	if (!o->real->cuStreamWaitEvent(s, e, 0))
+		return;
+	FT_STAT_INC(o->stats, offload_faults);
+	if (o->cap_id && in_capture(o, s)) {
+		o->broken_cap = o->cap_id;
+		ft_warn_once("the driver refused a stream wait in a CUDA graph capture: that "
+			     "graph does not page (offload_faults)");
+		return;
+	}
+	ft_warn_once("the driver refused a stream wait: the host waits instead, which costs "
+		     "speed, not results (offload_faults)");
+	o->real->cuEventSynchronize(e);
+}
+
 /* Event e recorded on stream s, which work on other streams will wait for.
  * Where the driver refuses the record (out of resources), the event would
  * stand for older work and the wait would order nothing: s is synchronised
@@ -114,14 +135,13 @@ static void copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *
  * occupant's readers are done. */
 static void load(struct ft_offload *o, int t, CUstream cs)
 {
-	const struct ft_real *r = o->real;
 	struct ft_off_trap *x = &o->t[t];
 	struct ft_off_block *b = &o->b[x->block];
 	for (uint32_t k = 0; k < b->nreaders; k++) {
 		if (b->readers[k] == cs)
 			continue;
 		order(o, b->release[k], b->readers[k]);
-		r->cuStreamWaitEvent(cs, b->release[k], 0);
+		ft_off_wait(o, cs, b->release[k]);
 	}
 	b->nreaders = 0;
 	int timing = ft_off_timing_now(o, o->cap_id != 0);
@@ -166,11 +186,11 @@ static void ensure(struct ft_offload *o, int t, CUstream s)
 		/* more streams than tracked: the oldest one's work is made to
 		 * precede s's from here on, and s takes its place */
 		order(o, b->release[0], b->readers[0]);
-		o->real->cuStreamWaitEvent(s, b->release[0], 0);
+		ft_off_wait(o, s, b->release[0]);
 		memmove(b->readers, b->readers + 1, (FT_OFF_READERS - 1) * sizeof(*b->readers));
 		b->nreaders--;
 	}
-	o->real->cuStreamWaitEvent(s, b->ready, 0);
+	ft_off_wait(o, s, b->ready);
 	b->readers[b->nreaders++] = s;
 }
 
@@ -579,12 +599,12 @@ void ft_off_poison_captured(struct ft_offload *o, uint32_t k, CUstream s)
 		return;
 	struct ft_off_trap *x = &o->t[b->occupant];
 	/* after its copy (a prefetch no launch read yet) and its readers */
-	r->cuStreamWaitEvent(s, b->ready, 0);
+	ft_off_wait(o, s, b->ready);
 	for (uint32_t i = 0; i < b->nreaders; i++) {
 		if (b->readers[i] == s)
 			continue;
 		order(o, b->release[i], b->readers[i]);
-		r->cuStreamWaitEvent(s, b->release[i], 0);
+		ft_off_wait(o, s, b->release[i]);
 	}
 	for (uint32_t i = 0; i < x->nruns && r->cuMemsetD8Async; i++)
 		if (!x->dead[i] &&

@@ -74,12 +74,17 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 		o->saved_last_stream = o->last_stream;
 		o->cur = -1;
 		o->cap_first = -1;
-		if (o->mode != FT_TM_STRATEGY) {
-			/* fork: the copy stream joins the capture */
-			r->cuEventRecord(o->fork, s);
-			r->cuStreamWaitEvent(o->copy, o->fork, 0);
-		}
+		/* fork: the copy stream joins the capture (where the driver
+		 * refuses, the loads would run outside it: the capture is
+		 * broken) */
+		int forked = o->mode == FT_TM_STRATEGY ||
+			     (!r->cuEventRecord(o->fork, s) &&
+			      !r->cuStreamWaitEvent(o->copy, o->fork, 0));
 		o->cap_id = cap;
+		if (!forked) {
+			FT_STAT_INC(o->stats, offload_faults);
+			o->broken_cap = cap;
+		}
 		o->cap_tag = ft_off_timing_capture(o);
 	}
 	int tag = o->cap_tag;
@@ -159,7 +164,7 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 		/* nor may they race eager copies still in flight on the copy
 		 * stream (prefetches into the same blocks) */
 		r->cuEventRecord(o->fork, o->copy);
-		r->cuStreamWaitEvent(s, o->fork, 0);
+		ft_off_wait(o, s, o->fork);
 	}
 	for (uint32_t k = 0; k < o->nblocks; k++) {
 		struct ft_off_block *b = &o->b[k];
@@ -173,7 +178,7 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 			for (uint32_t i = 0; i < b->nreaders; i++)
 				if (b->readers[i] != s) {
 					r->cuEventRecord(b->release[i], b->readers[i]);
-					r->cuStreamWaitEvent(s, b->release[i], 0);
+					ft_off_wait(o, s, b->release[i]);
 				}
 			continue;
 		}

@@ -147,6 +147,8 @@ void ft_off_poison_captured(struct ft_offload *o, uint32_t k, CUstream s);
  * perhaps).  Whether bytes of weight k from address from on left the
  * GPU.  The tail of weight k from a's chunk on comes back to the GPU and
  * the weight ends at a. */
+/* Stream s waits for event e; a refused wait is made good (executor.c). */
+void ft_off_wait(struct ft_offload *o, CUstream s, CUevent e);
 void ft_off_demote(struct ft_offload *o, int t, const char *why);
 void ft_off_demote_pending(struct ft_offload *o);
 int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k);

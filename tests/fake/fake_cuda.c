@@ -580,6 +580,7 @@ API CUresult cuEventSynchronize(CUevent e) { (void)e; return CUDA_SUCCESS; }
  * adds it to its own dependencies. */
 API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f)
 {
+	INJECT("cuStreamWaitEvent");
 	(void)f;
 	struct fake_event *ev = (struct fake_event *)e;
 	if (ev->cap && ev->cap != capture_id()) {

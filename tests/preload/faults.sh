@@ -132,6 +132,10 @@ cuGraphAddDependencies:14 early
 cuMemcpyHtoDAsync:40 early
 cuMemcpyHtoDAsync:30+ early
 cuEventRecord:120 early
+cuStreamWaitEvent:1 early
+cuStreamWaitEvent:10 early
+cuStreamWaitEvent:30+ early
+cuStreamWaitEvent:90 graph-capture
 cuMemcpyHtoDAsync:60 graph-capture
 cuMemcpyHtoDAsync:60+ graph-capture
 cuEventRecord:250 graph-capture
