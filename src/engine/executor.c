@@ -51,6 +51,20 @@ static int in_capture(const struct ft_offload *o, CUstream cs)
 	       st == CU_STREAM_CAPTURE_STATUS_ACTIVE && id == o->cap_id;
 }
 
+/* A driver call of the executor on stream s was refused (counted).  In the
+ * capture the executor pages, which cannot be synchronised, nothing can
+ * make it good: the capture is broken (ft_off_capture_broken; its caller
+ * keeps what the graph reads on the GPU) and 1 is returned.  Else 0: the
+ * caller makes the call good on the host. */
+static int refused(struct ft_offload *o, CUstream s)
+{
+	FT_STAT_INC(o->stats, offload_faults);
+	if (!o->cap_id || !in_capture(o, s))
+		return 0;
+	o->broken_cap = o->cap_id;
+	return 1;
+}
+
 /* Stream s waits for event e.  Where the driver refuses the wait, the
  * order it stood for is kept another way: in the capture the executor
  * pages, which cannot wait on the host, the capture is broken
@@ -60,9 +74,7 @@ void ft_off_wait(struct ft_offload *o, CUstream s, CUevent e)
 {
 	if (!o->real->cuStreamWaitEvent(s, e, 0))
 		return;
-	FT_STAT_INC(o->stats, offload_faults);
-	if (o->cap_id && in_capture(o, s)) {
-		o->broken_cap = o->cap_id;
+	if (refused(o, s)) {
 		ft_warn_once("the driver refused a stream wait in a CUDA graph capture: that "
 			     "graph does not page (offload_faults)");
 		return;
@@ -81,12 +93,7 @@ static void order(struct ft_offload *o, CUevent e, CUstream s)
 {
 	if (!o->real->cuEventRecord(e, s))
 		return;
-	FT_STAT_INC(o->stats, offload_faults);
-	if (o->cap_id && in_capture(o, s)) {
-		/* a capturing stream cannot be synchronised: the capture
-		 * cannot page (ft_off_capture_broken; its caller keeps what
-		 * it reads on the GPU) */
-		o->broken_cap = o->cap_id;
+	if (refused(o, s)) {
 		ft_warn_once("the driver refused an event record in a CUDA graph capture: that "
 			     "graph does not page (offload_faults)");
 		return;
@@ -115,9 +122,7 @@ static void copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *
 	}
 	if (!r->cuMemcpyHtoDAsync_v2(dst, src, n, cs))
 		return;
-	FT_STAT_INC(o->stats, offload_faults);
-	if (o->cap_id && in_capture(o, cs)) {
-		o->broken_cap = o->cap_id;
+	if (refused(o, cs)) {
 		ft_warn_once("the driver refused a copy into a block in a CUDA graph capture: "
 			     "that graph does not page (offload_faults)");
 		return;
