@@ -60,7 +60,8 @@ int ft_phase(void);
  * passes before DISCOVERY differ in length (weights still loading), fewer
  * when a profile.json is adopted (no PROFILING) or FT_SKIP_DISCOVERY=1
  * applies; the count returned stays the same.  0 when the library is not
- * observing. */
+ * observing.  After ft_declare_done: passes from it to the start of
+ * INFERENCE, max(1, FT_DISCOVERY_ITERS) + max(1, FT_PROFILING_ITERS). */
 unsigned long long ft_iters_before_inference(void);
 
 /* Writes what the library learnt (weights, traps, timings, the plan) to
@@ -101,6 +102,49 @@ int ft_offload_timing_reset(void);
  * waiting for it: call it after a replay when you want that replay counted
  * now.  Returns how many it published, or -1 when graphs are not timed. */
 int ft_offload_timing_update(void);
+
+/* What the framework knows, declared (the Python package's offload() does
+ * it for a PyTorch model).  ft_declare_tensor: the device memory [ptr,
+ * ptr + bytes) holds a parameter (FT_PARAMETER: a weight, offloaded if the
+ * plan says so, when the passes read it) or a buffer (FT_BUFFER: never
+ * offloaded) called name (its module path, "model.layers.7.mlp.up_proj.
+ * weight"); a tensor declared twice keeps its first name.  Call it for
+ * every tensor, then ft_declare_done: discovery starts at once and takes
+ * the declarations (no guesswork: a declared parameter read in every pass
+ * is a weight without content samples, a region nobody declared is none,
+ * traps follow the module names and carry them in the log, the timing
+ * table and profile.json), and from then on passes are what ft_mark_pass
+ * marks, which the caller must call after each pass (one forward).
+ * DISCOVERY then lasts max(1, FT_DISCOVERY_ITERS) passes and PROFILING
+ * max(1, FT_PROFILING_ITERS).  Both return 0, or -1 when the library is not
+ * observing, a bad argument, out of memory, or discovery has ended (the
+ * library learnt the model already: declare before the first forward);
+ * ft_declare_done also -1 when nothing new was declared. */
+enum { FT_PARAMETER = 0, FT_BUFFER = 1 };
+int ft_declare_tensor(const void *ptr, unsigned long long bytes, const char *name, int kind);
+int ft_declare_done(void);
+
+/* Options by name (as in the INI file: "num_blocks"; any case).
+ * ft_option_get writes the running value as text ("none" when unset) into
+ * buf (len bytes, always terminated when len > 0) and returns its length,
+ * or -1 for an unknown name.  ft_options_check validates the n settings
+ * names[k] = values[k] together, as FT_<NAME>=value is validated, with the
+ * running values of the others: 0, or -1 with the first problem in msg (the
+ * message the variable would get).  ft_options_set makes them the running
+ * values: 0 when they are now (already, or set), -1 with the reason in msg
+ * (nothing changed) when one is bad, or differs and is read when the
+ * program starts (all but discovery_iters, profiling_iters, transfer_mode,
+ * num_blocks, min_blocks, transfer_budget_scale, offload_timing,
+ * enable_diagnostics, profile_read_only and piecewise_prefetch), or
+ * differs after DISCOVERY has ended. */
+int ft_option_get(const char *name, char *buf, unsigned long len);
+int ft_options_check(const char *const *names, const char *const *values, int n, char *msg,
+		     unsigned long len);
+int ft_options_set(const char *const *names, const char *const *values, int n, char *msg,
+		   unsigned long len);
+
+/* The name of counter index (0, 1, ... until NULL), for ft_stat_get. */
+const char *ft_stat_name(int index);
 
 /* Writes out what the FT_TRACE file has buffered.  Returns 0, or -1 when no
  * trace is open. */

@@ -20,8 +20,14 @@
  * a *part* of it.  The region then extends over its parts, is read in a
  * pass when any of them is, and its reads through them are known views
  * (ft_disc_region.views), which the executor loads the region's trap for.
- * Weights come out in first-touch order of the last completed pass.  Pure C; the
- * caller serialises and computes the checksums.
+ * Weights come out in first-touch order of the last completed pass.
+ * Where the framework declared its parameters and buffers (ft_declare_tensor,
+ * ft_discover.decl), no guess is needed: a region that begins a declared
+ * parameter is a weight when it was read in every pass and never written by
+ * copies (its content needs no checksum, its age does not matter, its
+ * extent ends with the parameter), a region inside one is a part of it, and
+ * any other region (a buffer, memory nobody declared) is no weight.  Pure C;
+ * the caller serialises and computes the checksums.
  */
 #ifndef FT_DISCOVER_H
 #define FT_DISCOVER_H
@@ -71,12 +77,22 @@ enum ft_disc_reason {
 	FT_DISC_UNCHECKED,    /* fewer than two checksums */
 	FT_DISC_SMALL,        /* below FT_WEIGHT_MIN_BYTES */
 	FT_DISC_PART,         /* a view into the region before it */
+	FT_DISC_UNDECLARED,   /* parameters were declared, and not this */
+	FT_DISC_BUFFER,       /* a declared buffer */
 	FT_DISC_REASONS
 };
 
 /* Two regions one launch read together, by key (allocation, offset). */
 struct ft_disc_pair {
 	uint64_t a_id, a_off, b_id, b_off;
+};
+
+/* A tensor the framework declared: [lo, hi) of the device's address space,
+ * a parameter (a weight where read) or a buffer (never one). */
+struct ft_disc_decl {
+	uint64_t lo, hi;
+	uint32_t name;             /* the caller's index of its name */
+	uint8_t buffer;
 };
 
 struct ft_discover {
@@ -95,6 +111,10 @@ struct ft_discover {
 	struct ft_disc_region *r;  /* sorted by (alloc_id, offset) */
 	int content_known;         /* a saved profile vouches for the contents
 				      (FT_SKIP_DISCOVERY): no checksum needed */
+	/* declared tensors, sorted by lo, not overlapping (the caller's; NULL:
+	 * none, the rules above guess) */
+	const struct ft_disc_decl *decl;
+	uint32_t ndecl;
 };
 
 int ft_disc_init(struct ft_discover *d, uint64_t cutoff_id);
@@ -132,6 +152,8 @@ void ft_disc_pass_end(struct ft_discover *d);
  * tensor placed in what looked like the region's tail), they describe other
  * bytes and are forgotten. */
 void ft_disc_sum(struct ft_discover *d, uint32_t i, uint64_t sum);
+/* The declared tensor whose bytes hold address va, or -1. */
+int ft_disc_declared(const struct ft_discover *d, uint64_t va);
 /* Verdict for region i. */
 enum ft_disc_reason ft_disc_classify(const struct ft_discover *d, uint32_t i);
 const char *ft_disc_reason_name(enum ft_disc_reason r);

@@ -151,6 +151,15 @@ struct ft_learn {
 	int prof_failed;
 	int adopted;              /* the traps and timings came from profile.json */
 	int timed_over_budget;    /* profiled while weights were in host memory */
+	/* tensors the framework declared (declared.c): sorted and merged when
+	 * discovery takes them (ft_learn_declare_done), names by decl[].name */
+	struct ft_disc_decl *decl;
+	char **decl_names;
+	uint32_t ndecl, capdecl;
+	uint32_t nsorted;         /* decl[0..nsorted): sorted, merged (the rest new) */
+	int decl_new;             /* declared since discovery took them */
+	int declared;             /* discovery takes declarations, passes are marks */
+	uint64_t unmarked_from;   /* passes.launches at the last mark or declaration */
 	/* the profile's timings, refreshed from passes after the plan */
 	struct ft_refresh refresh;
 	int refresh_kind;         /* FT_PASS_EAGER or FT_PASS_GRAPH */
@@ -169,6 +178,16 @@ static inline int ft_learn_phase(struct ft_learn *L)
 }
 /* Passes from the start until INFERENCE with the options in effect. */
 unsigned long long ft_learn_iters_before_inference(struct ft_learn *L);
+/* ft_declare_tensor: [va, va + bytes) is a parameter (buffer 0) or a
+ * buffer of the framework's, called name; 0, or -1 (after discovery, out
+ * of memory).  ft_declare_done: discovery (re)starts now and takes the
+ * declarations, passes are the program's marks; 0, or -1 when there is
+ * nothing new or it is too late (declared.c). */
+int ft_learn_declare(struct ft_learn *L, uint64_t va, uint64_t bytes, const char *name,
+		     int buffer);
+int ft_learn_declare_done(struct ft_learn *L);
+/* The declared name of the tensor holding va, or NULL. */
+const char *ft_learn_decl_name(const struct ft_learn *L, uint64_t va);
 /* ft_mark_pass: a pass the program marks; the number of passes. */
 long long ft_learn_mark(struct ft_learn *L);
 /* A launch on stream s (ptsz: a per-thread-stream launch) is about to run

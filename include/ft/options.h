@@ -28,7 +28,9 @@ enum ft_opt_id {
 	FT_OPT_COUNT
 };
 
-enum ft_opt_source { FT_SRC_DEFAULT, FT_SRC_FILE, FT_SRC_ENV };
+/* FT_SRC_API: set at run time through ft_option_set (the Python package's
+ * offload()) */
+enum ft_opt_source { FT_SRC_DEFAULT, FT_SRC_FILE, FT_SRC_ENV, FT_SRC_API };
 
 struct ft_options {
 #define FT_OPT(name, type, ...) FT_CTYPE_##type name;
@@ -76,6 +78,18 @@ void ft_options_note_planned(const struct ft_options *o,
 /* Writes the option table (name, value, source, default, help) to fd;
  * markdown != 0 writes the README table instead. */
 void ft_options_dump(const struct ft_options *o, int fd, int markdown);
+
+/* dst = o, its paths copied: 0, or -1 out of memory (dst freed). */
+int ft_options_copy(struct ft_options *dst, const struct ft_options *o);
+/* Options names[k] (the INI key, any case) = values[k], k < n, validated
+ * together as FT_<NAME>=value is (the same messages, reported) and with
+ * o's other values (the cross checks).  Returns the number of problems;
+ * with none and set, o takes the values (source FT_SRC_API). */
+int ft_options_try(struct ft_options *o, const char *const *names, const char *const *values,
+		   int n, int set, ft_opt_report_fn report, void *ud);
+/* Option name's value in o as text ("none" when unset) into out; 0, or -1
+ * for an unknown name. */
+int ft_options_format(const struct ft_options *o, const char *name, char *out, size_t n);
 
 /* Levenshtein-based "did you mean": best candidate with similarity >= 0.6 or
  * NULL.  candidates is NULL-terminated. */

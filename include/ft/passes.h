@@ -92,5 +92,8 @@ unsigned ft_passes_moved(const struct ft_passes *p, const struct ft_region_ref *
 enum ft_pass_source ft_passes_graph(struct ft_passes *p, int reads_memory);
 /* The program marked a boundary. */
 enum ft_pass_source ft_passes_mark(struct ft_passes *p);
+/* Only marks count passes from now on (the program declared its tensors
+ * and will mark its passes), no pass ending here. */
+void ft_passes_mark_from_now(struct ft_passes *p);
 
 #endif

@@ -25,8 +25,12 @@ struct ft_stat_ms {
 	uint32_t samples;
 };
 
+/* A trap's label with its terminating zero: long enough for a module path
+ * such as "model.language_model.layers.31" (ft_traps_label_by_name). */
+#define FT_LABEL_MAX 64
+
 struct ft_trap {
-	char label[32];          /* "trap.7" */
+	char label[FT_LABEL_MAX]; /* "trap.7", or a module path ("model.layers.7") */
 	char role[16];           /* "embedding", "layer", "head", "other" */
 	uint32_t first_weight;   /* index into ft_profile.weights */
 	uint32_t nweights;       /* consecutive weights, in first-touch order */

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ft/profile.h" /* FT_LABEL_MAX */
+
 #define FT_TIMING_PASSES 1024
 #define FT_TIMING_LOG_EVERY 10
 
@@ -22,7 +24,7 @@ enum { FT_T_COMPUTE, FT_T_TRANSFER, FT_T_WAIT, FT_T_COLS };
 struct ft_timing_store {
 	pthread_mutex_t lock;
 	uint32_t ntraps;
-	char (*labels)[32];
+	char (*labels)[FT_LABEL_MAX];
 	float *v;                 /* [slot][trap][col] */
 	uint32_t head, count;     /* ring: count passes, the newest at head - 1 */
 	uint64_t total;           /* passes ever added */
@@ -35,13 +37,13 @@ struct ft_timing_stat {
 
 struct ft_timing_report {
 	uint32_t ntraps, passes;
-	char (*labels)[32];
+	char (*labels)[FT_LABEL_MAX];
 	struct ft_timing_stat *s;  /* [trap][col] */
 	double per_pass[FT_T_COLS]; /* sums of the per-trap means */
 	double sum[FT_T_COLS];      /* over every pass */
 };
 
-int ft_timing_init(struct ft_timing_store *st, uint32_t ntraps, const char (*labels)[32]);
+int ft_timing_init(struct ft_timing_store *st, uint32_t ntraps, const char (*labels)[FT_LABEL_MAX]);
 void ft_timing_free(struct ft_timing_store *st);
 /* One pass: v[trap * FT_T_COLS + col]. */
 void ft_timing_add(struct ft_timing_store *st, const float *v);

@@ -34,6 +34,26 @@ uint32_t ft_traps_period(const uint64_t *sizes, uint32_t n, uint32_t *start, uin
 int ft_traps_group(const uint64_t *sizes, uint32_t n, uint64_t target_bytes,
 		   struct ft_trap **out);
 
+/* Groups n weights (first-touch order) by the names the framework
+ * declared (src/profile/trap_names.c): consecutive weights of one module
+ * key form a trap, the key being the name up to its first number (a layer
+ * of a stack: "model.layers.7") or else its module ("lm_head");
+ * non-layer traps before the first layer are "embedding", after the last
+ * "head", between them "other"; labelled "trap.<i>".  Returns the number
+ * of traps, 0 when the names hold fewer than two layers (group by sizes
+ * then), -1 out of memory.  names[k] may be NULL (no name). */
+int ft_traps_by_name(const char *const *names, const uint64_t *sizes, uint32_t n,
+		     struct ft_trap **out);
+/* The module key of a declared name into out (n bytes): the name up to its
+ * first number, returning 1 (a layer), or its module, returning 0; the
+ * empty key for NULL. */
+int ft_traps_key(const char *name, char *out, size_t n);
+/* Labels each of n traps with its weights' module key (the first and the
+ * last when they differ: "a..b"), "#2", "#3", ... on a key seen before,
+ * its tail when longer than FT_LABEL_MAX; a trap whose first weight has no
+ * name keeps its label. */
+void ft_traps_label_by_name(struct ft_trap *traps, uint32_t n, const char *const *names);
+
 /* Cuts the "layer" traps among n into consecutive pieces of at most
  * max_bytes (a weight larger than that is a piece of its own), relabelling
  * all in order: for a budget that cannot hold the blocks of whole layers.

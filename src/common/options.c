@@ -378,11 +378,11 @@ static void apply(struct loader *l, const char *name, const char *value,
 		return;
 	}
 	char word[96];
-	if (src == FT_SRC_ENV)
+	if (src != FT_SRC_FILE)
 		env_name(name, word, sizeof(word));
 	else
 		snprintf(word, sizeof(word), "%s", name);
-	unknown(l, shown, word, src == FT_SRC_ENV);
+	unknown(l, shown, word, src != FT_SRC_FILE);
 }
 
 /* The rank of a process among several, from the launcher's variables
@@ -685,7 +685,7 @@ void ft_options_note_planned(const struct ft_options *o, ft_opt_report_fn report
 
 void ft_options_dump(const struct ft_options *o, int fd, int markdown)
 {
-	static const char *const src_names[] = { "default", "file", "env" };
+	static const char *const src_names[] = { "default", "file", "env", "api" };
 	FILE *f = fdopen(dup(fd), "w");
 	if (!f)
 		return;
@@ -719,4 +719,71 @@ void ft_options_dump(const struct ft_options *o, int fd, int markdown)
 		}
 	}
 	fclose(f);
+}
+
+int ft_options_copy(struct ft_options *dst, const struct ft_options *o)
+{
+	*dst = *o;
+	int bad = 0;
+	for (size_t i = 0; i < FT_OPT_COUNT; i++)
+		if (descs[i].type == T_PATH) {
+			char **p = (char **)((char *)dst + descs[i].off);
+			if (*p && !(*p = strdup(*p)))
+				bad = 1;
+		}
+	if (bad)
+		ft_options_free(dst);
+	return bad ? -1 : 0;
+}
+
+/* name in lower case and its FT_ form; -1 when too long to be one. */
+static int both_names(const char *name, char *lower, char *shown, size_t n)
+{
+	size_t len = strlen(name);
+	if (len >= n - 4)
+		return -1;
+	for (size_t i = 0; i <= len; i++)
+		lower[i] = (char)tolower((unsigned char)name[i]);
+	env_name(lower, shown, n);
+	return 0;
+}
+
+int ft_options_try(struct ft_options *o, const char *const *names, const char *const *values,
+		   int n, int set, ft_opt_report_fn report, void *ud)
+{
+	struct ft_options tmp;
+	if (ft_options_copy(&tmp, o)) {
+		if (report)
+			report(ud, "out of memory");
+		return 1;
+	}
+	struct loader l = { .o = &tmp, .report = report, .ud = ud };
+	char lower[96], shown[96];
+	for (int k = 0; k < n; k++) {
+		if (both_names(names[k], lower, shown, sizeof(lower)))
+			fail(&l, "%.40s... is too long to be an option name", names[k]);
+		else
+			apply(&l, lower, values[k], FT_SRC_API, shown);
+	}
+	if (!l.errors)
+		cross_check(&l);
+	for (int k = 0; !l.errors && set && k < n; k++) {
+		int i = both_names(names[k], lower, shown, sizeof(lower)) ? -1 : option_index(lower);
+		char why[320];
+		if (i >= 0 && !parse(&descs[i], values[k], o, why, sizeof(why)))
+			o->source[i] = FT_SRC_API;
+	}
+	ft_options_free(&tmp);
+	return l.errors;
+}
+
+int ft_options_format(const struct ft_options *o, const char *name, char *out, size_t n)
+{
+	char lower[96], shown[96];
+	int i = both_names(name, lower, shown, sizeof(lower)) ? -1 : option_index(lower);
+	if (i < 0)
+		return -1;
+	char v[256];
+	snprintf(out, n, "%s", format_value(&descs[i], o, v, sizeof(v)));
+	return 0;
 }

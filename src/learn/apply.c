@@ -277,11 +277,11 @@ static uint32_t choose_plan(struct ft_learn *L, const uint64_t *cov, int *block,
 static void start_timing(struct ft_learn *L)
 {
 	struct ft_profile *p = &L->prof;
-	char (*labels)[32] = calloc(p->ntraps, sizeof(*labels));
+	char (*labels)[FT_LABEL_MAX] = calloc(p->ntraps, sizeof(*labels));
 	for (uint32_t t = 0; labels && t < p->ntraps; t++)
 		snprintf(labels[t], sizeof(labels[t]), "%s", p->traps[t].label);
-	if (!labels || ft_timing_init(L->env.timing, p->ntraps, (const char (*)[32])labels) ||
-	    ft_timing_init(L->env.timing_window, p->ntraps, (const char (*)[32])labels) ||
+	if (!labels || ft_timing_init(L->env.timing, p->ntraps, (const char (*)[FT_LABEL_MAX])labels) ||
+	    ft_timing_init(L->env.timing_window, p->ntraps, (const char (*)[FT_LABEL_MAX])labels) ||
 	    ft_off_timing(L->env.off, L->env.timing, L->env.timing_window,
 			  L->env.opt->offload_timing == FT_TIMING_CUDA_GRAPH))
 		ft_warn("FT_OFFLOAD_TIMING: cannot set up the timing events; no timing");

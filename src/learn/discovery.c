@@ -324,9 +324,23 @@ static void log_discovery(struct ft_learn *L, const unsigned *reasons, uint64_t 
 		reasons[FT_DISC_CHANGED], reasons[FT_DISC_UNCHECKED],
 		(double)L->unchecked_bytes / 1048576.0, reasons[FT_DISC_SMALL],
 		reasons[FT_DISC_PART]);
-	if (!p->nweights)
+	if (L->declared) {
+		uint32_t params = 0;
+		for (uint32_t i = 0; i < L->ndecl; i++)
+			params += !L->decl[i].buffer;
+		ft_info("declared: %u of %u declared parameters are weights (read in every "
+			"pass); %u regions read were not declared, %u were declared buffers "
+			"(neither is offloaded)", p->nweights, params, reasons[FT_DISC_UNDECLARED],
+			reasons[FT_DISC_BUFFER]);
+		if (!p->nweights)
+			ft_warn("no declared parameter was read in the passes of discovery (the model "
+				"was moved or converted after offload(), or another model ran?): "
+				"there is nothing to offload; call offload() after the model is "
+				"where it runs");
+	} else if (!p->nweights) {
 		ft_warn("discovery found no weights (nothing read every pass with unchanged "
 			"content); there is nothing to offload or profile");
+	}
 }
 
 /* Whether the allocation at base holds no weight (L->wmap is sorted by
@@ -371,7 +385,7 @@ static void prepare_profiling(struct ft_learn *L)
 			p->ncurve = 6;
 		}
 	}
-	L->skip_sample = 1;
+	L->skip_sample = !L->declared; /* marked passes: none began unobserved */
 	L->samples_cap = (uint32_t)L->phases.profiling;
 	L->samples = calloc((size_t)p->ntraps * L->samples_cap + 1, sizeof(*L->samples));
 	L->revisited = calloc(L->nwmap + 1, sizeof(*L->revisited));
@@ -405,6 +419,8 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 	classify(L, reasons);
 	uint32_t *idx;
 	uint32_t n = ft_disc_weights(&L->disc, &idx);
+	if (idx)
+		ft_learn_order_declared(L, idx, n);
 	if (trial && idx) {
 		/* one pass proves nothing about contents by itself: take exactly
 		 * the saved sizes, in order, from what the pass read (with the
@@ -435,12 +451,15 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 	if (L->disc.pairs_full)
 		ft_info("discovery: too many regions read together to keep them all; launches "
 			"that read two traps of one block then bring one back to the GPU");
-	int t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
+	int t = ft_learn_group_declared(L);
+	if (t == 0)
+		t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
 	p->ntraps = t > 0 ? (uint32_t)t : 0;
 	/* only weights with bytes that can leave the GPU are read together
 	 * in a way that matters: a small one in a shared segment stays */
 	npairs = keep_movable(L, pairs, npairs);
 	split_for_budget(L, p, (const uint32_t (*)[2])pairs, npairs);
+	ft_learn_label_declared(L);
 	int adopted = L->have_saved && p->nweights && ft_learn_adopt_saved(L, end);
 	if (trial && !adopted) {
 		free(pairs);

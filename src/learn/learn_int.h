@@ -72,6 +72,20 @@ void ft_learn_offload(struct ft_learn *L);
  * (profile.shared_weights): it stays on the GPU, out of its trap. */
 int ft_learn_shared(const struct ft_profile *p, uint32_t k);
 
+/* declared.c: traps from the declared names (their number; 0: the names
+ * hold no stack of layers, group by sizes); the traps labelled with their
+ * modules; before the plan, declared weights whose content changed stay
+ * on the GPU. */
+int ft_learn_group_declared(struct ft_learn *L);
+/* The weights idx[0..n) (first-touch order) with each module's together,
+ * modules where most of their weights were first touched. */
+void ft_learn_order_declared(struct ft_learn *L, uint32_t *idx, uint32_t n);
+/* Under L->lock after each launch: a declared program that marks no pass
+ * is told so, once (within a bounded number of launches). */
+void ft_learn_check_marks(struct ft_learn *L);
+void ft_learn_label_declared(struct ft_learn *L);
+void ft_learn_recheck_declared(struct ft_learn *L);
+
 /* refresh.c: after the plan, the passes whose timings replace the
  * profile's. */
 void ft_learn_arm_refresh(struct ft_learn *L, const struct ft_profile *p);

@@ -228,6 +228,8 @@ void ft_learn_after(struct ft_learn *L, CUstream s, int ptsz, const struct ft_re
 		ft_learn_feed(&L->disc, r, nr, 1);
 	if (L->watching)
 		ft_learn_watch(L, r, nr, 1);
+	if (L->declared)
+		ft_learn_check_marks(L);
 	pthread_mutex_unlock(&L->lock);
 }
 
@@ -303,8 +305,9 @@ void ft_learn_after_fork(struct ft_learn *L)
 
 unsigned long long ft_learn_iters_before_inference(struct ft_learn *L)
 {
-	/* + the two passes before discovery starts (start_discovery) */
-	return 2 + ft_phases_iters_before_inference(&L->phases);
+	/* + the two passes before discovery starts (start_discovery), unless
+	 * the program declared its tensors: it starts then */
+	return (L->declared ? 0 : 2) + ft_phases_iters_before_inference(&L->phases);
 }
 
 long long ft_learn_mark(struct ft_learn *L)
@@ -312,6 +315,7 @@ long long ft_learn_mark(struct ft_learn *L)
 	ft_learn_deferred(L);
 	pthread_mutex_lock(&L->lock);
 	ft_learn_pass(L, ft_passes_mark(&L->passes), 0);
+	L->unmarked_from = L->passes.launches;
 	long long n = (long long)L->passes.passes;
 	pthread_mutex_unlock(&L->lock);
 	return n;

@@ -292,6 +292,7 @@ void ft_learn_finish_profiling(struct ft_learn *L)
 			"and offloads nothing. Set FT_MAX_GPU_MEM_FRACTION (memory mode), or keep a "
 			"profile.json from a run with eager passes (FT_PROFILE_STORAGE_DIR)");
 	shared_weights(L);
+	ft_learn_recheck_declared(L);
 	/* the traps read together, once more without those weights */
 	L->prof.ncoread = 0;
 	ft_learn_coread(L);

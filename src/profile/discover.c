@@ -279,6 +279,34 @@ static uint64_t views_in(const struct ft_discover *d, uint32_t i, uint64_t end)
 	return v < end ? v : end;
 }
 
+int ft_disc_declared(const struct ft_discover *d, uint64_t va)
+{
+	uint32_t lo = 0, hi = d->ndecl;
+	while (lo < hi) { /* the last declared tensor starting at or before va */
+		uint32_t mid = (lo + hi) / 2;
+		if (d->decl[mid].lo <= va)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo && va < d->decl[lo - 1].hi ? (int)lo - 1 : -1;
+}
+
+/* Declared tensors (part may be NULL: out of memory): a region inside one,
+ * after another region of it, is its part; the first region of one is
+ * nobody's part (the region before it is another tensor's). */
+static void declared_parts(const struct ft_discover *d, uint8_t *part)
+{
+	int prev = -1;
+	for (uint32_t i = 0; part && d->ndecl && i < d->n; i++) {
+		const struct ft_disc_region *r = &d->r[i];
+		int k = ft_disc_declared(d, r->alloc_base + r->offset);
+		if (k >= 0)
+			part[i] = i > 0 && k == prev && d->r[i - 1].alloc_id == r->alloc_id ? 2 : 0;
+		prev = k;
+	}
+}
+
 /* Each region's owner: the one before it's when part[i] says it is a part
  * (part NULL: none is). */
 static void set_owners(struct ft_discover *d, const uint8_t *part)
@@ -333,6 +361,7 @@ void ft_disc_extents(struct ft_discover *d)
 				changed = 1;
 			}
 	}
+	declared_parts(d, part);
 	set_owners(d, part);
 	free(part);
 	free(nparts);
@@ -365,6 +394,10 @@ void ft_disc_extents(struct ft_discover *d)
 				j++;
 		uint64_t end = j < d->n && d->r[j].alloc_id == r->alloc_id ? d->r[j].offset
 									 : r->alloc_size;
+		/* a declared tensor's bytes end where it says */
+		int k = d->ndecl ? ft_disc_declared(d, r->alloc_base + r->offset) : -1;
+		if (k >= 0 && d->decl[k].hi - r->alloc_base < end)
+			end = d->decl[k].hi - r->alloc_base;
 		r->extent = end > r->offset ? end - r->offset : 0;
 		if (r->owner == i && j > i + 1)
 			r->views = views_in(d, i, r->extent);
@@ -401,17 +434,22 @@ enum ft_disc_reason ft_disc_classify(const struct ft_discover *d, uint32_t i)
 {
 	const struct ft_disc_region *r = &d->r[i];
 	uint64_t all = all_passes(d);
-	if (r->alloc_id >= d->cutoff_id)
+	int k = d->ndecl ? ft_disc_declared(d, r->alloc_base + r->offset) : -1;
+	if (d->ndecl && k < 0)
+		return FT_DISC_UNDECLARED;
+	if (k < 0 && r->alloc_id >= d->cutoff_id)
 		return FT_DISC_TOO_NEW;
 	if (r->owner != i)
 		return FT_DISC_PART;
+	if (k >= 0 && d->decl[k].buffer)
+		return FT_DISC_BUFFER;
 	if (!all || (r->mtouched & all) != all)
 		return FT_DISC_NOT_EVERY;
 	if (r->written)
 		return FT_DISC_WRITTEN;
 	if (r->sums_differ)
 		return FT_DISC_CHANGED;
-	if (r->nsums < 2 && !d->content_known)
+	if (r->nsums < 2 && !d->content_known && k < 0)
 		return FT_DISC_UNCHECKED;
 	if (r->extent < FT_WEIGHT_MIN_BYTES)
 		return FT_DISC_SMALL;
@@ -423,7 +461,7 @@ const char *ft_disc_reason_name(enum ft_disc_reason r)
 	static const char *const names[] = {
 		"weight", "allocated during passes", "not read every pass",
 		"written by copies", "content changed", "not checked twice", "small",
-		"part of a region before it",
+		"part of a region before it", "not declared", "a declared buffer",
 	};
 	return (unsigned)r < FT_DISC_REASONS ? names[r] : "?";
 }

@@ -330,7 +330,7 @@ enum ft_pass_source ft_passes_graph(struct ft_passes *p, int reads_memory)
 	return FT_PASS_GRAPH;
 }
 
-enum ft_pass_source ft_passes_mark(struct ft_passes *p)
+void ft_passes_mark_from_now(struct ft_passes *p)
 {
 	if (!p->marked) {
 		/* From now on only marks count: forget what the heuristics learnt. */
@@ -338,6 +338,11 @@ enum ft_pass_source ft_passes_mark(struct ft_passes *p)
 		p->ncand = 0;
 		p->start = p->launches;
 	}
+}
+
+enum ft_pass_source ft_passes_mark(struct ft_passes *p)
+{
+	ft_passes_mark_from_now(p);
 	p->passes++;
 	return FT_PASS_MARK;
 }

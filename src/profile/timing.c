@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int ft_timing_init(struct ft_timing_store *st, uint32_t ntraps, const char (*labels)[32])
+int ft_timing_init(struct ft_timing_store *st, uint32_t ntraps, const char (*labels)[FT_LABEL_MAX])
 {
 	memset(st, 0, sizeof(*st));
 	pthread_mutex_init(&st->lock, NULL);
@@ -142,28 +142,34 @@ size_t ft_timing_format(const struct ft_timing_report *r, char *buf, size_t len)
 	struct out o = { buf, len, 0 };
 	if (buf && len)
 		buf[0] = 0;
+	/* the Trap column as wide as its longest label (module paths) */
+	int w = 10;
+	for (uint32_t t = 0; t < r->ntraps; t++)
+		if ((int)strlen(r->labels[t]) > w)
+			w = (int)strlen(r->labels[t]);
 	put(&o, "Offload Timing (%u passes)\n", r->passes);
-	put(&o, "%-10s | %8s | %8s | %7s | %8s | %8s | %8s | %8s | %8s | %8s\n", "Trap",
+	put(&o, "%-*s | %8s | %8s | %7s | %8s | %8s | %8s | %8s | %8s | %8s\n", w, "Trap",
 	    "Compute", "med", "+-std", "min", "max", "Transfer", "med", "Wait", "med");
 	for (uint32_t t = 0; t < r->ntraps; t++) {
 		const struct ft_timing_stat *c = &r->s[(size_t)t * FT_T_COLS + FT_T_COMPUTE];
 		const struct ft_timing_stat *x = &r->s[(size_t)t * FT_T_COLS + FT_T_TRANSFER];
-		const struct ft_timing_stat *w = &r->s[(size_t)t * FT_T_COLS + FT_T_WAIT];
-		put(&o, "%-10s | %8.3f | %8.3f | %7.3f | %8.3f | %8.3f | ", r->labels[t], c->mean,
+		const struct ft_timing_stat *wt = &r->s[(size_t)t * FT_T_COLS + FT_T_WAIT];
+		put(&o, "%-*s | %8.3f | %8.3f | %7.3f | %8.3f | %8.3f | ", w, r->labels[t], c->mean,
 		    c->median, c->std, c->min, c->max);
 		if (x->n)
 			put(&o, "%8.3f | %8.3f | ", x->mean, x->median);
 		else
 			put(&o, "%8s | %8s | ", "-", "-");
-		if (w->n)
-			put(&o, "%8.3f | %8.3f%s\n", w->mean, w->median, w->mean > 0.01 ? " \u2190" : "");
+		if (wt->n)
+			put(&o, "%8.3f | %8.3f%s\n", wt->mean, wt->median,
+			    wt->mean > 0.01 ? " \u2190" : "");
 		else
 			put(&o, "%8s | %8s\n", "-", "-");
 	}
-	put(&o, "%-10s | %8.3f | %8s | %7s | %8s | %8s | %8.3f | %8s | %8.3f |\n", "Avg/pass",
+	put(&o, "%-*s | %8.3f | %8s | %7s | %8s | %8s | %8.3f | %8s | %8.3f |\n", w, "Avg/pass",
 	    r->per_pass[FT_T_COMPUTE], "", "", "", "", r->per_pass[FT_T_TRANSFER], "",
 	    r->per_pass[FT_T_WAIT]);
-	put(&o, "%-10s | %8.3f | %8s | %7s | %8s | %8s | %8.3f | %8s | %8.3f |\n", "Sum (all)",
+	put(&o, "%-*s | %8.3f | %8s | %7s | %8s | %8s | %8.3f | %8s | %8.3f |\n", w, "Sum (all)",
 	    r->sum[FT_T_COMPUTE], "", "", "", "", r->sum[FT_T_TRANSFER], "", r->sum[FT_T_WAIT]);
 	return o.used;
 }

@@ -23,7 +23,8 @@ static const char *const expected[] = {
 	"ft_version", "ft_is_observing", "ft_stat_get", "ft_flush_trace",
 	"ft_mark_pass", "ft_phase", "ft_iters_before_inference", "ft_save_profile",
 	"ft_load_profile", "ft_offload_timing_collect", "ft_offload_timing_reset",
-	"ft_offload_timing_update",
+	"ft_offload_timing_update", "ft_declare_tensor", "ft_declare_done", "ft_option_get",
+	"ft_options_check", "ft_options_set", "ft_stat_name",
 };
 #define N (sizeof(expected) / sizeof(expected[0]))
 
@@ -33,7 +34,10 @@ static void *const api[] = { (void *)ft_version, (void *)ft_is_observing,
 			     (void *)ft_mark_pass, (void *)ft_phase,
 			     (void *)ft_iters_before_inference, (void *)ft_save_profile,
 			     (void *)ft_load_profile, (void *)ft_offload_timing_collect,
-			     (void *)ft_offload_timing_reset, (void *)ft_offload_timing_update };
+			     (void *)ft_offload_timing_reset, (void *)ft_offload_timing_update,
+			     (void *)ft_declare_tensor, (void *)ft_declare_done,
+			     (void *)ft_option_get, (void *)ft_options_check,
+			     (void *)ft_options_set, (void *)ft_stat_name };
 
 static int seen[N], failures;
 

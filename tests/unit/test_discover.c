@@ -507,6 +507,58 @@ static void weights_read_together(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* Declared tensors: one pass and no checksum make a declared parameter a
+ * weight; its extent ends where it does; a region inside it is its part
+ * even when read every pass; a declared buffer, memory nobody declared (a
+ * KV cache, an old allocation), or a declared parameter written by a copy
+ * is none.  Base address of WEIGHTS: 1 GiB. */
+static void declared_tensors(void **state)
+{
+	(void)state;
+	const uint64_t base = 1ull << 30;
+	static struct ft_disc_decl decl[] = {
+		{ (1ull << 30), (1ull << 30) + 3 * MB, 0, 0 },          /* w0: 3 MiB */
+		{ (1ull << 30) + 4 * MB, (1ull << 30) + 5 * MB, 1, 1 }, /* a buffer */
+		{ (1ull << 30) + 6 * MB, (1ull << 30) + 7 * MB, 2, 0 }, /* w2 */
+		{ (1ull << 30) + 7 * MB, (1ull << 30) + 8 * MB, 3, 0 }, /* w3, copied into */
+	};
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 2), 0); /* KV (id 2) is as old as the weights */
+	d.decl = decl;
+	d.ndecl = 4;
+	ft_disc_read(&d, WEIGHTS, 6 * MB, base, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 0, base, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 1 * MB, base, 8 * MB); /* inside w0, read every pass */
+	ft_disc_read(&d, WEIGHTS, 4 * MB, base, 8 * MB);
+	ft_disc_read(&d, WEIGHTS, 7 * MB, base, 8 * MB);
+	ft_disc_write(&d, WEIGHTS, 7 * MB + 64, 16);
+	ft_disc_read(&d, KV, 0, 0, 64 * MB);
+	ft_disc_pass_end(&d);
+	ft_disc_extents(&d);
+	uint32_t w0 = find(&d, WEIGHTS, 0);
+	assert_int_equal(ft_disc_classify(&d, w0), FT_DISC_WEIGHT); /* no checksum */
+	assert_int_equal(d.r[w0].extent, 3 * MB);                   /* not up to 4 MiB */
+	assert_int_equal(ft_disc_classify(&d, find(&d, WEIGHTS, 1 * MB)), FT_DISC_PART);
+	assert_int_equal(ft_disc_classify(&d, find(&d, WEIGHTS, 4 * MB)), FT_DISC_BUFFER);
+	assert_int_equal(ft_disc_classify(&d, find(&d, WEIGHTS, 6 * MB)), FT_DISC_WEIGHT);
+	assert_int_equal(d.r[find(&d, WEIGHTS, 6 * MB)].extent, 1 * MB);
+	assert_int_equal(ft_disc_classify(&d, find(&d, WEIGHTS, 7 * MB)), FT_DISC_WRITTEN);
+	assert_int_equal(ft_disc_classify(&d, find(&d, KV, 0)), FT_DISC_UNDECLARED);
+	assert_int_equal(ft_disc_declared(&d, base + 3 * MB), -1); /* between tensors */
+	assert_int_equal(ft_disc_declared(&d, base + 7 * MB), 3);
+	uint32_t *w;
+	assert_int_equal(ft_disc_weights(&d, &w), 2);
+	assert_int_equal(d.r[w[0]].offset, 6 * MB); /* first-touch order */
+	assert_int_equal(d.r[w[1]].offset, 0);
+	free(w);
+	/* a second pass that misses w2: not read every pass */
+	ft_disc_read(&d, WEIGHTS, 0, base, 8 * MB);
+	ft_disc_pass_end(&d);
+	ft_disc_extents(&d);
+	assert_int_equal(ft_disc_classify(&d, find(&d, WEIGHTS, 6 * MB)), FT_DISC_NOT_EVERY);
+	ft_disc_destroy(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -524,6 +576,7 @@ int main(void)
 		cmocka_unit_test(saved_contents_in_a_longer_region),
 		cmocka_unit_test(saved_contents_read_apart),
 		cmocka_unit_test(saved_contents_never_overlap),
+		cmocka_unit_test(declared_tensors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

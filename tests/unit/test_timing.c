@@ -13,7 +13,7 @@
 
 #include "ft/timing.h"
 
-static const char labels[2][32] = { "trap.0", "trap.1" };
+static const char labels[2][FT_LABEL_MAX] = { "trap.0", "trap.1" };
 
 static void aggregates(void **state)
 {

@@ -19,7 +19,7 @@ static void check_cover(const struct ft_trap *t, int k, const uint64_t *s, uint3
 {
 	uint32_t next = 0;
 	for (int i = 0; i < k; i++) {
-		char label[32];
+		char label[FT_LABEL_MAX];
 		snprintf(label, sizeof(label), "trap.%d", i);
 		assert_string_equal(t[i].label, label);
 		assert_int_equal(t[i].first_weight, next);
@@ -641,6 +641,64 @@ static void copy_curve(void **state)
 	}
 }
 
+/* Traps from declared names: one per layer key, embedding and head around
+ * them, labels from the modules (a cut layer's pieces numbered), and no
+ * traps when the names hold no stack of layers. */
+static void traps_from_names(void **state)
+{
+	(void)state;
+	static const char *const names[] = {
+		"model.embed_tokens.weight",
+		"model.layers.0.self_attn.q_proj.weight", "model.layers.0.mlp.up_proj.weight",
+		"model.layers.1.self_attn.q_proj.weight", "model.layers.1.mlp.up_proj.weight",
+		"model.norm.weight", "lm_head.weight",
+	};
+	static const uint64_t sizes[] = { 100, 10, 20, 10, 20, 1, 100 };
+	struct ft_trap *t;
+	int k = ft_traps_by_name(names, sizes, 7, &t);
+	assert_int_equal(k, 5);
+	check_cover(t, k, sizes, 7);
+	assert_string_equal(t[0].role, "embedding");
+	assert_string_equal(t[1].role, "layer");
+	assert_int_equal(t[1].nweights, 2);
+	assert_int_equal(t[1].bytes, 30);
+	assert_string_equal(t[2].role, "layer");
+	assert_string_equal(t[3].role, "head");
+	assert_string_equal(t[4].role, "head");
+	ft_traps_label_by_name(t, (uint32_t)k, names);
+	assert_string_equal(t[0].label, "model.embed_tokens");
+	assert_string_equal(t[1].label, "model.layers.0");
+	assert_string_equal(t[2].label, "model.layers.1");
+	assert_string_equal(t[3].label, "model.norm");
+	assert_string_equal(t[4].label, "lm_head");
+	/* layer 1 cut in two for a budget: its pieces are told apart */
+	uint8_t nocut[7] = { 0 };
+	assert_int_equal(ft_traps_split(&t, (uint32_t)k, sizes, 15, nocut), 7);
+	ft_traps_label_by_name(t, 7, names);
+	assert_string_equal(t[1].label, "model.layers.0");
+	assert_string_equal(t[2].label, "model.layers.0#2");
+	assert_string_equal(t[3].label, "model.layers.1");
+	assert_string_equal(t[4].label, "model.layers.1#2");
+	free(t);
+	/* a trap over two modules, and a long path: its tail */
+	static const char *const two[] = {
+		"encoder.layers.0.weight", "encoder.layers.1.weight",
+		"a.very.long.module.path.that.goes.on.and.on.and.on.for.a.while.layers.3.weight",
+	};
+	static const uint64_t s2[] = { 1, 1, 1 };
+	struct ft_trap x[2] = { { .first_weight = 0, .nweights = 2 },
+				{ .first_weight = 2, .nweights = 1 } };
+	ft_traps_label_by_name(x, 2, two);
+	assert_string_equal(x[0].label, "encoder.layers.0..encoder.layers.1");
+	assert_int_equal(strlen(x[1].label), FT_LABEL_MAX - 1);
+	assert_true(!strncmp(x[1].label, "...", 3));
+	assert_true(strstr(x[1].label, "while.layers.3") != NULL);
+	/* no numbered stack: the sizes decide */
+	static const char *const flat[] = { "conv.weight", "fc.weight", "head.weight" };
+	assert_int_equal(ft_traps_by_name(flat, s2, 3, &t), 0);
+	assert_null(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -659,6 +717,7 @@ int main(void)
 		cmocka_unit_test(cuts_keep_what_is_read_together),
 		cmocka_unit_test(bus_reads_are_not_compute),
 		cmocka_unit_test(copy_curve),
+		cmocka_unit_test(traps_from_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,189 @@
+/*
+ * Public API (include/flextensor.h) for a framework that says what it
+ * knows: its tensors (ft_declare_*), the options it wants (ft_option_*),
+ * the counters by index.  The Python package (python/flextensor) calls
+ * these through ctypes.
+ */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "flextensor.h"
+#include "lib.h"
+
+FT_EXPORT int ft_declare_tensor(const void *ptr, unsigned long long bytes, const char *name,
+				int kind)
+{
+	ft_lib_ensure();
+	if (!ft_is_observing() || !ptr || (kind != FT_PARAMETER && kind != FT_BUFFER))
+		return -1;
+	return ft_learn_declare(&ft_g.learn, (uint64_t)(uintptr_t)ptr, bytes, name,
+				kind == FT_BUFFER);
+}
+
+FT_EXPORT int ft_declare_done(void)
+{
+	ft_lib_ensure();
+	if (!ft_is_observing())
+		return -1;
+	return ft_learn_declare_done(&ft_g.learn);
+}
+
+FT_EXPORT const char *ft_stat_name(int index)
+{
+	return index >= 0 && index < FT_STAT_COUNT ? ft_stats_name(index) : NULL;
+}
+
+/* Options that are read when the plan is made or later (and the phase
+ * counts, which learning takes again): the Python package's offload() may
+ * set them until then.  Every other option shapes what happens from the
+ * first CUDA call on. */
+static const char *const settable[] = {
+	"discovery_iters", "profiling_iters", "transfer_mode", "num_blocks", "min_blocks",
+	"transfer_budget_scale", "offload_timing", "enable_diagnostics", "profile_read_only",
+	"piecewise_prefetch", NULL,
+};
+
+static int is_settable(const char *name)
+{
+	for (const char *const *s = settable; *s; s++)
+		if (!strcasecmp(name, *s))
+			return 1;
+	return 0;
+}
+
+struct msg {
+	char *buf;
+	unsigned long len;
+};
+
+static void to_msg(void *ud, const char *text)
+{
+	struct msg *m = ud;
+	if (m->buf && m->len && !m->buf[0]) /* the first problem */
+		snprintf(m->buf, m->len, "%s", text);
+}
+
+static void say(struct msg *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void say(struct msg *m, const char *fmt, ...)
+{
+	if (!m->buf || !m->len)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(m->buf, m->len, fmt, ap);
+	va_end(ap);
+}
+
+FT_EXPORT int ft_option_get(const char *name, char *buf, unsigned long len)
+{
+	ft_lib_ensure();
+	char v[4096 + 8];
+	if (!name || ft_options_format(&ft_g.opt, name, v, sizeof(v)))
+		return -1;
+	if (buf && len)
+		snprintf(buf, len, "%s", v);
+	return (int)strlen(v);
+}
+
+FT_EXPORT int ft_options_check(const char *const *names, const char *const *values, int n,
+				char *msg, unsigned long len)
+{
+	ft_lib_ensure();
+	struct msg m = { msg, len };
+	if (msg && len)
+		msg[0] = 0;
+	if (n < 0 || (n && (!names || !values))) {
+		say(&m, "no option names or values given");
+		return -1;
+	}
+	for (int k = 0; k < n; k++)
+		if (!names[k] || !values[k]) {
+			say(&m, "no option names or values given");
+			return -1;
+		}
+	pthread_mutex_lock(&ft_g.learn.lock);
+	int bad = ft_options_try(&ft_g.opt, names, values, n, 0, to_msg, &m);
+	pthread_mutex_unlock(&ft_g.learn.lock);
+	return bad ? -1 : 0;
+}
+
+/* The phase counts from the options, as ft_learn_init and
+ * ft_learn_declare_done make them (under the learning lock). */
+static void retake_phases(struct ft_learn *L)
+{
+	const struct ft_options *o = &ft_g.opt;
+	uint64_t least = L->declared ? 1 : 2; /* two content samples */
+	L->phases.discovery = o->discovery_iters > (long)least ? (uint64_t)o->discovery_iters
+							       : least;
+	L->phases.profiling = (o->profiling_iters > 1 ? (uint64_t)o->profiling_iters : 1) +
+			      (L->declared ? 0 : 1);
+}
+
+/* "num_blocks" -> "FT_NUM_BLOCKS" */
+static void env_form(const char *name, char *out, size_t n)
+{
+	size_t k = (size_t)snprintf(out, n, "FT_");
+	for (size_t i = 0; name[i] && k + 1 < n; i++)
+		out[k++] = (char)toupper((unsigned char)name[i]);
+	out[k < n ? k : n - 1] = 0;
+}
+
+FT_EXPORT int ft_options_set(const char *const *names, const char *const *values, int n,
+			      char *msg, unsigned long len)
+{
+	if (ft_options_check(names, values, n, msg, len))
+		return -1;
+	struct msg m = { msg, len };
+	struct ft_learn *L = &ft_g.learn;
+	pthread_mutex_lock(&L->lock);
+	int rc = -1, change = 0;
+	/* each value as the library writes it, against the running one */
+	struct ft_options want;
+	if (ft_options_copy(&want, &ft_g.opt)) {
+		say(&m, "out of memory");
+		pthread_mutex_unlock(&L->lock);
+		return -1;
+	}
+	ft_options_try(&want, names, values, n, 1, NULL, NULL);
+	for (int k = 0; k < n; k++) {
+		char now[4096 + 8], v[4096 + 8], env[96];
+		ft_options_format(&ft_g.opt, names[k], now, sizeof(now));
+		ft_options_format(&want, names[k], v, sizeof(v));
+		if (!strcmp(now, v))
+			continue;
+		env_form(names[k], env, sizeof(env));
+		if (!is_settable(names[k])) {
+			say(&m, "%s is read when the program starts (at its first CUDA call): it "
+				"runs with %s=%s, not %s; set %s=%s in the environment (or the "
+				"flextensor-run flag for it) before the program starts",
+			    names[k], env, now, v, env, v);
+			goto out;
+		}
+		if (!ft_g.enabled || ft_learn_phase(L) != FT_PHASE_DISCOVERY || L->adopted) {
+			say(&m, "%s can change only before the library has learnt the model (it "
+				"runs with %s=%s; the plan is made or taken already): set %s=%s "
+				"before the program starts", names[k], env, now, env, v);
+			goto out;
+		}
+		change = 1;
+	}
+	if (change) {
+		if (ft_options_try(&ft_g.opt, names, values, n, 1, to_msg, &m))
+			goto out;
+		retake_phases(L);
+		for (int k = 0; k < n; k++) {
+			char v[4096 + 8], env[96];
+			ft_options_format(&ft_g.opt, names[k], v, sizeof(v));
+			env_form(names[k], env, sizeof(env));
+			ft_info("%s=%s set by the program", env, v);
+		}
+	}
+	rc = 0;
+out:
+	ft_options_free(&want);
+	pthread_mutex_unlock(&L->lock);
+	return rc;
+}
