@@ -157,6 +157,7 @@ struct ft_learn {
 	char **decl_names;
 	uint32_t ndecl, capdecl;
 	uint32_t nsorted;         /* decl[0..nsorted): sorted, merged (the rest new) */
+	uint32_t nnames;          /* decl_names[0..nnames) */
 	int decl_new;             /* declared since discovery took them */
 	int declared;             /* discovery takes declarations, passes are marks */
 	uint64_t unmarked_from;   /* passes.launches at the last mark or declaration */

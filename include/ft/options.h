@@ -87,6 +87,9 @@ int ft_options_copy(struct ft_options *dst, const struct ft_options *o);
  * with none and set, o takes the values (source FT_SRC_API). */
 int ft_options_try(struct ft_options *o, const char *const *names, const char *const *values,
 		   int n, int set, ft_opt_report_fn report, void *ud);
+/* 1 when option name has the same value in a and b, 0 when not, -1 for
+ * an unknown name. */
+int ft_options_same(const struct ft_options *a, const struct ft_options *b, const char *name);
 /* Option name's value in o as text ("none" when unset) into out; 0, or -1
  * for an unknown name. */
 int ft_options_format(const struct ft_options *o, const char *name, char *out, size_t n);

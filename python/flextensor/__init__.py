@@ -73,6 +73,7 @@ class OffloadManager:
         self.name = name
         self.config = None
         self.models = []
+        self.declared_at = None  # the tensors' addresses when declared
 
     @property
     def iters_before_inference(self):
@@ -102,52 +103,96 @@ class OffloadManager:
             self.name, self.phase if _lib.observing() else "not observing")
 
 
-_managers = {}
+_manager = None
 _lock = threading.Lock()
 
 
 def get_offload_manager(name="default"):
-    """The manager (the library runs one per process; every name is it)."""
+    """The manager: the library learns and offloads once per process (one
+    device), so every name returns the same one."""
+    global _manager
     _lib.require_observing()
     with _lock:
-        if name not in _managers:
-            _managers[name] = OffloadManager(name)
-        return _managers[name]
+        if _manager is None:
+            _manager = OffloadManager(name)
+        return _manager
 
 
-def _tensor_bytes(t):
+def _span(t):
+    """(address, bytes) of the memory t lives in: its storage (a view or an
+    expanded tensor covers no more and no less than that), else its own."""
+    st = getattr(t, "untyped_storage", None)
+    if st is not None:
+        s = st()
+        return int(s.data_ptr()), int(s.nbytes())
     nbytes = getattr(t, "nbytes", None)
     if nbytes is None:
         nbytes = t.numel() * t.element_size()
-    return int(nbytes)
+    return int(t.data_ptr()), int(nbytes)
 
 
 def _on_gpu(t):
     return bool(getattr(t, "is_cuda", False))
 
 
-def _declare(model):
-    """Declares every parameter and buffer of model; returns (params, buffers)."""
+def _tensors(models):
+    """(kind, name, tensor) of every parameter (0) and buffer (1) on the GPU."""
+    for model in models:
+        for kind, items in ((0, model.named_parameters()), (1, model.named_buffers())):
+            for name, t in items:
+                if t is not None and _on_gpu(t):
+                    yield kind, name, t
+
+
+def _declare(models):
+    """Declares every parameter and buffer of models (the whole set: it
+    replaces what was declared before); returns (parameters, buffers) and
+    the addresses declared."""
     lib = _lib.library()
-    counts = [0, 0]
-    for kind, items in ((0, model.named_parameters()), (1, model.named_buffers())):
-        for name, t in items:
-            if t is None or not _on_gpu(t):
-                continue
-            n = _tensor_bytes(t)
-            if not n:
-                continue
-            if lib.ft_declare_tensor(ctypes.c_void_p(t.data_ptr()), n, name.encode(), kind):
-                raise RuntimeError(
-                    "offload(): the library refused to take %s (offload() must come "
-                    "before the library has learnt the model: call it before the first "
-                    "forward; the library's log says more)" % name)
-            counts[kind] += 1
-    return counts
+    counts, where = [0, 0], []
+    for kind, name, t in _tensors(models):
+        ptr, n = _span(t)
+        where.append(ptr)
+        if not n:
+            continue
+        if lib.ft_declare_tensor(ctypes.c_void_p(ptr), n, name.encode(), kind):
+            raise RuntimeError(
+                "offload(): the library refused to take %s: it has learnt the model "
+                "already (offload() must come while it is in DISCOVERY, best before "
+                "the first forward; its log says more)" % name)
+        counts[kind] += 1
+    return counts, where
+
+
+def _moved(manager):
+    """Whether a declared tensor no longer lives where it was declared
+    (model.half(), model.to(), a reload after offload())."""
+    where = [_span(t)[0] for _, _, t in _tensors(manager.models)]
+    return where != manager.declared_at
 
 
 def _hook(module, args, output):
-    _lib.library().ft_mark_pass()
+    lib = _lib.library()
+    m = _manager
+    # while the library learns, the declaration must still describe the
+    # model: memory a moved tensor left may hold activations by now
+    if m is not None and m.declared_at is not None and lib.ft_phase() != 2 and _moved(m):
+        import warnings
+        if lib.ft_phase() == 0:
+            try:
+                (_, m.declared_at) = _declare(m.models)
+                lib.ft_declare_done()
+                warnings.warn("flextensor: the model's tensors moved after offload() (converted "
+                              "or moved?): declared again, discovery starts over")
+                return  # the declaration begins the next pass; this one is void
+            except RuntimeError:
+                m.declared_at = None
+        else:
+            m.declared_at = None
+            warnings.warn("flextensor: the model's tensors moved after offload(), while the "
+                          "library was profiling: what it learnt may not describe them; call "
+                          "offload() right after moving or converting the model")
+    lib.ft_mark_pass()
 
 
 def offload(model, config=None, name="default"):
@@ -174,16 +219,18 @@ def offload(model, config=None, name="default"):
         if dev is None:
             dev = int(_lib.option("gpu_device")) if _lib.option("gpu_device") != "none" else 0
         model = model.to("cuda:%d" % dev)
-    counts = _declare(model)
+    m = get_offload_manager(name)
+    models = m.models + [model] if not any(x is model for x in m.models) else m.models
+    counts, where = _declare(models)  # every offloaded model: the whole set
     if not counts[0]:
         raise ValueError("offload(): the model has no parameter on the GPU to offload")
     if lib.ft_declare_done():
         raise RuntimeError("offload(): the library did not take the declarations (it has "
-                           "learnt the model already: call offload() before the first "
-                           "forward; the library's log says more)")
-    m = get_offload_manager(name)
+                           "learnt the model already: offload() must come while it is in "
+                           "DISCOVERY, best before the first forward; its log says more)")
     m.config = config
-    if not any(x is model for x in m.models):
+    m.declared_at = where
+    if models is not m.models:
         m.models.append(model)
         # one mark per forward, however often offload() is called on it
         model.register_forward_hook(_hook)

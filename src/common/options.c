@@ -787,3 +787,26 @@ int ft_options_format(const struct ft_options *o, const char *name, char *out, s
 	snprintf(out, n, "%s", format_value(&descs[i], o, v, sizeof(v)));
 	return 0;
 }
+
+int ft_options_same(const struct ft_options *a, const struct ft_options *b, const char *name)
+{
+	char lower[96], shown[96];
+	int i = both_names(name, lower, shown, sizeof(lower)) ? -1 : option_index(lower);
+	if (i < 0)
+		return -1;
+	const char *x = (const char *)a + descs[i].off, *y = (const char *)b + descs[i].off;
+	switch (descs[i].type) {
+	case T_BOOL: return *(const bool *)x == *(const bool *)y;
+	case T_INT: return *(const long *)x == *(const long *)y;
+	case T_FLOAT: {
+		double u = *(const double *)x, v = *(const double *)y;
+		return u == v || (isnan(u) && isnan(v));
+	}
+	case T_ENUM: return *(const int *)x == *(const int *)y;
+	case T_PATH: {
+		const char *u = *(char *const *)x, *v = *(char *const *)y;
+		return u == v || (u && v && !strcmp(u, v));
+	}
+	}
+	return 0;
+}

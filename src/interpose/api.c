@@ -7,6 +7,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -81,7 +82,10 @@ FT_EXPORT int ft_option_get(const char *name, char *buf, unsigned long len)
 {
 	ft_lib_ensure();
 	char v[4096 + 8];
-	if (!name || ft_options_format(&ft_g.opt, name, v, sizeof(v)))
+	pthread_mutex_lock(&ft_g.learn.lock); /* ft_options_set may replace a value */
+	int bad = !name || ft_options_format(&ft_g.opt, name, v, sizeof(v));
+	pthread_mutex_unlock(&ft_g.learn.lock);
+	if (bad)
 		return -1;
 	if (buf && len)
 		snprintf(buf, len, "%s", v);
@@ -139,21 +143,25 @@ FT_EXPORT int ft_options_set(const char *const *names, const char *const *values
 	struct msg m = { msg, len };
 	struct ft_learn *L = &ft_g.learn;
 	pthread_mutex_lock(&L->lock);
-	int rc = -1, change = 0;
+	int rc = -1, nc = 0;
+	const char **cn = calloc((size_t)n + 1, sizeof(*cn));
+	const char **cv = calloc((size_t)n + 1, sizeof(*cv));
 	/* each value as the library writes it, against the running one */
 	struct ft_options want;
-	if (ft_options_copy(&want, &ft_g.opt)) {
+	if (!cn || !cv || ft_options_copy(&want, &ft_g.opt)) {
 		say(&m, "out of memory");
 		pthread_mutex_unlock(&L->lock);
+		free(cn);
+		free(cv);
 		return -1;
 	}
 	ft_options_try(&want, names, values, n, 1, NULL, NULL);
 	for (int k = 0; k < n; k++) {
 		char now[4096 + 8], v[4096 + 8], env[96];
+		if (ft_options_same(&ft_g.opt, &want, names[k]) == 1)
+			continue;
 		ft_options_format(&ft_g.opt, names[k], now, sizeof(now));
 		ft_options_format(&want, names[k], v, sizeof(v));
-		if (!strcmp(now, v))
-			continue;
 		env_form(names[k], env, sizeof(env));
 		if (!is_settable(names[k])) {
 			say(&m, "%s is read when the program starts (at its first CUDA call): it "
@@ -168,16 +176,19 @@ FT_EXPORT int ft_options_set(const char *const *names, const char *const *values
 				"before the program starts", names[k], env, now, env, v);
 			goto out;
 		}
-		change = 1;
+		cn[nc] = names[k];
+		cv[nc++] = values[k];
 	}
-	if (change) {
-		if (ft_options_try(&ft_g.opt, names, values, n, 1, to_msg, &m))
+	/* only what changes is set: a start-time path given again unchanged
+	 * is never replaced under a reader */
+	if (nc) {
+		if (ft_options_try(&ft_g.opt, cn, cv, nc, 1, to_msg, &m))
 			goto out;
 		retake_phases(L);
-		for (int k = 0; k < n; k++) {
+		for (int k = 0; k < nc; k++) {
 			char v[4096 + 8], env[96];
-			ft_options_format(&ft_g.opt, names[k], v, sizeof(v));
-			env_form(names[k], env, sizeof(env));
+			ft_options_format(&ft_g.opt, cn[k], v, sizeof(v));
+			env_form(cn[k], env, sizeof(env));
 			ft_info("%s=%s set by the program", env, v);
 		}
 	}
@@ -185,5 +196,7 @@ FT_EXPORT int ft_options_set(const char *const *names, const char *const *values
 out:
 	ft_options_free(&want);
 	pthread_mutex_unlock(&L->lock);
+	free(cn);
+	free(cv);
 	return rc;
 }

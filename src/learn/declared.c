@@ -28,7 +28,17 @@ int ft_learn_declare(struct ft_learn *L, uint64_t va, uint64_t bytes, const char
 			     "offload() before the first forward");
 		goto out;
 	}
-	if (L->ndecl == L->capdecl) {
+	if (!L->decl_new) {
+		/* a new set after ft_declare_done: it replaces the last one (the
+		 * caller declares all it has; what it declared before may have
+		 * been freed since, its memory now another tensor's) */
+		for (uint32_t i = 0; i < L->nnames; i++)
+			free(L->decl_names[i]);
+		L->ndecl = L->nnames = L->nsorted = 0;
+		if (L->declared)
+			L->disc.ndecl = 0;
+	}
+	if (L->ndecl == L->capdecl || L->nnames == L->capdecl) {
 		uint32_t cap = L->capdecl ? 2 * L->capdecl : 256;
 		struct ft_disc_decl *d = realloc(L->decl, cap * sizeof(*d));
 		char **n = d ? realloc(L->decl_names, cap * sizeof(*n)) : NULL;
@@ -45,9 +55,8 @@ int ft_learn_declare(struct ft_learn *L, uint64_t va, uint64_t bytes, const char
 	char *copy = strdup(name && *name ? name : "?");
 	if (!copy)
 		goto out;
-	L->decl_names[L->ndecl] = copy;
-	L->decl[L->ndecl] = (struct ft_disc_decl){ va, va + bytes, L->ndecl, (uint8_t)!!buffer };
-	L->ndecl++;
+	L->decl_names[L->nnames] = copy;
+	L->decl[L->ndecl++] = (struct ft_disc_decl){ va, va + bytes, L->nnames++, (uint8_t)!!buffer };
 	FT_STAT_INC(L->env.stats, declared_tensors);
 	L->decl_new = 1;
 	rc = 0;
@@ -74,12 +83,26 @@ static void tidy(struct ft_learn *L)
 		if (k && L->decl[i].lo < L->decl[k - 1].hi) {
 			if (L->decl[i].hi > L->decl[k - 1].hi)
 				L->decl[k - 1].hi = L->decl[i].hi;
-			L->decl[k - 1].buffer &= L->decl[i].buffer;
+			L->decl[k - 1].buffer |= L->decl[i].buffer; /* never offload a buffer */
 			continue;
 		}
 		L->decl[k++] = L->decl[i];
 	}
 	L->ndecl = k;
+}
+
+/* Whether the allocation at base holds no declared parameter (L->decl
+ * sorted). */
+static int holds_no_parameter(void *arg, CUdeviceptr base)
+{
+	struct ft_learn *L = arg;
+	struct ft_alloc a;
+	if (ft_registry_lookup(L->env.reg, base, &a))
+		return 0; /* not known: it stays where it is */
+	for (uint32_t i = 0; i < L->nsorted; i++)
+		if (!L->decl[i].buffer && L->decl[i].lo < a.base + a.size && L->decl[i].hi > a.base)
+			return 0;
+	return 1;
 }
 
 int ft_learn_declare_done(struct ft_learn *L)
@@ -102,6 +125,12 @@ int ft_learn_declare_done(struct ft_learn *L)
 	L->declared = 1;
 	L->started = 1;
 	ft_learn_watch_stop(L);
+	/* what is allocated from now on is no weight: over a budget the
+	 * weights fill before a plan it gets GPU memory, not host memory that
+	 * kernels would read over the bus while the passes are timed; what
+	 * holds no declared parameter and got host memory moves to the GPU */
+	ft_vmm_exempt_new(L->env.vmm);
+	ft_learn_to_gpu(L, holds_no_parameter, "that hold no declared parameter");
 	/* passes are the program's marks from here on, exact: DISCOVERY
 	 * takes FT_DISCOVERY_ITERS of them (no content samples needed),
 	 * PROFILING FT_PROFILING_ITERS (none begins unobserved) */

@@ -301,8 +301,9 @@ static void declared_parts(const struct ft_discover *d, uint8_t *part)
 	for (uint32_t i = 0; part && d->ndecl && i < d->n; i++) {
 		const struct ft_disc_region *r = &d->r[i];
 		int k = ft_disc_declared(d, r->alloc_base + r->offset);
-		if (k >= 0)
-			part[i] = i > 0 && k == prev && d->r[i - 1].alloc_id == r->alloc_id ? 2 : 0;
+		/* undeclared memory is nobody's part: no weight takes it in */
+		part[i] = k >= 0 && i > 0 && k == prev && d->r[i - 1].alloc_id == r->alloc_id ? 2
+											     : 0;
 		prev = k;
 	}
 }
@@ -380,6 +381,7 @@ void ft_disc_extents(struct ft_discover *d)
 		if (r->owner == i)
 			continue;
 		o->mtouched |= r->touched;
+		o->written |= r->written; /* a copy into a part wrote the tensor */
 		if (r->morder < o->morder)
 			o->morder = r->morder;
 	}

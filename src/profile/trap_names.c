@@ -94,6 +94,7 @@ static void fit(char *out, const char *s)
 void ft_traps_label_by_name(struct ft_trap *traps, uint32_t n, const char *const *names)
 {
 	char a[256], b[256], both[520];
+	char **base = calloc(n + 1, sizeof(*base)); /* each trap's whole label, unnumbered */
 	for (uint32_t i = 0; i < n; i++) {
 		struct ft_trap *t = &traps[i];
 		if (!t->nweights)
@@ -109,24 +110,20 @@ void ft_traps_label_by_name(struct ft_trap *traps, uint32_t n, const char *const
 		/* one label per trap: a module in two traps (a layer cut for
 		 * the budget, a module read twice apart) gets #2, #3, ... */
 		unsigned seen = 1;
-		for (uint32_t j = 0; j < i; j++) {
-			char x[FT_LABEL_MAX];
-			fit(x, both);
-			size_t m = strlen(x);
-			seen += !strncmp(traps[j].label, x, m) &&
-				(!traps[j].label[m] || traps[j].label[m] == '#');
-		}
+		for (uint32_t j = 0; base && j < i; j++)
+			seen += base[j] && !strcmp(base[j], both);
+		if (base)
+			base[i] = strdup(both);
 		if (seen > 1) {
-			char sfx[16];
+			char sfx[16], tmp[FT_LABEL_MAX];
 			snprintf(sfx, sizeof(sfx), "#%u", seen);
 			size_t room = FT_LABEL_MAX - 1 - strlen(sfx);
-			if (strlen(both) > room) {
-				char tmp[FT_LABEL_MAX];
-				fit(tmp, both);
-				snprintf(both, sizeof(both), "%.*s", (int)room, tmp);
-			}
-			strcat(both, sfx);
+			fit(tmp, both);
+			snprintf(both, sizeof(both), "%.*s%s", (int)room, tmp, sfx);
 		}
 		fit(t->label, both);
 	}
+	for (uint32_t i = 0; base && i < n; i++)
+		free(base[i]);
+	free(base);
 }

@@ -252,3 +252,29 @@ def test_unmarked_passes_are_said():
     out = ok(p)
     assert "phase DISCOVERY" in out
     assert "no pass was marked" in p.stderr and "model.forward(x)" in p.stderr
+
+
+def test_tensors_moved_after_offload_are_declared_again():
+    # a parameter replaced after offload() (model.half(), model.to()): the
+    # first mark finds it moved, declares the model again, and discovery
+    # starts over on what the model now is
+    body = """
+import fake_model
+m = fake_model.FakeModel()
+if sys.argv[1] == "declare":
+    m = ft.offload(m, config=ft.OffloadConfig(profiling_iters=3))
+name, old = m.params[5]
+m.params[5] = (name, fake_model.Tensor(old.nbytes, 0.25 * 4))  # layer 2's first, elsewhere
+for s in range(10):
+    out = m(s)
+    print("step", s, hashlib.sha256(out).hexdigest())
+print("phase", ft.get_offload_manager().phase if ft.is_observing() else "-")
+print("offloaded", ft.stats()["offloaded_bytes"] if ft.is_observing() else 0)
+"""
+    plain = ok(run(body, preload=False, args=["plain"]))
+    p = run(body, args=["declare"])
+    out = ok(p)
+    assert [l for l in out.splitlines() if l.startswith("step")] == \
+        [l for l in plain.splitlines() if l.startswith("step")]
+    assert "declared again, discovery starts over" in p.stderr
+    assert "phase INFERENCE" in out and "offloaded 0" not in out

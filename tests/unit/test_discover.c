@@ -556,6 +556,10 @@ static void declared_tensors(void **state)
 	ft_disc_pass_end(&d);
 	ft_disc_extents(&d);
 	assert_int_equal(ft_disc_classify(&d, find(&d, WEIGHTS, 6 * MB)), FT_DISC_NOT_EVERY);
+	/* a copy into a part of w0 wrote w0 */
+	ft_disc_write(&d, WEIGHTS, 1 * MB + 64, 16);
+	ft_disc_extents(&d);
+	assert_int_equal(ft_disc_classify(&d, w0), FT_DISC_WRITTEN);
 	ft_disc_destroy(&d);
 }
 
