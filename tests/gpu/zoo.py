@@ -153,6 +153,11 @@ def run(name, tag, out):
         return lg
 
     opts = options(name)
+    if "declare" in tag:
+        # the Python package: the model's tensors declared, its forwards
+        # marked (python/flextensor; PYTHONPATH has it)
+        import flextensor
+        flextensor.offload(m)
     fwd = torch.compile(m) if opts.get("compile") else m
 
     def prefills():
@@ -217,8 +222,9 @@ def report(out):
              "/ bytes offloaded (above 1: some crossed twice)" % TIMED, "",
              "| model | run | prefill identical | decode identical | prefill ms | resident | "
              "floor | ratio | copied | decode ms | resident | floor | ratio | copied | "
-             "late loads | conflicts | demoted | ignored refs (held) | verify failures |",
-             "|" + "---|" * 19]
+             "late loads | conflicts | demoted | ignored refs (held) | verify failures | "
+             "INFERENCE after |",
+             "|" + "---|" * 20]
     for plain_path in sorted(glob.glob(os.path.join(out, "*-plain.pt"))):
         plain = torch.load(plain_path)
         name = plain["model"]
@@ -254,11 +260,17 @@ def report(out):
                          f"{ms / max(res_ms, floor):.3f}",
                          f"{copied / off:.2f}" if off else "-"]
             fwd = len(r["rec"]["prefill"]) + len(r["rec"]["decode"])
+            # recorded forwards (in the order run) until the phase read
+            # after one was INFERENCE
+            order = (("decode", "prefill") if options(name).get("decode_first")
+                     else ("prefill", "decode"))
+            seq = [x["phase"] for k in order for x in r["rec"][k]]
+            at = next((i + 1 for i, ph in enumerate(seq) if ph == 2), None)
             lines.append(f"| {name} | {r['tag']}{'' if inference else ' (not in INFERENCE)'} | "
                          + " | ".join(cols + nums) + f" | {st.get('offload_misses', 0)} in {fwd} | "
                          f"{st.get('offload_conflicts', 0)} | {st.get('offload_demoted', 0)} | "
                          f"{st.get('offload_ignored_refs', 0)} ({st.get('offload_held', 0)}) | "
-                         f"{st.get('verify_failures', 0)} |")
+                         f"{st.get('verify_failures', 0)} | {at if at else '-'} |")
     write_table(out, "zoo.md", lines)
     return 0 if ok else 1
 

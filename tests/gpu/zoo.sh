@@ -7,7 +7,9 @@
 # floor)).  Exits 77 where there is no GPU; 1 when a run differs.
 # usage: zoo.sh <libflextensor.so> <output dir> [models, default: all]
 # (ZOO_SHARE: the share of the decoder off the GPU, default 0.5; ZOO_RUNS:
-# which library runs, default "alloc raw alloc-verify raw-verify";
+# which library runs, default "alloc raw alloc-verify raw-verify"; a run
+# named with "declare" (alloc-declare) calls the Python package's offload()
+# on the model first, from PYTHONPATH;
 # ZOO_TRACE=1 keeps each library run's FT_TRACE; ZOO_VERIFY_PREFILLS and
 # ZOO_VERIFY_DECODE, default 10 and 6: the FT_VERIFY runs' forwards)
 set -u
