@@ -36,6 +36,16 @@ def build(torch):
     return m, x
 
 
+def timed(rec, torch, fn):
+    """fn()'s logits digest into rec, and its milliseconds (synchronised)."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    d = digest(fn())
+    torch.cuda.synchronize()
+    rec.setdefault("ms", []).append((time.perf_counter() - t0) * 1e3)
+    rec["digests"].append(d)
+
+
 def digest(out):
     import torch
     t = out.logits[:, -1].float().contiguous()
@@ -65,12 +75,13 @@ def main(mode, out):
         )
         t0 = time.perf_counter()
         model = offload(model, config=config)
+        rec["offload_ms"] = (time.perf_counter() - t0) * 1e3
         om = get_offload_manager()
         rec["iters_before_inference"] = om.iters_before_inference
 
         # Reach INFERENCE first — do not reset/collect during discovery/profiling.
         for _ in range(om.iters_before_inference):
-            rec["digests"].append(digest(model(x)))
+            timed(rec, torch, lambda: model(x))
         torch.cuda.synchronize()
         rec["seconds_to_inference"] = time.perf_counter() - t0
         rec["phase_after"] = om.phase
@@ -93,7 +104,7 @@ def main(mode, out):
         t0 = time.perf_counter()
         n = 0
         while om.phase != "INFERENCE" and n < 200:
-            rec["digests"].append(digest(model(x)))
+            timed(rec, torch, lambda: model(x))
             n += 1
         torch.cuda.synchronize()
         rec["seconds_to_inference"] = time.perf_counter() - t0
@@ -122,6 +133,9 @@ def report(out):
         print("%s: %d forwards, %s; INFERENCE after %s forwards, %.2f s; offloaded %.2f GB" % (
             mode, len(d), "bit-identical" if same else "LOGITS DIFFER", n,
             r["seconds_to_inference"], r["stats"]["offloaded_bytes"] / 1e9))
+        ms = r.get("ms", [])
+        print("%s: offload() %.1f ms; the forwards until INFERENCE, ms: %s" % (
+            mode, r.get("offload_ms", 0.0), " ".join("%.0f" % v for v in ms)))
         if mode == "seed":
             ok &= r.get("phase_after") == "INFERENCE" and bool(r.get("table"))
             print("seed: phase after iters_before_inference forwards:", r.get("phase_after"))
