@@ -16,8 +16,12 @@ mkdir -p "$out"
 	{ tail -20 "$out/plain.out"; exit 1; }
 f=$("$py" "$here/python_api.py" fraction "$out") || exit 1
 for mode in seed guess; do
+	# guess: the timing the seed's config sets, so that the two runs differ
+	# by the declaration alone
+	timing=off
+	[ $mode = guess ] && timing=eager
 	PYTHONPATH="$pkg${PYTHONPATH:+:$PYTHONPATH}" LD_PRELOAD="$lib" FT_ENABLED=1 \
-		FT_MAX_GPU_MEM_FRACTION="$f" FT_LOG_LEVEL=info \
+		FT_MAX_GPU_MEM_FRACTION="$f" FT_LOG_LEVEL=info FT_OFFLOAD_TIMING=$timing \
 		"$py" "$here/python_api.py" $mode "$out" >"$out/$mode.out" 2>"$out/$mode.log" ||
 		{ echo "$mode failed:"; tail -20 "$out/$mode.log"; }
 	grep -E "warn|error|declared:|plan \(|offloading \(" "$out/$mode.log" | head -8 | sed "s/^/  $mode: /"
