@@ -255,6 +255,10 @@ def collect_offload_timing():
     buf = ctypes.create_string_buffer(size)
     n = lib.ft_offload_timing_collect(buf, size)
     text = buf.value.decode("utf-8", "replace") if n >= 0 else None
+    if text and n >= size:
+        import warnings
+        warnings.warn("flextensor: the timing table needs %d bytes; the first %d are "
+                      "returned (the store is emptied either way)" % (n, size - 1))
     return OffloadTimingReport(text) if text else None
 
 
