@@ -172,6 +172,9 @@ struct ft_learn {
 int ft_learn_init(struct ft_learn *L, const struct ft_learn_env *env);
 /* In a forked child: what the parent learnt does not describe it. */
 void ft_learn_after_fork(struct ft_learn *L);
+/* The passes DISCOVERY and PROFILING take, from the options and whether
+ * tensors were declared (under the lock, or before any pass). */
+void ft_learn_phase_counts(struct ft_learn *L);
 /* The phase (FT_PHASE_*), without the lock. */
 static inline int ft_learn_phase(struct ft_learn *L)
 {

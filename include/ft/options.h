@@ -87,6 +87,8 @@ int ft_options_copy(struct ft_options *dst, const struct ft_options *o);
  * with none and set, o takes the values (source FT_SRC_API). */
 int ft_options_try(struct ft_options *o, const char *const *names, const char *const *values,
 		   int n, int set, ft_opt_report_fn report, void *ud);
+/* Option name (any case) as its variable, "FT_NUM_BLOCKS", into out. */
+void ft_options_env_name(const char *name, char *out, size_t n);
 /* 1 when option name has the same value in a and b, 0 when not, -1 for
  * an unknown name. */
 int ft_options_same(const struct ft_options *a, const struct ft_options *b, const char *name);

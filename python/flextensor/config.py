@@ -115,9 +115,7 @@ class OffloadConfig:
         pairs = self.settings()
         if lib is None or not pairs:
             return
-        names = (ctypes.c_char_p * len(pairs))(*[n.encode() for n, _ in pairs])
-        values = (ctypes.c_char_p * len(pairs))(*[v.encode() for _, v in pairs])
-        rc, msg = _lib.text_call(lib.ft_options_check, names, values, len(pairs))
+        rc, msg = _options_call(lib.ft_options_check, pairs)
         if rc:
             raise ValueError("OffloadConfig: " + msg)
 
@@ -136,6 +134,13 @@ class OffloadConfig:
             getattr(self, n) == getattr(other, n) for n in FIELDS)
 
 
+def _options_call(fn, pairs):
+    """fn(names, values, n, msg, len) over (name, text) pairs: (rc, msg)."""
+    names = (ctypes.c_char_p * len(pairs))(*[n.encode() for n, _ in pairs])
+    values = (ctypes.c_char_p * len(pairs))(*[v.encode() for _, v in pairs])
+    return _lib.text_call(fn, names, values, len(pairs))
+
+
 def apply(config):
     """Makes the running configuration config's explicit fields: those read
     when the program starts must already match (ValueError naming the field
@@ -143,10 +148,7 @@ def apply(config):
     pairs = config.settings()
     if not pairs:
         return
-    lib = _lib.library()
-    names = (ctypes.c_char_p * len(pairs))(*[n.encode() for n, _ in pairs])
-    values = (ctypes.c_char_p * len(pairs))(*[v.encode() for _, v in pairs])
-    rc, msg = _lib.text_call(lib.ft_options_set, names, values, len(pairs))
+    rc, msg = _options_call(_lib.library().ft_options_set, pairs)
     if rc:
         raise ValueError("offload(): the running configuration does not match the "
                          "OffloadConfig: " + msg)

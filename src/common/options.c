@@ -777,6 +777,13 @@ int ft_options_try(struct ft_options *o, const char *const *names, const char *c
 	return l.errors;
 }
 
+void ft_options_env_name(const char *name, char *out, size_t n)
+{
+	char lower[96];
+	if (both_names(name, lower, out, n < sizeof(lower) ? n : sizeof(lower)))
+		snprintf(out, n, "FT_?");
+}
+
 int ft_options_format(const struct ft_options *o, const char *name, char *out, size_t n)
 {
 	char lower[96], shown[96];

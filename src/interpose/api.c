@@ -4,7 +4,6 @@
  * the counters by index.  The Python package (python/flextensor) calls
  * these through ctypes.
  */
-#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,27 +113,6 @@ FT_EXPORT int ft_options_check(const char *const *names, const char *const *valu
 	return bad ? -1 : 0;
 }
 
-/* The phase counts from the options, as ft_learn_init and
- * ft_learn_declare_done make them (under the learning lock). */
-static void retake_phases(struct ft_learn *L)
-{
-	const struct ft_options *o = &ft_g.opt;
-	uint64_t least = L->declared ? 1 : 2; /* two content samples */
-	L->phases.discovery = o->discovery_iters > (long)least ? (uint64_t)o->discovery_iters
-							       : least;
-	L->phases.profiling = (o->profiling_iters > 1 ? (uint64_t)o->profiling_iters : 1) +
-			      (L->declared ? 0 : 1);
-}
-
-/* "num_blocks" -> "FT_NUM_BLOCKS" */
-static void env_form(const char *name, char *out, size_t n)
-{
-	size_t k = (size_t)snprintf(out, n, "FT_");
-	for (size_t i = 0; name[i] && k + 1 < n; i++)
-		out[k++] = (char)toupper((unsigned char)name[i]);
-	out[k < n ? k : n - 1] = 0;
-}
-
 FT_EXPORT int ft_options_set(const char *const *names, const char *const *values, int n,
 			      char *msg, unsigned long len)
 {
@@ -162,7 +140,7 @@ FT_EXPORT int ft_options_set(const char *const *names, const char *const *values
 			continue;
 		ft_options_format(&ft_g.opt, names[k], now, sizeof(now));
 		ft_options_format(&want, names[k], v, sizeof(v));
-		env_form(names[k], env, sizeof(env));
+		ft_options_env_name(names[k], env, sizeof(env));
 		if (!is_settable(names[k])) {
 			say(&m, "%s is read when the program starts (at its first CUDA call): it "
 				"runs with %s=%s, not %s; set %s=%s in the environment (or the "
@@ -184,11 +162,11 @@ FT_EXPORT int ft_options_set(const char *const *names, const char *const *values
 	if (nc) {
 		if (ft_options_try(&ft_g.opt, cn, cv, nc, 1, to_msg, &m))
 			goto out;
-		retake_phases(L);
+		ft_learn_phase_counts(L);
 		for (int k = 0; k < nc; k++) {
 			char v[4096 + 8], env[96];
 			ft_options_format(&ft_g.opt, cn[k], v, sizeof(v));
-			env_form(cn[k], env, sizeof(env));
+			ft_options_env_name(cn[k], env, sizeof(env));
 			ft_info("%s=%s set by the program", env, v);
 		}
 	}

@@ -38,7 +38,7 @@ int ft_learn_declare(struct ft_learn *L, uint64_t va, uint64_t bytes, const char
 		if (L->declared)
 			L->disc.ndecl = 0;
 	}
-	if (L->ndecl == L->capdecl || L->nnames == L->capdecl) {
+	if (L->nnames == L->capdecl) { /* ndecl <= nnames: tidy() only merges */
 		uint32_t cap = L->capdecl ? 2 * L->capdecl : 256;
 		struct ft_disc_decl *d = realloc(L->decl, cap * sizeof(*d));
 		char **n = d ? realloc(L->decl_names, cap * sizeof(*n)) : NULL;
@@ -136,11 +136,9 @@ int ft_learn_declare_done(struct ft_learn *L)
 	 * PROFILING FT_PROFILING_ITERS (none begins unobserved) */
 	ft_passes_mark_from_now(&L->passes);
 	L->unmarked_from = L->passes.launches;
-	const struct ft_options *o = L->env.opt;
 	L->phases.phase = FT_PHASE_DISCOVERY;
 	L->phases.in_phase = 0;
-	L->phases.discovery = o->discovery_iters > 1 ? (uint64_t)o->discovery_iters : 1;
-	L->phases.profiling = o->profiling_iters > 1 ? (uint64_t)o->profiling_iters : 1;
+	ft_learn_phase_counts(L);
 	uint64_t params = 0, buffers = 0;
 	uint32_t nbuf = 0;
 	for (uint32_t i = 0; i < L->ndecl; i++) {

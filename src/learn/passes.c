@@ -284,15 +284,24 @@ int ft_learn_init(struct ft_learn *L, const struct ft_learn_env *env)
 	pthread_mutex_init(&L->lock, NULL);
 	if (ft_passes_init(&L->passes))
 		return -1;
+	ft_phases_init(&L->phases, 1, 1);
+	ft_learn_phase_counts(L);
+	ft_learn_saved_start(L);
+	return 0;
+}
+
+void ft_learn_phase_counts(struct ft_learn *L)
+{
 	/* Two content samples prove a buffer unchanged: discovery needs two
 	 * passes whatever FT_DISCOVERY_ITERS says.  Profiling starts inside a
 	 * pass (a boundary is confirmed a few launches late), so it takes one
-	 * pass more than the FT_PROFILING_ITERS it times. */
-	const struct ft_options *o = env->opt;
-	long prof = o->profiling_iters > 1 ? o->profiling_iters : 1;
-	ft_phases_init(&L->phases, o->discovery_iters > 2 ? o->discovery_iters : 2, prof + 1);
-	ft_learn_saved_start(L);
-	return 0;
+	 * pass more than the FT_PROFILING_ITERS it times.  Neither holds for
+	 * declared tensors, whose passes are the program's marks. */
+	const struct ft_options *o = L->env.opt;
+	long least = L->declared ? 1 : 2;
+	L->phases.discovery = (uint64_t)(o->discovery_iters > least ? o->discovery_iters : least);
+	L->phases.profiling = (uint64_t)(o->profiling_iters > 1 ? o->profiling_iters : 1) +
+			      (L->declared ? 0 : 1);
 }
 
 void ft_learn_after_fork(struct ft_learn *L)
