@@ -21,6 +21,8 @@ struct ft_gpu {
 	CUmodule mod;
 	CUfunction checksum;
 	CUfunction copy;          /* NULL: not loaded (the checksums work) */
+	CUmodule zmod;
+	CUfunction decode;        /* the codec's decoder; NULL: not loaded */
 	unsigned sms;             /* the device's multiprocessors: the copy's grid */
 	CUstream stream;
 	CUdeviceptr sums;
@@ -42,6 +44,14 @@ int ft_gpu_checksums(struct ft_gpu *g, const uint64_t *addr, const uint64_t *byt
  * address or n is not a multiple of 16, or the driver refuses.  Thread-safe
  * once started. */
 int ft_gpu_copy(const struct ft_gpu *g, CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s);
+/* Launches on s the decode of nchunks coded chunks (include/ft/codec.h)
+ * whose image bytes from offset bias on are at src (device memory), with
+ * their descriptors at desc (device memory), into dst (the raw bytes of
+ * the first; nvals 16-bit words from there to the end of the store).  0,
+ * or -1 when the decoder is not loaded or the driver refuses.  Thread-safe
+ * once started. */
+int ft_gpu_decode(const struct ft_gpu *g, CUdeviceptr src, uint64_t bias, CUdeviceptr desc,
+		  CUdeviceptr dst, uint64_t nvals, uint32_t nchunks, CUstream s);
 /* Times pinned host-to-device copies of n sizes (median of 5), into pts. */
 int ft_gpu_copy_curve(struct ft_gpu *g, struct ft_curve_point *pts, uint32_t n);
 /* Name, memory and driver version of the current device. */

@@ -88,6 +88,8 @@ struct ft_off_config {
 	struct ft_gpu *verify;              /* FT_VERIFY's checksums; NULL: no verify */
 	const struct ft_gpu *copier;        /* FT_GRAPH_COPY=kernel: copies in captures
 					       run its copy kernel; NULL: memcpy nodes */
+	const struct ft_gpu *codec;         /* FT_TRANSFER_COMPRESSION: the store is
+					       coded and decoded by its kernel; NULL: raw */
 	int mode;                           /* FT_TM_* (FT_TRANSFER_MODE) */
 	int pinned;                         /* FT_PINNED_MEMORY: the store is registered */
 	int hold_ignored;                   /* FT_HOLD_IGNORED */

@@ -581,6 +581,12 @@ static void cross_check(struct loader *l)
 		fail(l, "FT_OFFLOAD_TIMING needs a block transfer mode; "
 		     "FT_TRANSFER_MODE=strategy has no per-trap timing hooks: "
 		     "use allocation_block_transfer or raw_block_transfer, or FT_OFFLOAD_TIMING=off");
+	/* (auto, the default, leaves strategy's store raw) */
+	if (o->transfer_compression == FT_TC_ALWAYS && o->transfer_mode == FT_TM_STRATEGY)
+		fail(l, "FT_TRANSFER_COMPRESSION=always needs a block transfer mode (coded copies "
+		     "are decoded on a stream of their own, ahead of the launches; strategy loads on "
+		     "the launch stream): use allocation_block_transfer or raw_block_transfer, or "
+		     "FT_TRANSFER_COMPRESSION=auto or none");
 	if (o->graph_copy == FT_GC_KERNEL && !o->pinned_memory)
 		fail(l, "FT_GRAPH_COPY=kernel needs FT_PINNED_MEMORY=1 (a copy kernel reads "
 		     "only page-locked host memory, and graphs are paged only from it): "

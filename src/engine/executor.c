@@ -56,7 +56,7 @@ static int in_capture(const struct ft_offload *o, CUstream cs)
  * make it good: the capture is broken (ft_off_capture_broken; its caller
  * keeps what the graph reads on the GPU) and 1 is returned.  Else 0: the
  * caller makes the call good on the host. */
-static int refused(struct ft_offload *o, CUstream s)
+int ft_off_refused(struct ft_offload *o, CUstream s)
 {
 	FT_STAT_INC(o->stats, offload_faults);
 	if (!o->cap_id || !in_capture(o, s))
@@ -74,7 +74,7 @@ void ft_off_wait(struct ft_offload *o, CUstream s, CUevent e)
 {
 	if (!o->real->cuStreamWaitEvent(s, e, 0))
 		return;
-	if (refused(o, s)) {
+	if (ft_off_refused(o, s)) {
 		ft_warn_once("the driver refused a stream wait in a CUDA graph capture: that "
 			     "graph does not page (offload_faults)");
 		return;
@@ -89,11 +89,11 @@ void ft_off_wait(struct ft_offload *o, CUstream s, CUevent e)
  * stand for older work and the wait would order nothing: s is synchronised
  * instead (everything on it so far is done before anything enqueued later),
  * slower, said once and counted. */
-static void order(struct ft_offload *o, CUevent e, CUstream s)
+void ft_off_order(struct ft_offload *o, CUevent e, CUstream s)
 {
 	if (!o->real->cuEventRecord(e, s))
 		return;
-	if (refused(o, s)) {
+	if (ft_off_refused(o, s)) {
 		ft_warn_once("the driver refused an event record in a CUDA graph capture: that "
 			     "graph does not page (offload_faults)");
 		return;
@@ -110,7 +110,7 @@ static void order(struct ft_offload *o, CUevent e, CUstream s)
  * the copy, cs's work is waited for and the copy made synchronously; where
  * that fails too, the block cannot hold the trap's bytes: said, counted as
  * stuck (results may be wrong). */
-static void copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *src, size_t n,
+void ft_off_copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *src, size_t n,
 		    CUstream cs, int t)
 {
 	const struct ft_real *r = o->real;
@@ -122,7 +122,7 @@ static void copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *
 	}
 	if (!r->cuMemcpyHtoDAsync_v2(dst, src, n, cs))
 		return;
-	if (refused(o, cs)) {
+	if (ft_off_refused(o, cs)) {
 		ft_warn_once("the driver refused a copy into a block in a CUDA graph capture: "
 			     "that graph does not page (offload_faults)");
 		return;
@@ -145,7 +145,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	for (uint32_t k = 0; k < b->nreaders; k++) {
 		if (b->readers[k] == cs)
 			continue;
-		order(o, b->release[k], b->readers[k]);
+		ft_off_order(o, b->release[k], b->readers[k]);
 		ft_off_wait(o, cs, b->release[k]);
 	}
 	b->nreaders = 0;
@@ -155,24 +155,28 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		e->slot ^= 1;
 		ft_off_record(o, e->ts[e->slot], cs);
 	}
-	if (o->mode == FT_TM_RAW_BLOCK) {
-		copy_in(o, b->va, x->host, x->nchunks * o->chunk, cs, t);
+	CUstream rs = cs; /* the stream the block is ready on */
+	if (x->z.data) {
+		rs = ft_off_load_coded(o, t, cs);
+	} else if (o->mode == FT_TM_RAW_BLOCK) {
+		ft_off_copy_in(o, b->va, x->host, x->nchunks * o->chunk, cs, t);
 	} else {
 		size_t off = 0;
 		for (uint32_t i = 0; i < x->nruns; i++) {
 			size_t n = x->runs[i].hi - x->runs[i].lo;
 			if (!x->dead[i])
-				copy_in(o, x->runs[i].lo, x->host + off, n, cs, t);
+				ft_off_copy_in(o, x->runs[i].lo, x->host + off, n, cs, t);
 			off += n;
 		}
 	}
-	order(o, b->ready, cs);
+	ft_off_order(o, b->ready, rs);
 	if (timing)
-		ft_off_record(o, e->te[e->slot], cs);
+		ft_off_record(o, e->te[e->slot], rs);
 	b->occupant = t;
 	x->loads++;
 	FT_STAT_INC(o->stats, offload_copies);
-	FT_STAT_ADD(o->stats, offload_copy_bytes, x->nchunks * o->chunk);
+	if (!x->z.data) /* coded loads count the bytes they copy */
+		FT_STAT_ADD(o->stats, offload_copy_bytes, x->nchunks * o->chunk);
 }
 
 /* Trap t is read by a launch on stream s: its bytes are in its block before
@@ -190,7 +194,7 @@ static void ensure(struct ft_offload *o, int t, CUstream s)
 	if (b->nreaders == FT_OFF_READERS) {
 		/* more streams than tracked: the oldest one's work is made to
 		 * precede s's from here on, and s takes its place */
-		order(o, b->release[0], b->readers[0]);
+		ft_off_order(o, b->release[0], b->readers[0]);
 		ft_off_wait(o, s, b->release[0]);
 		memmove(b->readers, b->readers + 1, (FT_OFF_READERS - 1) * sizeof(*b->readers));
 		b->nreaders--;
@@ -608,7 +612,7 @@ void ft_off_poison_captured(struct ft_offload *o, uint32_t k, CUstream s)
 	for (uint32_t i = 0; i < b->nreaders; i++) {
 		if (b->readers[i] == s)
 			continue;
-		order(o, b->release[i], b->readers[i]);
+		ft_off_order(o, b->release[i], b->readers[i]);
 		ft_off_wait(o, s, b->release[i]);
 	}
 	for (uint32_t i = 0; i < x->nruns && r->cuMemsetD8Async; i++)

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec_ptx.h"
+
 /* Both kernels' grid stride: the thread's first index in %d4, the stride
  * (threads in the grid) in %d6 (uses %r1-%r4, %d5). */
 #define GRID_STRIDE                                                            \
@@ -109,6 +111,10 @@ int ft_gpu_start(struct ft_gpu *g, const struct ft_real *real)
 		g->sms = (unsigned)sms;
 	else
 		g->copy = NULL;
+	/* the decoder is optional too: without it, stores are not coded */
+	if (!OK(real->cuModuleLoadData(&g->zmod, codec_ptx)) ||
+	    !OK(real->cuModuleGetFunction(&g->decode, g->zmod, "ft_z_decode")))
+		g->decode = NULL;
 	g->state = 1;
 	return 0;
 }
@@ -126,6 +132,16 @@ int ft_gpu_copy(const struct ft_gpu *g, CUdeviceptr dst, CUdeviceptr src, size_t
 	void *params[] = { &dst, &src, &vectors };
 	return OK(g->real->cuLaunchKernel(g->copy, grid, 1, 1, COPY_THREADS, 1, 1, 0, s, params,
 					  NULL)) ? 0 : -1;
+}
+
+int ft_gpu_decode(const struct ft_gpu *g, CUdeviceptr src, uint64_t bias, CUdeviceptr desc,
+		  CUdeviceptr dst, uint64_t nvals, uint32_t nchunks, CUstream s)
+{
+	if (g->state != 1 || !g->decode || !nchunks)
+		return -1;
+	void *params[] = { &src, &bias, &desc, &dst, &nvals, &nchunks };
+	return OK(g->real->cuLaunchKernel(g->decode, nchunks, 1, 1, 256, 1, 1, 0, s, params, NULL))
+		       ? 0 : -1;
 }
 
 static int reserve(struct ft_gpu *g, uint32_t n)

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ft/offload.h"
 #include "offload_int.h"
@@ -166,6 +167,7 @@ void ft_off_movable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t 
 static void release_all(struct ft_offload *o)
 {
 	const struct ft_real *r = o->real;
+	ft_off_codec_release(o);
 	for (uint32_t t = 0; o->t && t < o->ntraps; t++) {
 		free(o->t[t].runs);
 		free(o->t[t].dead);
@@ -285,6 +287,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->stats = c->stats;
 	o->gpu = c->verify;
 	o->copier = c->pinned ? c->copier : NULL;
+	o->codec = mode == FT_TM_STRATEGY ? NULL : c->codec;
 	o->mode = mode;
 	o->pageable = !c->pinned;
 	o->hold = c->hold_ignored;
@@ -352,6 +355,8 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	}
 	if (mode != FT_TM_STRATEGY && r->cuStreamCreate(&o->copy, CU_STREAM_NON_BLOCKING))
 		FAIL("cannot create the copy stream");
+	if (ft_off_codec_init(o, why, len))
+		goto fail;
 	o->saved = calloc(nblocks, sizeof(*o->saved));
 	if (!o->saved || r->cuEventCreate(&o->fork, CU_EVENT_DISABLE_TIMING) ||
 	    r->cuEventCreate(&o->join, CU_EVENT_DISABLE_TIMING))
@@ -362,50 +367,128 @@ fail:
 	return -1;
 }
 
+/* Trap x's bytes from the GPU into raw (and their FT_VERIFY sums). */
+static int read_runs(struct ft_offload *o, struct ft_off_trap *x, unsigned char *raw)
+{
+	size_t off = 0;
+	for (uint32_t i = 0; i < x->nruns; i++) {
+		size_t n = x->runs[i].hi - x->runs[i].lo;
+		if (o->real->cuMemcpyDtoH_v2(raw + off, x->runs[i].lo, n))
+			return -1;
+		if (x->sums)
+			x->sums[i] = ft_off_host_checksum(raw + off, n);
+		off += n;
+	}
+	return 0;
+}
+
+static uint64_t raw_total(const struct ft_offload *o)
+{
+	uint64_t n = 0;
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		if (o->t[t].block >= 0)
+			n += o->t[t].nchunks * o->chunk;
+	return n;
+}
+
+#define NO(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Trap t's host store: allocated, registered, filled; coded where a
+ * bounce buffer is given and coding saves.  1 coded, 0 raw, -1 with why. */
+static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *why, uint32_t len)
+{
+	const struct ft_real *r = o->real;
+	struct ft_off_trap *x = &o->t[t];
+	int pinned = !o->pageable, coded = 0;
+	size_t bytes = x->nchunks * o->chunk;
+	if (o->gpu && !(x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))
+		NO("out of memory");
+	if (bounce) {
+		if (read_runs(o, x, bounce))
+			NO("cannot copy trap %u to the host", t);
+		coded = ft_off_code_trap(o, (int)t, bounce, bytes);
+		if (coded < 0)
+			NO("out of host memory while coding trap %u: set FT_TRANSFER_COMPRESSION=none", t);
+	}
+	size_t held = coded ? (x->z.bytes + 4095) & ~(size_t)4095 : bytes;
+	if (!coded && posix_memalign((void **)&x->host, 4096, bytes))
+		NO("cannot allocate %zu MiB of host memory for trap %u (the host's "
+		     "RAM, or the process's address-space limit, ulimit -v, is reached): "
+		     "free host memory, or set a larger FT_MAX_GPU_MEM_FRACTION (less to "
+		     "offload)", bytes >> 20, t);
+	if (!coded)
+		memset(x->host, 0, bytes);
+	/* the copy kernel reads the store through its device mapping */
+	unsigned flags = o->copier ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
+	if (pinned && r->cuMemHostRegister_v2(x->host, held, flags)) {
+		if (!coded) {
+			free(x->host); /* (a coded image is freed as the store) */
+			x->host = NULL;
+		}
+		NO("cannot pin %zu MiB of host memory for trap %u (the locked-memory "
+		     "limit, ulimit -l, or the host's RAM is reached): raise the limit, or "
+		     "set FT_PINNED_MEMORY=0 (pageable copies, slower), or a larger "
+		     "FT_MAX_GPU_MEM_FRACTION (less to offload)", held >> 20, t);
+	}
+	if (o->copier && (!r->cuMemHostGetDevicePointer_v2 ||
+			  r->cuMemHostGetDevicePointer_v2(&x->dhost, x->host, 0)))
+		x->dhost = 0; /* its copies in graphs are memcpy nodes */
+	if (bounce && !coded)
+		memcpy(x->host, bounce, bytes);
+	else if (!bounce && read_runs(o, x, x->host))
+		NO("cannot copy trap %u to the host", t);
+	o->store_bytes += coded ? x->z.bytes : bytes;
+	return coded;
+}
+
 int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 {
 	const struct ft_real *r = o->real;
 	struct ft_vmm *vmm = o->vmm;
-	int pinned = !o->pageable;
 	/* the host store: touched, registered, filled */
 	if (r->cuCtxSynchronize())
 		FAIL("the device reported an error before offloading");
-	for (uint32_t t = 0; t < o->ntraps; t++) {
-		struct ft_off_trap *x = &o->t[t];
-		if (x->block < 0)
-			continue;
-		size_t bytes = x->nchunks * o->chunk;
-		if (posix_memalign((void **)&x->host, 4096, bytes))
-			FAIL("cannot allocate %zu MiB of host memory for trap %u (the host's "
-			     "RAM, or the process's address-space limit, ulimit -v, is reached): "
-			     "free host memory, or set a larger FT_MAX_GPU_MEM_FRACTION (less to "
-			     "offload)", bytes >> 20, t);
-		memset(x->host, 0, bytes);
-		/* the copy kernel reads the store through its device mapping */
-		unsigned flags = o->copier ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
-		if (pinned && r->cuMemHostRegister_v2(x->host, bytes, flags)) {
-			free(x->host);
-			x->host = NULL;
-			FAIL("cannot pin %zu MiB of host memory for trap %u (the locked-memory "
-			     "limit, ulimit -l, or the host's RAM is reached): raise the limit, or "
-			     "set FT_PINNED_MEMORY=0 (pageable copies, slower), or a larger "
-			     "FT_MAX_GPU_MEM_FRACTION (less to offload)", bytes >> 20, t);
-		}
-		size_t off = 0;
-		if (o->copier && (!r->cuMemHostGetDevicePointer_v2 ||
-				  r->cuMemHostGetDevicePointer_v2(&x->dhost, x->host, 0)))
-			x->dhost = 0; /* its copies in graphs are memcpy nodes */
-		if (o->gpu && !(x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))
-			FAIL("out of memory");
-		for (uint32_t i = 0; i < x->nruns; i++) {
-			size_t n = x->runs[i].hi - x->runs[i].lo;
-			if (r->cuMemcpyDtoH_v2(x->host + off, x->runs[i].lo, n))
-				FAIL("cannot copy trap %u to the host", t);
-			if (x->sums)
-				x->sums[i] = ft_off_host_checksum(x->host + off, n);
-			off += n;
-		}
+	unsigned char *bounce = NULL;
+	uint64_t t0 = now_ns();
+	uint32_t coded = 0;
+	if (o->codec) {
+		/* coded stores: each trap is read into one pinned buffer and
+		 * coded from it; only the image is kept */
+		size_t most = 0;
+		for (uint32_t t = 0; t < o->ntraps; t++)
+			if (o->t[t].block >= 0 && o->t[t].nchunks * o->chunk > most)
+				most = o->t[t].nchunks * o->chunk;
+		if (most && r->cuMemAllocHost_v2((void **)&bounce, most))
+			FAIL("cannot allocate %zu MiB of pinned host memory to code the store: free "
+			     "host memory, or set FT_TRANSFER_COMPRESSION=none", most >> 20);
 	}
+	for (uint32_t t = 0; t < o->ntraps; t++) {
+		int rc = o->t[t].block < 0 ? 0 : fill(o, t, bounce, why, len);
+		if (rc < 0) {
+			if (bounce)
+				r->cuMemFreeHost(bounce);
+			goto fail;
+		}
+		coded += rc == 1;
+	}
+	if (bounce) {
+		r->cuMemFreeHost(bounce);
+		ft_info("FT_TRANSFER_COMPRESSION: %u of the offloaded traps coded, the store holds "
+			"%.1f MiB for %.1f MiB of weights (%.3fx), coded in %.2f s", coded,
+			(double)o->store_bytes / 1048576.0,
+			(double)(raw_total(o)) / 1048576.0,
+			o->store_bytes ? (double)raw_total(o) / (double)o->store_bytes : 0.0,
+			(double)(now_ns() - t0) / 1e9);
+	}
+	FT_STAT_ADD(o->stats, offload_store_bytes, o->store_bytes);
+	FT_STAT_ADD(o->stats, offload_coded_traps, coded);
 	/* re-back: chunk j of a trap onto chunk j of its block */
 	for (uint32_t t = 0; t < o->ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];

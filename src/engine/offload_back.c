@@ -107,7 +107,7 @@ void ft_off_demote(struct ft_offload *o, int t, const char *why)
 	for (uint32_t i = 0; i < x->nruns; i++) {
 		size_t n = x->runs[i].hi - x->runs[i].lo;
 		if (!x->dead[i])
-			r->cuMemcpyHtoD_v2(x->runs[i].lo, x->host + off, n);
+			ft_off_store_put(o, t, off, n, x->runs[i].lo);
 		off += n;
 	}
 	if (b->occupant == t) {
@@ -153,6 +153,23 @@ int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from)
 {
 	const struct ft_off_weight *w = &o->w[k];
 	return w->trap < o->ntraps && ft_off_live(&o->t[w->trap], from, w->hi);
+}
+
+/* FT_VERIFY's sum of the store's raw bytes [at, at + n) of trap t (a coded
+ * store is decoded for it; 0 when memory runs out: a false alarm later). */
+static uint64_t part_sum(const struct ft_offload *o, int t, size_t at, size_t n)
+{
+	const struct ft_off_trap *x = &o->t[t];
+	if (!x->z.data)
+		return ft_off_host_checksum(x->host + at, n);
+	unsigned char *raw = malloc(n);
+	uint64_t sum = 0;
+	if (raw) {
+		ft_off_store_read(o, t, at, n, raw);
+		sum = ft_off_host_checksum(raw, n);
+	}
+	free(raw);
+	return sum;
 }
 
 /* A launch refers to a, inside weight k's extent past its start, in chunks
@@ -219,12 +236,12 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a)
 		x->runs[j] = part[p];
 		x->dead[j] = p == 1;
 		if (x->sums)
-			x->sums[j] = p == 1 ? 0 : ft_off_host_checksum(x->host + at, part[p].hi - part[p].lo);
+			x->sums[j] = p == 1 ? 0 : part_sum(o, t, at, part[p].hi - part[p].lo);
 		at += part[p].hi - part[p].lo;
 		j++;
 	}
 	x->nruns = m;
-	o->real->cuMemcpyHtoD_v2(c0, x->host + off + (c0 - r.lo), c1 - c0);
+	ft_off_store_put(o, t, off + (c0 - r.lo), c1 - c0, c0);
 	o->w[k].hi = a; /* references from a on are the tensor's */
 	FT_STAT_INC(o->stats, offload_tails);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(c1 - c0));

@@ -85,6 +85,8 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 			FT_STAT_INC(o->stats, offload_faults);
 			o->broken_cap = cap;
 		}
+		if (o->mode != FT_TM_STRATEGY)
+			ft_off_codec_capture(o, 1, s);
 		o->cap_tag = ft_off_timing_capture(o);
 	}
 	int tag = o->cap_tag;
@@ -105,6 +107,7 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 			/* join: the capture ends with the copy stream's work */
 			r->cuEventRecord(o->join, o->copy);
 			r->cuStreamWaitEvent(origin, o->join, 0);
+			ft_off_codec_capture(o, 0, origin);
 		}
 		ft_off_timing_captured(o, origin);
 		for (uint32_t k = 0; k < o->nblocks; k++) {
@@ -165,6 +168,7 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 		 * stream (prefetches into the same blocks) */
 		r->cuEventRecord(o->fork, o->copy);
 		ft_off_wait(o, s, o->fork);
+		ft_off_codec_replay(o, s);
 	}
 	for (uint32_t k = 0; k < o->nblocks; k++) {
 		struct ft_off_block *b = &o->b[k];

@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "ft/codec.h"
 #include "ft/offload.h"
 
 /* FT_OFFLOAD_TIMING events of one trap, in eager passes or in one graph */
@@ -36,13 +37,27 @@ struct ft_off_trap {
 	uint32_t nruns;
 	struct ft_span *runs;               /* covered address runs, in order */
 	unsigned char *dead;                /* per run: its allocation was freed */
-	unsigned char *host;                /* the store: nchunks x chunk bytes */
+	unsigned char *host;                /* the store: nchunks x chunk bytes, or
+					       z's image when coded */
+	struct ft_z_image z;                /* the coded store; z.data NULL: raw */
+	CUdeviceptr zdesc;                  /* z's descriptors on the GPU */
 	CUdeviceptr dhost;                  /* its device mapping (copier); 0: none */
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	uint64_t loads;                     /* copies into its block so far */
 	int pending;                        /* comes back to the GPU for good when no
 					       capture is under way (it had to while one
 					       was: ft_off_demote) */
+};
+
+/* FT_TRANSFER_COMPRESSION: coded pieces are copied into staging slots on
+ * the copy stream and decoded from them on the decode stream; a slot is
+ * refilled after its decode.  Captures get their own events (as ready). */
+#define FT_OFF_SLOTS 2
+#define FT_OFF_SLOT_BYTES (16u << 20)
+struct ft_off_ring {
+	CUevent full[FT_OFF_SLOTS], free[FT_OFF_SLOTS];
+	int used[FT_OFF_SLOTS];
+	int next;
 };
 
 #define FT_OFF_READERS 8
@@ -114,6 +129,13 @@ struct ft_offload {
 	struct ft_off_trap *t;
 	struct ft_off_block *b;
 	CUstream copy;
+	/* FT_TRANSFER_COMPRESSION (offload_codec.c) */
+	const struct ft_gpu *codec;         /* NULL: raw stores */
+	CUstream decode;
+	CUdeviceptr slot[FT_OFF_SLOTS];
+	struct ft_off_ring ring, ring_cap;
+	CUevent zfork, zjoin;
+	uint64_t store_bytes;
 	uint32_t nw;
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
 	int cur;                            /* trap of the latest launch that read one */
@@ -148,6 +170,32 @@ void ft_off_poison_captured(struct ft_offload *o, uint32_t k, CUstream s);
  * GPU.  The tail of weight k from a's chunk on comes back to the GPU and
  * the weight ends at a. */
 /* Stream s waits for event e; a refused wait is made good (executor.c). */
+/* n bytes of trap t's store at src to dst on cs (executor.c, copy_in). */
+void ft_off_copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *src, size_t n,
+		    CUstream cs, int t);
+/* Event e recorded on s; a refused record is made good (executor.c). */
+void ft_off_order(struct ft_offload *o, CUevent e, CUstream s);
+/* Whether the driver's refusal of work on s broke the capture (counted;
+ * executor.c). */
+int ft_off_refused(struct ft_offload *o, CUstream s);
+
+/* FT_TRANSFER_COMPRESSION (offload_codec.c).  The decode stream, slots and
+ * events: 0, or -1 with why.  Codes trap t's store from raw[0..bytes)
+ * (filled): 1 coded (x->host is the image), 0 left raw, -1 out of memory.
+ * Loads coded trap t into its block: copies on cs, decodes on the decode
+ * stream; returns the stream the block is ready on.  The store's raw bytes
+ * [off, off + n) into device memory at dst, synchronously (bringing a trap
+ * back), or into host memory at out.  Captures and replays: the decode
+ * stream joins a capture as the copy stream does (begin 1), and leaves it
+ * (begin 0, with origin); a replay waits for eager decodes.  Frees it. */
+int ft_off_codec_init(struct ft_offload *o, char *why, uint32_t len);
+int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes);
+CUstream ft_off_load_coded(struct ft_offload *o, int t, CUstream cs);
+void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdeviceptr dst);
+void ft_off_store_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out);
+void ft_off_codec_capture(struct ft_offload *o, int begin, CUstream origin);
+void ft_off_codec_replay(struct ft_offload *o, CUstream s);
+void ft_off_codec_release(struct ft_offload *o);
 void ft_off_wait(struct ft_offload *o, CUstream s, CUevent e);
 void ft_off_demote(struct ft_offload *o, int t, const char *why);
 void ft_off_demote_pending(struct ft_offload *o);

@@ -288,6 +288,38 @@ static void start_timing(struct ft_learn *L)
 	free(labels);
 }
 
+/* FT_TRANSFER_COMPRESSION: the decoder that coded stores need, or NULL
+ * (raw stores).  auto codes them when the plan's copies take longer than
+ * the pass's compute: then the copy stream bounds the pass, and fewer
+ * bytes shorten it; otherwise the copies hide already and decoding would
+ * only take the model's multiprocessors. */
+static const struct ft_gpu *codec_for(struct ft_learn *L)
+{
+	int mode = (int)L->env.opt->transfer_compression;
+	const struct ft_plan *pl = L->prof.plan;
+	if (mode <= FT_TC_NONE || L->env.opt->transfer_mode == FT_TM_STRATEGY) /* none: -1 */
+		return NULL;
+	if (mode == FT_TC_AUTO && pl) {
+		double copies = 0;
+		for (uint32_t t = 0; t < pl->ntraps; t++)
+			if (pl->t[t].offloaded)
+				copies += pl->t[t].copy_ms;
+		if (copies <= pl->compute_ms) {
+			ft_info("FT_TRANSFER_COMPRESSION=auto: the plan's copies (%.2f ms a pass) hide "
+				"behind its compute (%.2f ms): the store stays raw", copies,
+				pl->compute_ms);
+			return NULL;
+		}
+	}
+	if (ft_gpu_start(&L->gpu, L->env.real) || !L->gpu.decode) {
+		ft_warn("FT_TRANSFER_COMPRESSION=%s: the decoder cannot be loaded on this GPU (its "
+			"driver JIT-compiles PTX 7.0 for sm_75 and later); the store stays raw",
+			ft_options_choice(FT_OPT_transfer_compression, mode));
+		return NULL;
+	}
+	return &L->gpu;
+}
+
 /* The block engine set up for the plan and staged: 0, or -1 (said; every
  * weight stays on the GPU). */
 static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
@@ -312,7 +344,7 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 	}
 	const struct ft_off_config c = {
 		.real = L->env.real, .vmm = L->env.vmm, .stats = L->env.stats, .verify = verify,
-		.copier = copier,
+		.copier = copier, .codec = codec_for(L),
 		.mode = (int)L->env.opt->transfer_mode, .pinned = L->env.opt->pinned_memory,
 		.hold_ignored = L->env.opt->hold_ignored,
 		.captures = L->env.captures,

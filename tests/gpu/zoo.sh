@@ -9,7 +9,8 @@
 # (ZOO_SHARE: the share of the decoder off the GPU, default 0.5; ZOO_RUNS:
 # which library runs, default "alloc raw alloc-verify raw-verify"; a run
 # named with "declare" (alloc-declare) calls the Python package's offload()
-# on the model first, from PYTHONPATH;
+# on the model first, from PYTHONPATH; one with "zip" (alloc-zip) codes the
+# store, FT_TRANSFER_COMPRESSION=always;
 # ZOO_TRACE=1 keeps each library run's FT_TRACE; ZOO_VERIFY_PREFILLS and
 # ZOO_VERIFY_DECODE, default 10 and 6: the FT_VERIFY runs' forwards)
 set -u
@@ -30,6 +31,9 @@ for m in $models; do
 		set -- FT_MAX_GPU_MEM_FRACTION="$f"
 		case $run in
 		raw*) set -- "$@" FT_TRANSFER_MODE=raw_block_transfer ;;
+		esac
+		case $run in
+		*zip*) set -- "$@" FT_TRANSFER_COMPRESSION=always ;;
 		esac
 		case $run in
 		*verify) set -- "$@" FT_VERIFY=1 ZOO_PREFILLS="${ZOO_VERIFY_PREFILLS:-10}" \

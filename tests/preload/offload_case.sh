@@ -44,7 +44,9 @@
 # worker on device 1 offloads there (device1), and leaves it to the driver
 # when FT_GPU_DEVICE names another (gpu_device); two ranks of one job
 # running at once on one device each offload and write their own
-# profile.rank<r>.json (two_ranks).
+# profile.rank<r>.json (two_ranks); a coded store gives the same outputs
+# eagerly in each block mode (zip-*), in graphs and substitutes (zip-mixed,
+# zip-early).
 # usage: offload_case.sh <libflextensor.so> <offload> <case>
 set -u
 . "$(dirname "$0")/trace_stat.sh"
@@ -141,6 +143,40 @@ mixed-allocation_block_transfer | mixed-raw_block_transfer)
 	same plain-mixed "$case"
 	is "$case" hidden_readers -eq 0
 	is "$case" verify_failures -eq 0
+	;;
+zip-allocation_block_transfer | zip-raw_block_transfer)
+	# a coded store (FT_TRANSFER_COMPRESSION=always): the same outputs,
+	# fewer host bytes than offloaded, every load decoded on the GPU (the
+	# fake runs the decoder as the host's reference decoder)
+	plain plain
+	run "$case" "" FT_TRANSFER_MODE="${case#zip-}" FT_TRANSFER_COMPRESSION=always
+	same plain "$case"
+	is "$case" offload_coded_traps -gt 0
+	is "$case" offload_decodes -gt 0
+	is "$case" offload_store_bytes -lt "$(stat "$case" offloaded_bytes)"
+	# fewer bytes a load than the same run's loads with a raw store
+	run raw "" FT_TRANSFER_MODE="${case#zip-}"
+	z=$(($(stat "$case" offload_copy_bytes) / $(stat "$case" offload_copies)))
+	r=$(($(stat raw offload_copy_bytes) / $(stat raw offload_copies)))
+	[ "$z" -lt "$r" ] || no "$case: $z bytes copied a load, raw $r"
+	echo "$case: $z bytes copied a load, raw $r"
+	logs "$case" "FT_TRANSFER_COMPRESSION: .* coded"
+	;;
+zip-mixed | zip-early)
+	# coded loads in graphs captured after the plan (replays and eager
+	# forwards in turn) and in a substitute for a graph captured before
+	# it, checked by FT_VERIFY; the fake runs ready nodes highest first,
+	# so that a decode not ordered after its copy, or a slot refilled
+	# before its decode, changes the outputs
+	w=${case#zip-}
+	plain "plain-$w" "$w"
+	run "$case" "$w" FT_TRANSFER_MODE=raw_block_transfer FT_TRANSFER_COMPRESSION=always \
+		FT_VERIFY=1 FAKE_GRAPH_ORDER=lifo
+	same "plain-$w" "$case"
+	is "$case" hidden_readers -eq 0
+	is "$case" verify_failures -eq 0
+	is "$case" offload_decodes -gt 0
+	[ "$w" = early ] && is "$case" graphs_substituted -eq 1
 	;;
 mixed-kernel)
 	# the same with FT_GRAPH_COPY=kernel: the copies captured into the

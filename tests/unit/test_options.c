@@ -109,6 +109,7 @@ static void refusals(void **state)
 		{ "FT_TRANSFER_BUDGET_SCALE=none", "expected a number greater than 0" },
 		{ "FT_TRANSFER_MODE=fast", "allocation_block_transfer, raw_block_transfer, strategy" },
 		{ "FT_OFFLOAD_TIMING=always", "expected one of off, eager, cuda_graph" },
+		{ "FT_TRANSFER_COMPRESSION=zstd", "expected one of none, auto, always" },
 		{ "FT_INCLUDE_PATTERNS=model.*", "selects PyTorch modules by name" },
 		{ "FT_SHM_ENABLED=1", "FT_SHM_ENABLED is not supported: it shares upstream's host "
 				      "store between processes; libflextensor keeps one store per "
@@ -164,6 +165,17 @@ static void cross_checks(void **state)
 	char *e6[] = { "FT_GRAPH_COPY=kernel", "FT_PINNED_MEMORY=0", NULL };
 	assert_int_equal(load(&o, &m, e6), 1);
 	assert_non_null(strstr(m.text[0], "needs FT_PINNED_MEMORY=1"));
+	/* a coded store needs the decode stream of the block modes; auto,
+	 * the default, stays raw with strategy */
+	char *e8[] = { "FT_TRANSFER_COMPRESSION=always", "FT_TRANSFER_MODE=strategy", NULL };
+	assert_int_equal(load(&o, &m, e8), 1);
+	assert_non_null(strstr(m.text[0], "FT_TRANSFER_COMPRESSION=always needs a block transfer"));
+	char *e9[] = { "FT_TRANSFER_MODE=strategy", NULL };
+	assert_int_equal(load(&o, &m, e9), 0);
+	assert_int_equal(o.transfer_compression, FT_TC_AUTO);
+	char *e10[] = { "FT_TRANSFER_COMPRESSION=none", NULL };
+	assert_int_equal(load(&o, &m, e10), 0);
+	assert_int_equal(o.transfer_compression, FT_TC_NONE);
 	char *e7[] = { "FT_GRAPH_COPY=kernel", NULL };
 	assert_int_equal(load(&o, &m, e7), 0);
 	assert_int_equal(o.graph_copy, FT_GC_KERNEL);

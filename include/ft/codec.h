@@ -1,0 +1,68 @@
+/*
+ * Lossless compression of the host store (FT_TRANSFER_COMPRESSION).
+ *
+ * A trap's store is coded in chunks of FT_Z_VALS 16-bit words (64 KiB)
+ * that decode independently, so copies of pieces and their decodes
+ * pipeline.  A chunk is stored raw, or as bf16 with its exponent coded:
+ *
+ *   table[16]       the chunk's 15 most frequent exponents (table[15] unused)
+ *   codes[n / 2]    a 4-bit code per word, two per byte, low nibble first:
+ *                   0-14 index table, 15 = escape
+ *   rest[n]         per word its sign and 7 mantissa bits (sign << 7 | m)
+ *   esc[nesc]       per escaped word (index << 16 | word), any order
+ *
+ * padded to 16 bytes: 1.5 bytes a word plus the escapes (bf16 weights, whose
+ * exponents carry about 2.6 bits, escape 0.01-0.04 % of their words).  A
+ * chunk whose coded form is not smaller than 0.97 of its raw bytes (random
+ * bits, fp8, int8, fp16, whose exponent field is not where bf16's is) is
+ * stored raw.  Each chunk has one 64-bit descriptor: its byte offset in
+ * the image (bits 0-39), its mode (40-41), its escapes (42-63).
+ *
+ * The GPU decoder (src/engine/codec_kernel.cu, loaded as PTX by gpu.c) and
+ * ft_z_decode_chunk below are the same algorithm; tests compare both with
+ * the input bit for bit.
+ */
+#ifndef FT_CODEC_H
+#define FT_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define FT_Z_VALS 32768u                       /* 16-bit words per chunk */
+#define FT_Z_CHUNK (FT_Z_VALS * 2u)            /* raw bytes per chunk */
+#define FT_Z_RAW 0u
+#define FT_Z_BF16 1u
+
+#define FT_Z_OFF(d) ((d) & ((1ull << 40) - 1))
+#define FT_Z_MODE(d) ((unsigned)((d) >> 40) & 3u)
+#define FT_Z_NESC(d) ((uint32_t)((d) >> 42))
+
+/* A coded store: the image, and one descriptor per chunk. */
+struct ft_z_image {
+	unsigned char *data;                   /* 4096-aligned; NULL: none */
+	size_t bytes;                          /* of the image */
+	size_t raw_bytes;                      /* of the store it codes */
+	uint64_t *desc;                        /* nchunks + 1 (the last: the end) */
+	uint32_t nchunks;
+	uint32_t coded;                        /* chunks not stored raw */
+};
+
+/* Codes raw[0..bytes) (bytes a multiple of 64) into z on up to threads
+ * threads (0: the online CPUs).  0, or -ENOMEM (z empty). */
+int ft_z_encode(const void *raw, size_t bytes, unsigned threads, struct ft_z_image *z);
+void ft_z_free(struct ft_z_image *z);
+/* Decodes the chunk at in, of descriptor d and n words, into out (what
+ * the GPU decoder does for one chunk). */
+void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out);
+/* Decodes chunk c of z into out (its raw bytes). */
+void ft_z_decode_chunk(const struct ft_z_image *z, uint32_t c, void *out);
+/* Decodes the raw bytes [off, off + n) of z's store into out; off and n
+ * multiples of FT_Z_CHUNK (or n reaching the end). */
+void ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out);
+/* Image bytes of chunks [a, b). */
+static inline size_t ft_z_span(const struct ft_z_image *z, uint32_t a, uint32_t b)
+{
+	return FT_Z_OFF(z->desc[b]) - FT_Z_OFF(z->desc[a]);
+}
+
+#endif

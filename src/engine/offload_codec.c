@@ -1,0 +1,229 @@
+/*
+ * Coded host stores (FT_TRANSFER_COMPRESSION; the format: include/ft/codec.h).
+ * When the plan is applied, each offloaded trap's bytes are coded on the
+ * host's CPUs and only the image is kept (and pinned).  A load copies the
+ * image in pieces of at most FT_OFF_SLOT_BYTES into two staging slots on
+ * the copy stream and decodes each piece into the block on the decode
+ * stream, so the copy of one piece overlaps the decode of the one before;
+ * the block is ready on the decode stream.  Bringing a trap back, or
+ * checksumming part of it, decodes on the host.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/gpu.h"
+#include "ft/log.h"
+#include "offload_int.h"
+
+#define FAIL(...)                                   \
+	do {                                        \
+		snprintf(why, len, __VA_ARGS__);    \
+		return -1;                          \
+	} while (0)
+
+static int ring_events(const struct ft_real *r, struct ft_off_ring *g)
+{
+	for (int s = 0; s < FT_OFF_SLOTS; s++)
+		if (r->cuEventCreate(&g->full[s], CU_EVENT_DISABLE_TIMING) ||
+		    r->cuEventCreate(&g->free[s], CU_EVENT_DISABLE_TIMING))
+			return -1;
+	return 0;
+}
+
+int ft_off_codec_init(struct ft_offload *o, char *why, uint32_t len)
+{
+	const struct ft_real *r = o->real;
+	if (!o->codec)
+		return 0;
+	/* the decode stream at the lowest priority: where the model's
+	 * kernels keep the GPU busy (the copies hide behind them), decodes
+	 * take only what they leave */
+	int least = 0, greatest = 0;
+	if (!r->cuCtxGetStreamPriorityRange || !r->cuStreamCreateWithPriority ||
+	    r->cuCtxGetStreamPriorityRange(&least, &greatest) ||
+	    r->cuStreamCreateWithPriority(&o->decode, CU_STREAM_NON_BLOCKING, least))
+		o->decode = NULL;
+	if ((!o->decode && r->cuStreamCreate(&o->decode, CU_STREAM_NON_BLOCKING)) ||
+	    r->cuEventCreate(&o->zfork, CU_EVENT_DISABLE_TIMING) ||
+	    r->cuEventCreate(&o->zjoin, CU_EVENT_DISABLE_TIMING) || ring_events(r, &o->ring) ||
+	    ring_events(r, &o->ring_cap))
+		FAIL("cannot create the decode stream or its events");
+	for (int s = 0; s < FT_OFF_SLOTS; s++)
+		if (r->cuMemAlloc_v2(&o->slot[s], FT_OFF_SLOT_BYTES))
+			FAIL("cannot allocate %u MiB of staging for coded copies (set "
+			     "FT_TRANSFER_COMPRESSION=none)", (unsigned)(FT_OFF_SLOTS * FT_OFF_SLOT_BYTES >> 20));
+	o->block_bytes += (uint64_t)FT_OFF_SLOTS * FT_OFF_SLOT_BYTES;
+	return 0;
+}
+
+void ft_off_codec_release(struct ft_offload *o)
+{
+	const struct ft_real *r = o->real;
+	for (uint32_t t = 0; o->t && t < o->ntraps; t++) {
+		struct ft_off_trap *x = &o->t[t];
+		if (x->zdesc)
+			r->cuMemFree_v2(x->zdesc);
+		x->z.data = NULL; /* it is x->host, freed with it */
+		ft_z_free(&x->z);
+	}
+	for (int s = 0; s < FT_OFF_SLOTS; s++)
+		if (o->slot[s])
+			r->cuMemFree_v2(o->slot[s]);
+	memset(o->slot, 0, sizeof(o->slot));
+}
+
+int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes)
+{
+	struct ft_off_trap *x = &o->t[t];
+	const struct ft_real *r = o->real;
+	struct ft_z_image z;
+	if (ft_z_encode(raw, bytes, 0, &z))
+		return -1;
+	if (!z.coded || z.bytes * 100 > bytes * 97) {
+		ft_z_free(&z); /* nothing to gain: raw */
+		return 0;
+	}
+	size_t db = (z.nchunks + 1) * sizeof(*z.desc);
+	if (r->cuMemAlloc_v2(&x->zdesc, db) || r->cuMemcpyHtoD_v2(x->zdesc, z.desc, db)) {
+		if (x->zdesc)
+			r->cuMemFree_v2(x->zdesc);
+		x->zdesc = 0;
+		ft_z_free(&z);
+		return 0; /* raw: said by the caller's count */
+	}
+	x->z = z;
+	x->host = z.data;
+	return 1;
+}
+
+/* Decodes chunks [a, b) of trap t, staged at slot, to dst (chunk a's raw
+ * bytes) on the decode stream; where the driver refuses, on the host. */
+static void decode(struct ft_offload *o, int t, CUdeviceptr slot, uint32_t a, uint32_t b,
+		   CUdeviceptr dst)
+{
+	struct ft_off_trap *x = &o->t[t];
+	uint64_t nvals = x->z.raw_bytes / 2 - (uint64_t)a * FT_Z_VALS;
+	if (!ft_gpu_decode(o->codec, slot, FT_Z_OFF(x->z.desc[a]), x->zdesc + a * sizeof(uint64_t),
+			   dst, nvals, b - a, o->decode)) {
+		FT_STAT_INC(o->stats, offload_decodes);
+		return;
+	}
+	if (ft_off_refused(o, o->decode)) {
+		ft_warn_once("the driver refused a decode in a CUDA graph capture: that graph "
+			     "does not page (offload_faults)");
+		return;
+	}
+	ft_warn_once("the driver refused a decode launch: pieces are decoded on the host "
+		     "instead, which costs speed, not results (offload_faults)");
+	size_t n = (size_t)(b - a) * FT_Z_CHUNK;
+	if (n > x->z.raw_bytes - (size_t)a * FT_Z_CHUNK)
+		n = x->z.raw_bytes - (size_t)a * FT_Z_CHUNK;
+	ft_off_store_put(o, t, (size_t)a * FT_Z_CHUNK, n, dst);
+}
+
+/* Chunks [c0, c1) of trap t to dst (chunk c0's raw bytes), in pieces. */
+static void load_span(struct ft_offload *o, int t, uint32_t c0, uint32_t c1, CUdeviceptr dst,
+		      CUstream cs)
+{
+	struct ft_off_trap *x = &o->t[t];
+	struct ft_off_ring *g = &o->ring;
+	for (uint32_t a = c0, b; a < c1; a = b) {
+		for (b = a + 1; b < c1 && ft_z_span(&x->z, a, b + 1) <= FT_OFF_SLOT_BYTES; b++)
+			;
+		int s = g->next;
+		g->next = (s + 1) % FT_OFF_SLOTS;
+		if (g->used[s])
+			ft_off_wait(o, cs, g->free[s]); /* its last decode is done */
+		size_t n = ft_z_span(&x->z, a, b);
+		ft_off_copy_in(o, o->slot[s], x->host + FT_Z_OFF(x->z.desc[a]), n, cs, t);
+		ft_off_order(o, g->full[s], cs);
+		ft_off_wait(o, o->decode, g->full[s]);
+		decode(o, t, o->slot[s], a, b, dst + (CUdeviceptr)(a - c0) * FT_Z_CHUNK);
+		ft_off_order(o, g->free[s], o->decode);
+		g->used[s] = 1;
+		FT_STAT_ADD(o->stats, offload_copy_bytes, n);
+	}
+}
+
+CUstream ft_off_load_coded(struct ft_offload *o, int t, CUstream cs)
+{
+	struct ft_off_trap *x = &o->t[t];
+	if (o->mode == FT_TM_RAW_BLOCK) {
+		load_span(o, t, 0, x->z.nchunks, o->b[x->block].va, cs);
+		return o->decode;
+	}
+	size_t off = 0;
+	for (uint32_t i = 0; i < x->nruns; i++) {
+		size_t n = x->runs[i].hi - x->runs[i].lo;
+		if (!x->dead[i])
+			load_span(o, t, (uint32_t)(off / FT_Z_CHUNK), (uint32_t)((off + n) / FT_Z_CHUNK),
+				  x->runs[i].lo, cs);
+		off += n;
+	}
+	return o->decode;
+}
+
+void ft_off_store_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out)
+{
+	const struct ft_off_trap *x = &o->t[t];
+	if (x->z.data)
+		ft_z_read(&x->z, off, n, out);
+	else
+		memcpy(out, x->host + off, n);
+}
+
+void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdeviceptr dst)
+{
+	const struct ft_real *r = o->real;
+	struct ft_off_trap *x = &o->t[t];
+	if (!x->z.data) {
+		r->cuMemcpyHtoD_v2(dst, x->host + off, n);
+		return;
+	}
+	/* a chunk at a time: no large host buffer needed */
+	unsigned char *buf = malloc(FT_Z_CHUNK);
+	if (!buf) {
+		FT_STAT_INC(o->stats, offload_stuck);
+		ft_error_once("out of host memory while decoding trap %d: its bytes on the GPU "
+			      "are wrong; run with FT_ENABLED=0", t);
+		return;
+	}
+	for (size_t done = 0; done < n; done += FT_Z_CHUNK) {
+		size_t m = n - done < FT_Z_CHUNK ? n - done : FT_Z_CHUNK;
+		ft_z_read(&x->z, off + done, m, buf);
+		r->cuMemcpyHtoD_v2(dst + done, buf, m);
+	}
+	free(buf);
+}
+
+void ft_off_codec_capture(struct ft_offload *o, int begin, CUstream origin)
+{
+	const struct ft_real *r = o->real;
+	if (!o->codec)
+		return;
+	struct ft_off_ring g = o->ring;
+	o->ring = o->ring_cap;
+	o->ring_cap = g;
+	if (begin) {
+		/* the decode stream joins the capture after the copy stream
+		 * (o->fork was recorded at the capture's start) and its slots
+		 * start free: a replay waits for eager decodes first */
+		memset(o->ring.used, 0, sizeof(o->ring.used));
+		if (r->cuStreamWaitEvent(o->decode, o->fork, 0)) {
+			FT_STAT_INC(o->stats, offload_faults);
+			o->broken_cap = o->cap_id;
+		}
+		return;
+	}
+	r->cuEventRecord(o->zjoin, o->decode);
+	r->cuStreamWaitEvent(origin, o->zjoin, 0);
+}
+
+void ft_off_codec_replay(struct ft_offload *o, CUstream s)
+{
+	if (!o->codec)
+		return;
+	o->real->cuEventRecord(o->zfork, o->decode);
+	ft_off_wait(o, s, o->zfork);
+}

@@ -1,0 +1,112 @@
+/*
+ * Data classes for the codec's tests (CPU: tests/unit/test_codec.c; GPU:
+ * tests/gpu/codec.c): bf16 weights as trained models' look (normal, and
+ * rows with lognormal scales: heavier-tailed exponents), every special
+ * value (+-0, subnormals, +-Inf, NaNs with payloads), random bits,
+ * constants, fp16 weights (their exponent is not where bf16's is).
+ * Deterministic: a fixed xorshift generator per class.
+ */
+#ifndef FT_TEST_CODEC_DATA_H
+#define FT_TEST_CODEC_DATA_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+enum codec_class {
+	CD_NORMAL, CD_LOGNORMAL, CD_SPECIALS, CD_RANDOM, CD_CONSTANT, CD_ZEROS, CD_FP16,
+	CD_MIXED, CD_NCLASSES
+};
+
+static const char *const codec_class_name[CD_NCLASSES] = {
+	"bf16 N(0,0.02)", "bf16 lognormal rows", "bf16 specials", "random bits", "constant",
+	"zeros", "fp16 N(0,0.02)", "mixed (specials in normal)",
+};
+
+static uint64_t cd_next(uint64_t *s)
+{
+	uint64_t x = *s;
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *s = x;
+}
+
+static double cd_normal(uint64_t *s)
+{
+	double u = ((cd_next(s) >> 11) + 1) * (1.0 / 9007199254740993.0);
+	double v = (cd_next(s) >> 11) * (1.0 / 9007199254740992.0);
+	return sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+}
+
+/* bf16 of x, rounded to nearest even. */
+static uint16_t cd_bf16(float x)
+{
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	u += 0x7fff + ((u >> 16) & 1);
+	return (uint16_t)(u >> 16);
+}
+
+static uint16_t cd_fp16(float x)
+{
+	/* normal range only (|x| < 65504, no subnormals needed for N(0,0.02)
+	 * beyond flushing): enough for a weight-like fp16 distribution */
+	uint32_t u;
+	memcpy(&u, &x, 4);
+	uint32_t sign = (u >> 16) & 0x8000;
+	int e = (int)((u >> 23) & 0xff) - 127 + 15;
+	uint32_t m = u & 0x7fffff;
+	if (e <= 0)
+		return (uint16_t)sign;
+	return (uint16_t)(sign | (uint32_t)e << 10 | (m >> 13));
+}
+
+static const uint16_t cd_specials[] = {
+	0x0000, 0x8000, 0x0001, 0x8001, 0x007f, 0x807f, 0x0040, 0x7f80, 0xff80, 0x7fc0,
+	0xffc0, 0x7f81, 0xff81, 0x7fff, 0xffff, 0x7fa5, 0x0080, 0x8080, 0x7f7f, 0xff7f,
+	0x3f80, 0xbf80,
+};
+
+/* n 16-bit words of class c into v (row length 4096 for lognormal). */
+static void codec_fill(enum codec_class c, uint16_t *v, size_t n)
+{
+	uint64_t s = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(c + 1) * 0x1234567ULL;
+	double scale = 1;
+	size_t ns = sizeof(cd_specials) / sizeof(cd_specials[0]);
+	for (size_t i = 0; i < n; i++) {
+		switch (c) {
+		case CD_NORMAL:
+			v[i] = cd_bf16((float)(0.02 * cd_normal(&s)));
+			break;
+		case CD_LOGNORMAL:
+			if (i % 4096 == 0)
+				scale = exp(0.5 * cd_normal(&s));
+			v[i] = cd_bf16((float)(0.02 * scale * cd_normal(&s)));
+			break;
+		case CD_SPECIALS:
+			v[i] = cd_specials[cd_next(&s) % ns];
+			break;
+		case CD_RANDOM:
+			v[i] = (uint16_t)cd_next(&s);
+			break;
+		case CD_CONSTANT:
+			v[i] = 0x3c23;
+			break;
+		case CD_ZEROS:
+			v[i] = 0;
+			break;
+		case CD_FP16:
+			v[i] = cd_fp16((float)(0.02 * cd_normal(&s)));
+			break;
+		case CD_MIXED:
+			v[i] = cd_next(&s) % 64 ? cd_bf16((float)(0.02 * cd_normal(&s)))
+						: cd_specials[cd_next(&s) % ns];
+			break;
+		default:
+			v[i] = 0;
+		}
+	}
+}
+
+#endif

@@ -1,0 +1,156 @@
+/* The store's codec on the host (include/ft/codec.h): every class of value
+ * round-trips bit for bit, whole and by ranges; bf16 weights shrink to
+ * about 75 %; data that does not shrink is stored raw. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "ft/codec.h"
+#include "../common/codec_data.h"
+
+/* 40 chunks and a short last one (not a multiple of 64 KiB) */
+#define N_VALS (40u * FT_Z_VALS + 4096u + 32u)
+
+static double round_trip(enum codec_class c, size_t nvals, unsigned threads)
+{
+	uint16_t *v = malloc(nvals * 2), *out = malloc(nvals * 2);
+	assert_non_null(v);
+	assert_non_null(out);
+	codec_fill(c, v, nvals);
+	struct ft_z_image z;
+	assert_int_equal(ft_z_encode(v, nvals * 2, threads, &z), 0);
+	assert_int_equal(z.raw_bytes, nvals * 2);
+	assert_int_equal(z.nchunks, (nvals + FT_Z_VALS - 1) / FT_Z_VALS);
+	for (uint32_t k = 0; k <= z.nchunks; k++)
+		assert_int_equal(FT_Z_OFF(z.desc[k]) % 16, 0);
+	memset(out, 0xa5, nvals * 2);
+	ft_z_read(&z, 0, nvals * 2, out);
+	if (memcmp(v, out, nvals * 2)) {
+		for (size_t i = 0; i < nvals; i++)
+			if (v[i] != out[i])
+				fail_msg("%s: word %zu is 0x%04x, decoded 0x%04x", codec_class_name[c],
+					 i, v[i], out[i]);
+	}
+	/* a range in the middle, as bringing part of a trap back reads it */
+	memset(out, 0, nvals * 2);
+	ft_z_read(&z, 3 * FT_Z_CHUNK, 5 * FT_Z_CHUNK, out);
+	assert_memory_equal(out, v + 3 * FT_Z_VALS, 5 * FT_Z_CHUNK);
+	double ratio = (double)z.raw_bytes / (double)z.bytes;
+	ft_z_free(&z);
+	free(v);
+	free(out);
+	return ratio;
+}
+
+static void bf16_weights_shrink(void **state)
+{
+	(void)state;
+	double r = round_trip(CD_NORMAL, N_VALS, 4);
+	assert_true(r > 1.32 && r <= 4.0 / 3.0); /* 16 bits -> 12, a few escapes */
+	r = round_trip(CD_LOGNORMAL, N_VALS, 3);
+	assert_true(r > 1.31 && r <= 4.0 / 3.0);
+	r = round_trip(CD_MIXED, N_VALS, 1);
+	assert_true(r > 1.05); /* 1 in 64 escapes: still coded */
+}
+
+static void specials_round_trip(void **state)
+{
+	(void)state;
+	round_trip(CD_SPECIALS, N_VALS, 2);
+	/* every 16-bit pattern, in order and shuffled */
+	uint16_t *v = malloc(65536 * 2 * 2), *out = malloc(65536 * 2 * 2);
+	assert_non_null(v);
+	assert_non_null(out);
+	for (uint32_t i = 0; i < 65536; i++)
+		v[i] = v[65536 + i] = (uint16_t)i;
+	uint64_t s = 7;
+	for (uint32_t i = 65535; i > 0; i--) {
+		uint32_t j = (uint32_t)(cd_next(&s) % (i + 1));
+		uint16_t t = v[65536 + i];
+		v[65536 + i] = v[65536 + j];
+		v[65536 + j] = t;
+	}
+	struct ft_z_image z;
+	assert_int_equal(ft_z_encode(v, 65536 * 4, 0, &z), 0);
+	ft_z_read(&z, 0, z.raw_bytes, out);
+	assert_memory_equal(v, out, 65536 * 4);
+	ft_z_free(&z);
+	free(v);
+	free(out);
+}
+
+static void incompressible_is_raw(void **state)
+{
+	(void)state;
+	uint16_t *v = malloc(N_VALS * 2);
+	assert_non_null(v);
+	enum codec_class raw[] = { CD_RANDOM, CD_FP16 };
+	for (size_t k = 0; k < sizeof(raw) / sizeof(raw[0]); k++) {
+		codec_fill(raw[k], v, N_VALS);
+		struct ft_z_image z;
+		assert_int_equal(ft_z_encode(v, N_VALS * 2, 0, &z), 0);
+		assert_int_equal(z.coded, 0);
+		for (uint32_t c = 0; c < z.nchunks; c++)
+			assert_int_equal(FT_Z_MODE(z.desc[c]), FT_Z_RAW);
+		assert_int_equal(z.bytes, N_VALS * 2); /* no overhead */
+		ft_z_free(&z);
+		assert_true(round_trip(raw[k], N_VALS, 2) == 1.0);
+	}
+	free(v);
+}
+
+static void constants_shrink(void **state)
+{
+	(void)state;
+	double r = round_trip(CD_CONSTANT, N_VALS, 2);
+	assert_true(r > 1.33);
+	r = round_trip(CD_ZEROS, N_VALS, 2);
+	assert_true(r > 1.33);
+}
+
+static void escapes_everywhere(void **state)
+{
+	(void)state;
+	/* 17 exponents in equal shares: 2 of them escape in every chunk */
+	size_t n = 8 * FT_Z_VALS;
+	uint16_t *v = malloc(n * 2), *out = malloc(n * 2);
+	assert_non_null(v);
+	assert_non_null(out);
+	uint64_t s = 3;
+	for (size_t i = 0; i < n; i++)
+		v[i] = (uint16_t)((100 + cd_next(&s) % 17) << 7 | (cd_next(&s) & 0x807f));
+	struct ft_z_image z;
+	assert_int_equal(ft_z_encode(v, n * 2, 0, &z), 0);
+	ft_z_read(&z, 0, n * 2, out);
+	assert_memory_equal(v, out, n * 2);
+	ft_z_free(&z);
+	free(v);
+	free(out);
+}
+
+static void bad_sizes_refused(void **state)
+{
+	(void)state;
+	uint16_t v[40] = { 0 };
+	struct ft_z_image z;
+	assert_int_equal(ft_z_encode(v, 70, 1, &z), -EINVAL);
+	assert_null(z.data);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(bf16_weights_shrink),
+		cmocka_unit_test(specials_round_trip),
+		cmocka_unit_test(incompressible_is_raw),
+		cmocka_unit_test(constants_shrink),
+		cmocka_unit_test(escapes_everywhere),
+		cmocka_unit_test(bad_sizes_refused),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
