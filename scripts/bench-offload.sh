@@ -2,7 +2,8 @@
 # The offloading benchmark (scripts/bench_offload.py says what it measures):
 # the resident run and the side-stream baseline, then the library in memory
 # mode at each share of the decoder weights (SHARES, default 0.25 0.5 0.75)
-# in each block mode (MODES), then the table (OUT/bench.md) and the plot
+# in each block mode (MODES) and each FT_TRANSFER_COMPRESSION (COMPRESS,
+# default none; a coded run's label is MODE+COMPRESSION), then the table (OUT/bench.md) and the plot
 # (OUT/bench.png).  A benchmark, not a test: run it on the GPU machine.
 # usage: bench-offload.sh <libflextensor.so> <output dir>
 set -u
@@ -18,17 +19,22 @@ if [ ! -e "$out/resident.pt" ]; then
 fi
 for share in ${SHARES:-0.25 0.5 0.75}; do
 	f=$("$py" "$bench" fraction "$out" "$share") || exit 1
-	for mode in ${MODES:-allocation_block_transfer raw_block_transfer}; do
-		tag="$mode-$share"
+	for run in $(for m in ${MODES:-allocation_block_transfer raw_block_transfer}; do
+		for z in ${COMPRESS:-none}; do [ "$z" = none ] && echo "$m" || echo "$m+$z"; done
+	done); do
+		mode=${run%%+*} z=none
+		[ "$run" = "$mode" ] || z=${run#*+}
+		tag="$run-$share"
 		env LD_PRELOAD="$lib" FT_ENABLED=1 FT_MAX_GPU_MEM_FRACTION="$f" FT_TRANSFER_MODE="$mode" \
+			FT_TRANSFER_COMPRESSION="$z" \
 			FT_PROFILING_ITERS=3 FT_LOG_LEVEL=info FT_ENABLE_DIAGNOSTICS=1 \
-			timeout "${BENCH_TIMEOUT:-900}" "$py" "$bench" lib "$out" "$share" "$mode" \
+			timeout "${BENCH_TIMEOUT:-900}" "$py" "$bench" lib "$out" "$share" "$run" \
 			2>"$out/$tag.log"
 		rc=$?
 		[ $rc = 0 ] || { echo "$tag failed ($rc):"; tail -20 "$out/$tag.log"; }
 		# FAIL_FAST=1: wrong outputs end the benchmark
 		[ $rc = 3 ] && [ "${FAIL_FAST:-0}" = 1 ] && break 2
-		grep -E "plan|offloading|moved|error|warn" "$out/$tag.log" | head -20 | sed "s/^/  $tag: /"
+		grep -E "plan|offloading|moved|COMPRESSION|error|warn" "$out/$tag.log" | head -20 | sed "s/^/  $tag: /"
 	done
 done
 "$py" "$bench" report "$out"

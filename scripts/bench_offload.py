@@ -21,7 +21,11 @@ prefill of 4 x 4096 tokens (last position's logits).  One process per run:
 Every run measures the pinned host-to-device bandwidth itself; the floor of
 a run is its offloaded bytes / that bandwidth.  Outputs (every step's and
 repetition's logits) are compared bit for bit with the resident run's.
-BENCH_LAYERS=n makes a smaller model of the same shape (quick checks);
+MODE may carry a suffix naming the run's FT_TRANSFER_COMPRESSION
+(raw_block_transfer+always), which the shell script sets.  BENCH_WEIGHTS=
+lognormal scales every weight matrix's rows by exp(N(0, 0.5)) after the
+random init (heavier-tailed exponents, for the codec: its resident run must
+be made with the same setting).  BENCH_LAYERS=n makes a smaller model of the same shape (quick checks);
 BENCH_ONLY="decode,prefill 2048" runs only those workloads in a lib run
 (a diagnosis, e.g. under FT_TRACE: the resident run still has them all).
 """
@@ -43,7 +47,7 @@ WORKLOADS = (("decode", 1, 1), ("prefill 2048", 1, 2048), ("prefill 4x4096", 4, 
 STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_misses",
          "plan_budget_bytes", "vmm_host_bytes", "vmm_migrated_bytes", "offload_demoted",
          "offload_tails", "offload_conflicts", "offload_roaming_refs", "refs_stale",
-         "hidden_readers")
+         "hidden_readers", "offload_store_bytes", "offload_coded_traps")
 
 
 def median(v):
@@ -105,6 +109,11 @@ def build(torch):
     torch.set_default_dtype(torch.bfloat16)
     with torch.device("cuda"):
         m = LlamaForCausalLM(LlamaConfig(**CFG)).eval()
+        if os.environ.get("BENCH_WEIGHTS") == "lognormal":
+            with torch.no_grad():
+                for p in m.parameters():
+                    if p.dim() == 2:
+                        p.mul_(torch.exp(torch.randn(p.shape[0], 1) * 0.5).to(p.dtype))
     torch.set_default_dtype(torch.float32)
     return m
 
@@ -339,8 +348,8 @@ def report(out):
              "| workload | run | share of decoder offloaded | offloaded GB | forward ms | "
              "resident ms | floor ms | ratio to max(resident, floor) | weights on GPU GiB "
              "(budget) | device used GiB | host RSS GiB (peak) | ready s | copied GB / forward | "
-             "late loads / forward | bit-identical |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "late loads / forward | host store GB (coded traps) | bit-identical |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     ok, plot = True, []
     for name, _, _ in WORKLOADS:
         base = res["w"][name]
@@ -349,7 +358,7 @@ def report(out):
         lines.append(f"| {name} | resident | 0 | 0 | {res_ms:.1f} | {res_ms:.1f} | - | 1.000 | "
                      f"{res['params'] / gib:.2f} | {base['device_used'] / gib:.2f} | "
                      f"{res['rss'][0] / gib:.1f} ({res['rss'][1] / gib:.1f}) | "
-                     f"{ready(res)} | 0 | 0 | yes |")
+                     f"{ready(res)} | 0 | 0 | - | yes |")
         for r in sorted(runs, key=lambda r: (r["share"], r["kind"])):
             w = r["w"].get(name)
             if w is None:
@@ -372,7 +381,7 @@ def report(out):
                 f" | {w['device_used'] / gib:.2f} | {r['rss'][0] / gib:.1f} ({r['rss'][1] / gib:.1f}) | "
                 f"{ready(r)} | "
                 f"{median(w['copied'][t]) / 1e9:.2f} | {median(w['misses'][t]):.0f} | "
-                f"{'yes' if same else 'NO'}"
+                f"{store(r)} | {'yes' if same else 'NO'}"
                 f"{'' if inference else ' (not in INFERENCE)'} |")
     lines += ["", "ratio = forward / max(resident forward, offloaded bytes / H2D bandwidth "
               "measured in the same process); forward = median of the timed forwards (decode: "
@@ -388,6 +397,13 @@ def report(out):
     return 0 if ok else 1
 
 
+def store(r):
+    st = r.get("stats", {})
+    if r["kind"] == "baseline" or not st.get("offload_store_bytes"):
+        return "-"
+    return f"{st['offload_store_bytes'] / 1e9:.2f} ({st.get('offload_coded_traps', 0)})"
+
+
 def ready(r):
     s = r["w"]["decode"]["ready_s"]
     return "-" if s is None else f"{s:.1f}"
@@ -401,8 +417,10 @@ def draw(rows, path):
 
     fig, axes = plt.subplots(1, len(WORKLOADS), figsize=(5 * len(WORKLOADS), 4), sharey=True)
     for ax, (name, _, _) in zip(axes, WORKLOADS):
-        for kind, mark in (("allocation_block_transfer", "o-"), ("raw_block_transfer", "s-"),
-                           ("baseline", "^--")):
+        kinds = sorted({k for n, k, s, q in rows if n == name})
+        marks = {"allocation_block_transfer": "o-", "raw_block_transfer": "s-", "baseline": "^--"}
+        for kind in kinds:
+            mark = marks.get(kind, "d-")
             pts = sorted((s, q) for n, k, s, q in rows if n == name and k == kind)
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], mark, label=kind)
