@@ -346,6 +346,29 @@ void ft_disc_extents(struct ft_discover *d)
 		part[i] = !may ? 0 : r->offset % FT_DISC_ALIGN ? 2 :
 				  all && (r->touched & all) != all ? 1 : 0;
 	}
+	/* An allocation of two regions, a small one at its start and a
+	 * weight-sized one to its end, both stable and read only, holds one
+	 * tensor: a read some bytes into it starts a region there (on the
+	 * H200 an elementwise kernel read 512 bytes into the start-up
+	 * harness's embedding, an allocation of its own, in every pass), and
+	 * the bytes before it, left out of the weight, are those its base
+	 * pointer names (the embedding's gather), so the gather loaded
+	 * nothing and read another trap's bytes.  Only there: in a segment of
+	 * the caching allocator a small tensor before a weight is another
+	 * tensor (a layer's norm weight), which the H200 recordings show. */
+	for (uint32_t i = 1; part && i < d->n; i++) {
+		const struct ft_disc_region *a = &d->r[i - 1], *r = &d->r[i];
+		if (part[i] || part[i - 1] || a->alloc_id != r->alloc_id || a->offset ||
+		    r->offset >= FT_WEIGHT_MIN_BYTES || a->written || a->sums_differ ||
+		    r->written || r->sums_differ)
+			continue;
+		uint32_t j = i + 1; /* the next region that is no part of r */
+		while (j < d->n && d->r[j].alloc_id == r->alloc_id && part[j])
+			j++;
+		if ((j == d->n || d->r[j].alloc_id != r->alloc_id) &&
+		    r->alloc_size - r->offset >= FT_WEIGHT_MIN_BYTES)
+			part[i] = 2;
+	}
 	/* One aligned part alone is no sign of views the data chooses: a
 	 * buffer the allocator placed in a weight's free tail, read in some
 	 * passes, looks the same, and offloaded with the weight its writes

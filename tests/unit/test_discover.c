@@ -110,6 +110,44 @@ static void one_checksum_is_not_proof(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* A read 512 bytes into a tensor that has an allocation of its own, in
+ * every pass, starts a region there; the 512 bytes before it, stable and
+ * read only, are the weight's start (its base pointer is what a gather
+ * carries), so the weight begins at the allocation's start.  Were those
+ * bytes seen to change, they would be another tensor; and in an
+ * allocation holding more regions (a caching allocator's segment: a norm
+ * weight before a projection) the small one is another tensor too. */
+static void small_start_joins_the_weight(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	for (int p = 0; p < 2; p++) {
+		for (uint64_t a = WEIGHTS; a <= STAGING; a++) {
+			ft_disc_read(&d, a, 0, 0, 8 * MB);
+			ft_disc_read(&d, a, 512, 0, 8 * MB);
+		}
+		ft_disc_read(&d, STAGING, 4 * MB, 0, 8 * MB);
+		ft_disc_pass_end(&d);
+	}
+	for (int k = 0; k < 2; k++) {
+		ft_disc_extents(&d);
+		for (uint32_t i = 0; i < d.n; i++) /* KV's first 512 bytes change */
+			ft_disc_sum(&d, i, d.r[i].alloc_id == KV && !d.r[i].offset ? 100 + k : 7);
+	}
+	ft_disc_extents(&d);
+	uint32_t w0 = find(&d, WEIGHTS, 0), kv0 = find(&d, KV, 0), kv512 = find(&d, KV, 512);
+	assert_int_equal(ft_disc_classify(&d, w0), FT_DISC_WEIGHT);
+	assert_int_equal(d.r[w0].extent, 8 * MB);
+	assert_int_equal(ft_disc_classify(&d, find(&d, WEIGHTS, 512)), FT_DISC_PART);
+	assert_int_equal(ft_disc_classify(&d, kv0), FT_DISC_CHANGED);
+	assert_int_equal(ft_disc_classify(&d, kv512), FT_DISC_WEIGHT);
+	assert_int_equal(d.r[kv512].extent, 8 * MB - 512);
+	assert_int_equal(ft_disc_classify(&d, find(&d, STAGING, 0)), FT_DISC_SMALL);
+	assert_int_equal(ft_disc_classify(&d, find(&d, STAGING, 512)), FT_DISC_WEIGHT);
+	ft_disc_destroy(&d);
+}
+
 /* A tensor placed in a weight's tail changes the weight's extent: the
  * earlier checksum covered other bytes and does not count. */
 /* Buffers the allocator placed in a weight's free tail after the first
@@ -568,6 +606,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(weights_read_together),
 		cmocka_unit_test(classify_all),
+		cmocka_unit_test(small_start_joins_the_weight),
 		cmocka_unit_test(unaligned_reference_splits_nothing),
 		cmocka_unit_test(one_checksum_is_not_proof),
 		cmocka_unit_test(tail_buffer_restarts_sampling),
