@@ -19,7 +19,10 @@
 #define FT_TIMING_PASSES 1024
 #define FT_TIMING_LOG_EVERY 10
 
-enum { FT_T_COMPUTE, FT_T_TRANSFER, FT_T_WAIT, FT_T_COLS };
+/* FT_T_DECODE: a coded trap's (FT_TRANSFER_COMPRESSION) decode tail, from
+ * the end of its copy to the end of its decode (its Transfer is then the
+ * copy alone); NAN for raw stores. */
+enum { FT_T_COMPUTE, FT_T_TRANSFER, FT_T_WAIT, FT_T_DECODE, FT_T_COLS };
 
 struct ft_timing_store {
 	pthread_mutex_t lock;
@@ -52,8 +55,9 @@ void ft_timing_reset(struct ft_timing_store *st);
 int ft_timing_report(struct ft_timing_store *st, int drain, struct ft_timing_report *r);
 void ft_timing_report_free(struct ft_timing_report *r);
 /* Upstream's table: title, Trap | Compute avg | med | ±std | [min | max] |
- * Transfer avg | med | Wait avg | med, a `←` where the mean wait exceeds
- * 0.01 ms, rows Avg/pass and Sum (all).  Returns the length it needed. */
+ * Transfer avg | med | Wait avg | med, then Decode avg | med when a trap
+ * has a decode time, a `←` where the mean wait exceeds 0.01 ms, rows
+ * Avg/pass and Sum (all).  Returns the length it needed. */
 size_t ft_timing_format(const struct ft_timing_report *r, char *buf, size_t len);
 
 #endif

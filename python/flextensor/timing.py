@@ -56,7 +56,8 @@ class OffloadTimingReport:
 
 def format_offload_timing_table(report):
     """The table of a report (the library's own text: Trap | Compute avg | med
-    | +-std | min | max | Transfer avg | med | Wait avg | med, a left arrow
+    | +-std | min | max | Transfer avg | med | Wait avg | med (then Decode avg
+    | med when the store is coded), a left arrow
     where the mean wait exceeds 0.01 ms, rows Avg/pass and Sum (all))."""
     if isinstance(report, OffloadTimingReport):
         return report.text.rstrip("\n")

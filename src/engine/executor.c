@@ -158,6 +158,8 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	CUstream rs = cs; /* the stream the block is ready on */
 	if (x->z.data) {
 		rs = ft_off_load_coded(o, t, cs);
+		if (timing) /* the copies' end: the decode's tail follows */
+			ft_off_record(o, e->tc[e->slot], cs);
 	} else if (o->mode == FT_TM_RAW_BLOCK) {
 		ft_off_copy_in(o, b->va, x->host, x->nchunks * o->chunk, cs, t);
 	} else {
@@ -170,8 +172,10 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		}
 	}
 	ft_off_order(o, b->ready, rs);
-	if (timing)
+	if (timing) {
 		ft_off_record(o, e->te[e->slot], rs);
+		e->coded[e->slot] = x->z.data != NULL;
+	}
 	b->occupant = t;
 	x->loads++;
 	FT_STAT_INC(o->stats, offload_copies);

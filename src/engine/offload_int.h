@@ -13,6 +13,8 @@
 /* FT_OFFLOAD_TIMING events of one trap, in eager passes or in one graph */
 struct ft_off_tev {
 	CUevent cs, ce, ws, we, ts[2], te[2];
+	CUevent tc[2];                      /* a coded load's copy end (decode: tc..te) */
+	unsigned char coded[2];             /* the load of that slot was coded */
 	int slot;                           /* transfer events of the latest load */
 	int served;                         /* slot that served this pass, -1 none */
 	int entered, waited, ended;

@@ -14,7 +14,8 @@ static int make_events(const struct ft_real *r, struct ft_off_tev *e, uint32_t n
 {
 	for (uint32_t t = 0; t < n; t++) {
 		CUevent *ev[] = { &e[t].cs, &e[t].ce, &e[t].ws, &e[t].we,
-				  &e[t].ts[0], &e[t].ts[1], &e[t].te[0], &e[t].te[1] };
+				  &e[t].ts[0], &e[t].ts[1], &e[t].te[0], &e[t].te[1],
+				  &e[t].tc[0], &e[t].tc[1] };
 		for (unsigned k = 0; k < sizeof(ev) / sizeof(ev[0]); k++)
 			if (r->cuEventCreate(ev[k], CU_EVENT_DEFAULT))
 				return -1;
@@ -117,13 +118,18 @@ static void read_pass(struct ft_offload *o, const struct ft_off_tev *e, float *v
 	const struct ft_real *r = o->real;
 	for (uint32_t t = 0; t < o->ntraps; t++, e++) {
 		float *x = v + (size_t)t * FT_T_COLS;
-		x[FT_T_COMPUTE] = x[FT_T_TRANSFER] = x[FT_T_WAIT] = NAN;
+		x[FT_T_COMPUTE] = x[FT_T_TRANSFER] = x[FT_T_WAIT] = x[FT_T_DECODE] = NAN;
 		if (e->entered && e->ended) {
 			x[FT_T_COMPUTE] = elapsed(r, e->waited ? e->we : e->cs, e->ce);
 			if (e->waited)
 				x[FT_T_WAIT] = elapsed(r, e->ws, e->we);
-			if (e->served >= 0)
-				x[FT_T_TRANSFER] = elapsed(r, e->ts[e->served], e->te[e->served]);
+			int k = e->served;
+			if (k >= 0 && e->coded[k]) {
+				x[FT_T_TRANSFER] = elapsed(r, e->ts[k], e->tc[k]);
+				x[FT_T_DECODE] = elapsed(r, e->tc[k], e->te[k]);
+			} else if (k >= 0) {
+				x[FT_T_TRANSFER] = elapsed(r, e->ts[k], e->te[k]);
+			}
 		}
 	}
 }

@@ -147,13 +147,19 @@ size_t ft_timing_format(const struct ft_timing_report *r, char *buf, size_t len)
 	for (uint32_t t = 0; t < r->ntraps; t++)
 		if ((int)strlen(r->labels[t]) > w)
 			w = (int)strlen(r->labels[t]);
+	/* the decode columns only where a store is coded */
+	int dec = 0;
+	for (uint32_t t = 0; t < r->ntraps; t++)
+		dec |= r->s[(size_t)t * FT_T_COLS + FT_T_DECODE].n > 0;
 	put(&o, "Offload Timing (%u passes)\n", r->passes);
-	put(&o, "%-*s | %8s | %8s | %7s | %8s | %8s | %8s | %8s | %8s | %8s\n", w, "Trap",
+	put(&o, "%-*s | %8s | %8s | %7s | %8s | %8s | %8s | %8s | %8s | %8s", w, "Trap",
 	    "Compute", "med", "+-std", "min", "max", "Transfer", "med", "Wait", "med");
+	put(&o, dec ? " | %8s | %8s\n" : "\n", "Decode", "med");
 	for (uint32_t t = 0; t < r->ntraps; t++) {
 		const struct ft_timing_stat *c = &r->s[(size_t)t * FT_T_COLS + FT_T_COMPUTE];
 		const struct ft_timing_stat *x = &r->s[(size_t)t * FT_T_COLS + FT_T_TRANSFER];
 		const struct ft_timing_stat *wt = &r->s[(size_t)t * FT_T_COLS + FT_T_WAIT];
+		const struct ft_timing_stat *d = &r->s[(size_t)t * FT_T_COLS + FT_T_DECODE];
 		put(&o, "%-*s | %8.3f | %8.3f | %7.3f | %8.3f | %8.3f | ", w, r->labels[t], c->mean,
 		    c->median, c->std, c->min, c->max);
 		if (x->n)
@@ -161,15 +167,23 @@ size_t ft_timing_format(const struct ft_timing_report *r, char *buf, size_t len)
 		else
 			put(&o, "%8s | %8s | ", "-", "-");
 		if (wt->n)
-			put(&o, "%8.3f | %8.3f%s\n", wt->mean, wt->median,
-			    wt->mean > 0.01 ? " \u2190" : "");
+			put(&o, "%8.3f | %8.3f", wt->mean, wt->median);
 		else
-			put(&o, "%8s | %8s\n", "-", "-");
+			put(&o, "%8s | %8s", "-", "-");
+		if (dec && d->n)
+			put(&o, " | %8.3f | %8.3f", d->mean, d->median);
+		else if (dec)
+			put(&o, " | %8s | %8s", "-", "-");
+		put(&o, "%s\n", wt->n && wt->mean > 0.01 ? " \u2190" : "");
 	}
-	put(&o, "%-*s | %8.3f | %8s | %7s | %8s | %8s | %8.3f | %8s | %8.3f |\n", w, "Avg/pass",
-	    r->per_pass[FT_T_COMPUTE], "", "", "", "", r->per_pass[FT_T_TRANSFER], "",
-	    r->per_pass[FT_T_WAIT]);
-	put(&o, "%-*s | %8.3f | %8s | %7s | %8s | %8s | %8.3f | %8s | %8.3f |\n", w, "Sum (all)",
-	    r->sum[FT_T_COMPUTE], "", "", "", "", r->sum[FT_T_TRANSFER], "", r->sum[FT_T_WAIT]);
+	const char *rows[] = { "Avg/pass", "Sum (all)" };
+	for (int k = 0; k < 2; k++) {
+		const double *v = k ? r->sum : r->per_pass;
+		put(&o, "%-*s | %8.3f | %8s | %7s | %8s | %8s | %8.3f | %8s | %8.3f |", w, rows[k],
+		    v[FT_T_COMPUTE], "", "", "", "", v[FT_T_TRANSFER], "", v[FT_T_WAIT]);
+		if (dec) /* under Decode, past Wait's median */
+			put(&o, " %8s | %8.3f |", "", v[FT_T_DECODE]);
+		put(&o, "\n");
+	}
 	return o.used;
 }

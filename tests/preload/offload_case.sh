@@ -147,10 +147,13 @@ mixed-allocation_block_transfer | mixed-raw_block_transfer)
 zip-allocation_block_transfer | zip-raw_block_transfer)
 	# a coded store (FT_TRANSFER_COMPRESSION=always): the same outputs,
 	# fewer host bytes than offloaded, every load decoded on the GPU (the
-	# fake runs the decoder as the host's reference decoder)
+	# fake runs the decoder as the host's reference decoder), the timing
+	# table with its decode columns
 	plain plain
-	run "$case" "" FT_TRANSFER_MODE="${case#zip-}" FT_TRANSFER_COMPRESSION=always
+	run "$case" "" FT_TRANSFER_MODE="${case#zip-}" FT_TRANSFER_COMPRESSION=always \
+		FT_OFFLOAD_TIMING=eager
 	same plain "$case"
+	logs "$case" "Transfer |      med |     Wait |      med |   Decode |      med"
 	is "$case" offload_coded_traps -gt 0
 	is "$case" offload_decodes -gt 0
 	is "$case" offload_store_bytes -lt "$(stat "$case" offloaded_bytes)"
