@@ -148,6 +148,11 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		ft_off_order(o, b->release[k], b->readers[k]);
 		ft_off_wait(o, cs, b->release[k]);
 	}
+	/* a coded occupant's decode writes the block on the decode stream,
+	 * and may still run when nothing read it (a prefetch a miss evicts):
+	 * the new bytes come after it */
+	if (b->occupant >= 0 && o->t[b->occupant].z.data)
+		ft_off_wait(o, cs, b->ready);
 	b->nreaders = 0;
 	int timing = ft_off_timing_now(o, o->cap_id != 0);
 	struct ft_off_tev *e = timing ? ft_off_tev(o, t) : NULL;

@@ -414,8 +414,11 @@ static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *w
 		if (read_runs(o, x, bounce))
 			NO("cannot copy trap %u to the host", t);
 		coded = ft_off_code_trap(o, (int)t, bounce, bytes);
-		if (coded < 0)
-			NO("out of host memory while coding trap %u: set FT_TRANSFER_COMPRESSION=none", t);
+		if (coded < 0) {
+			ft_warn_once("out of host memory while coding the store: the traps it could "
+				     "not code stay raw");
+			coded = 0;
+		}
 	}
 	size_t held = coded ? (x->z.bytes + 4095) & ~(size_t)4095 : bytes;
 	if (!coded && posix_memalign((void **)&x->host, 4096, bytes))

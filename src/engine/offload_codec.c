@@ -34,6 +34,11 @@ static int ring_events(const struct ft_real *r, struct ft_off_ring *g)
 int ft_off_codec_init(struct ft_offload *o, char *why, uint32_t len)
 {
 	const struct ft_real *r = o->real;
+	if (o->codec && o->chunk % FT_Z_CHUNK) {
+		ft_info("FT_TRANSFER_COMPRESSION: the VMM granularity (%zu KiB) is no multiple of "
+			"the codec's 64 KiB chunks: the store stays raw", o->chunk >> 10);
+		o->codec = NULL;
+	}
 	if (!o->codec)
 		return 0;
 	/* the decode stream at the lowest priority: where the model's
@@ -116,6 +121,15 @@ static void decode(struct ft_offload *o, int t, CUdeviceptr slot, uint32_t a, ui
 	}
 	ft_warn_once("the driver refused a decode launch: pieces are decoded on the host "
 		     "instead, which costs speed, not results (offload_faults)");
+	/* the decode stream has waited for the piece's copy, which came after
+	 * the block's readers, and holds the earlier decodes: once it is done,
+	 * the block is the host's to write */
+	if (o->real->cuStreamSynchronize(o->decode)) {
+		FT_STAT_INC(o->stats, offload_stuck);
+		ft_error_once("cannot decode trap %d into its block: launches that read it read "
+			      "whatever the block holds; run with FT_ENABLED=0", t);
+		return;
+	}
 	size_t n = (size_t)(b - a) * FT_Z_CHUNK;
 	if (n > x->z.raw_bytes - (size_t)a * FT_Z_CHUNK)
 		n = x->z.raw_bytes - (size_t)a * FT_Z_CHUNK;
@@ -164,6 +178,15 @@ CUstream ft_off_load_coded(struct ft_offload *o, int t, CUstream cs)
 	return o->decode;
 }
 
+/* The store's bytes could not be put back on the GPU (counted, said). */
+static void stuck(struct ft_offload *o, int t)
+{
+	FT_STAT_INC(o->stats, offload_stuck);
+	ft_error_once("cannot copy trap %d's bytes from the host store back to the GPU: "
+		      "launches that read them read whatever is there; run with "
+		      "FT_ENABLED=0", t);
+}
+
 void ft_off_store_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out)
 {
 	const struct ft_off_trap *x = &o->t[t];
@@ -178,21 +201,23 @@ void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdevic
 	const struct ft_real *r = o->real;
 	struct ft_off_trap *x = &o->t[t];
 	if (!x->z.data) {
-		r->cuMemcpyHtoD_v2(dst, x->host + off, n);
+		if (r->cuMemcpyHtoD_v2(dst, x->host + off, n))
+			stuck(o, t);
 		return;
 	}
 	/* a chunk at a time: no large host buffer needed */
 	unsigned char *buf = malloc(FT_Z_CHUNK);
 	if (!buf) {
-		FT_STAT_INC(o->stats, offload_stuck);
-		ft_error_once("out of host memory while decoding trap %d: its bytes on the GPU "
-			      "are wrong; run with FT_ENABLED=0", t);
+		stuck(o, t);
 		return;
 	}
 	for (size_t done = 0; done < n; done += FT_Z_CHUNK) {
 		size_t m = n - done < FT_Z_CHUNK ? n - done : FT_Z_CHUNK;
 		ft_z_read(&x->z, off + done, m, buf);
-		r->cuMemcpyHtoD_v2(dst + done, buf, m);
+		if (r->cuMemcpyHtoD_v2(dst + done, buf, m)) {
+			stuck(o, t);
+			break;
+		}
 	}
 	free(buf);
 }
@@ -202,28 +227,40 @@ void ft_off_codec_capture(struct ft_offload *o, int begin, CUstream origin)
 	const struct ft_real *r = o->real;
 	if (!o->codec)
 		return;
-	struct ft_off_ring g = o->ring;
-	o->ring = o->ring_cap;
-	o->ring_cap = g;
 	if (begin) {
 		/* the decode stream joins the capture after the copy stream
-		 * (o->fork was recorded at the capture's start) and its slots
-		 * start free: a replay waits for eager decodes first */
-		memset(o->ring.used, 0, sizeof(o->ring.used));
-		if (r->cuStreamWaitEvent(o->decode, o->fork, 0)) {
+		 * (o->fork was recorded at the capture's start), and its slots
+		 * start free there: a replay waits for eager decodes first.
+		 * Where either stream stays out (the capture is broken: its
+		 * graph does not page), coded loads run eagerly as copies do,
+		 * with the eager slots and their events */
+		o->zjoined = o->broken_cap != o->cap_id && !r->cuStreamWaitEvent(o->decode, o->fork, 0);
+		if (!o->zjoined) {
+			if (o->broken_cap != o->cap_id)
+				FT_STAT_INC(o->stats, offload_faults);
+			o->broken_cap = o->cap_id;
+			return;
+		}
+	} else {
+		if (!o->zjoined)
+			return;
+		o->zjoined = 0;
+		if (r->cuEventRecord(o->zjoin, o->decode) || r->cuStreamWaitEvent(origin, o->zjoin, 0)) {
 			FT_STAT_INC(o->stats, offload_faults);
 			o->broken_cap = o->cap_id;
 		}
-		return;
 	}
-	r->cuEventRecord(o->zjoin, o->decode);
-	r->cuStreamWaitEvent(origin, o->zjoin, 0);
+	struct ft_off_ring g = o->ring;
+	o->ring = o->ring_cap;
+	o->ring_cap = g;
+	if (begin)
+		memset(o->ring.used, 0, sizeof(o->ring.used));
 }
 
 void ft_off_codec_replay(struct ft_offload *o, CUstream s)
 {
 	if (!o->codec)
 		return;
-	o->real->cuEventRecord(o->zfork, o->decode);
+	ft_off_order(o, o->zfork, o->decode);
 	ft_off_wait(o, s, o->zfork);
 }

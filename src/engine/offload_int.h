@@ -137,6 +137,7 @@ struct ft_offload {
 	CUdeviceptr slot[FT_OFF_SLOTS];
 	struct ft_off_ring ring, ring_cap;
 	CUevent zfork, zjoin;
+	int zjoined;                        /* the decode stream is in the capture */
 	uint64_t store_bytes;
 	uint32_t nw;
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
