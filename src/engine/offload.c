@@ -355,8 +355,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	}
 	if (mode != FT_TM_STRATEGY && r->cuStreamCreate(&o->copy, CU_STREAM_NON_BLOCKING))
 		FAIL("cannot create the copy stream");
-	if (ft_off_codec_init(o, why, len))
-		goto fail;
+	ft_off_codec_init(o);
 	o->saved = calloc(nblocks, sizeof(*o->saved));
 	if (!o->saved || r->cuEventCreate(&o->fork, CU_EVENT_DISABLE_TIMING) ||
 	    r->cuEventCreate(&o->join, CU_EVENT_DISABLE_TIMING))

@@ -16,12 +16,6 @@
 #include "ft/log.h"
 #include "offload_int.h"
 
-#define FAIL(...)                                   \
-	do {                                        \
-		snprintf(why, len, __VA_ARGS__);    \
-		return -1;                          \
-	} while (0)
-
 static int ring_events(const struct ft_real *r, struct ft_off_ring *g)
 {
 	for (int s = 0; s < FT_OFF_SLOTS; s++)
@@ -31,7 +25,7 @@ static int ring_events(const struct ft_real *r, struct ft_off_ring *g)
 	return 0;
 }
 
-int ft_off_codec_init(struct ft_offload *o, char *why, uint32_t len)
+void ft_off_codec_init(struct ft_offload *o)
 {
 	const struct ft_real *r = o->real;
 	if (o->codec && o->chunk % FT_Z_CHUNK) {
@@ -40,7 +34,7 @@ int ft_off_codec_init(struct ft_offload *o, char *why, uint32_t len)
 		o->codec = NULL;
 	}
 	if (!o->codec)
-		return 0;
+		return;
 	/* the decode stream at the lowest priority: where the model's
 	 * kernels keep the GPU busy (the copies hide behind them), decodes
 	 * take only what they leave */
@@ -49,17 +43,25 @@ int ft_off_codec_init(struct ft_offload *o, char *why, uint32_t len)
 	    r->cuCtxGetStreamPriorityRange(&least, &greatest) ||
 	    r->cuStreamCreateWithPriority(&o->decode, CU_STREAM_NON_BLOCKING, least))
 		o->decode = NULL;
-	if ((!o->decode && r->cuStreamCreate(&o->decode, CU_STREAM_NON_BLOCKING)) ||
-	    r->cuEventCreate(&o->zfork, CU_EVENT_DISABLE_TIMING) ||
-	    r->cuEventCreate(&o->zjoin, CU_EVENT_DISABLE_TIMING) || ring_events(r, &o->ring) ||
-	    ring_events(r, &o->ring_cap))
-		FAIL("cannot create the decode stream or its events");
-	for (int s = 0; s < FT_OFF_SLOTS; s++)
-		if (r->cuMemAlloc_v2(&o->slot[s], FT_OFF_SLOT_BYTES))
-			FAIL("cannot allocate %u MiB of staging for coded copies (set "
-			     "FT_TRANSFER_COMPRESSION=none)", (unsigned)(FT_OFF_SLOTS * FT_OFF_SLOT_BYTES >> 20));
+	int ok = !(!o->decode && r->cuStreamCreate(&o->decode, CU_STREAM_NON_BLOCKING)) &&
+		 !r->cuEventCreate(&o->zfork, CU_EVENT_DISABLE_TIMING) &&
+		 !r->cuEventCreate(&o->zjoin, CU_EVENT_DISABLE_TIMING) && !ring_events(r, &o->ring) &&
+		 !ring_events(r, &o->ring_cap);
+	for (int s = 0; ok && s < FT_OFF_SLOTS; s++)
+		ok = !r->cuMemAlloc_v2(&o->slot[s], FT_OFF_SLOT_BYTES);
+	if (!ok) {
+		/* raw stores offload as well, at the link's pace */
+		ft_warn("FT_TRANSFER_COMPRESSION: cannot set up the decode stream or its %u MiB of "
+			"staging (device memory?): the store stays raw",
+			(unsigned)(FT_OFF_SLOTS * FT_OFF_SLOT_BYTES >> 20));
+		for (int s = 0; s < FT_OFF_SLOTS; s++)
+			if (o->slot[s])
+				r->cuMemFree_v2(o->slot[s]);
+		memset(o->slot, 0, sizeof(o->slot));
+		o->codec = NULL;
+		return;
+	}
 	o->block_bytes += (uint64_t)FT_OFF_SLOTS * FT_OFF_SLOT_BYTES;
-	return 0;
 }
 
 void ft_off_codec_release(struct ft_offload *o)

@@ -183,7 +183,7 @@ void ft_off_order(struct ft_offload *o, CUevent e, CUstream s);
 int ft_off_refused(struct ft_offload *o, CUstream s);
 
 /* FT_TRANSFER_COMPRESSION (offload_codec.c).  The decode stream, slots and
- * events: 0, or -1 with why.  Codes trap t's store from raw[0..bytes)
+ * events (where they cannot be made, the store stays raw: o->codec NULL).  Codes trap t's store from raw[0..bytes)
  * (filled): 1 coded (x->host is the image), 0 left raw, -1 out of memory.
  * Loads coded trap t into its block: copies on cs, decodes on the decode
  * stream; returns the stream the block is ready on.  The store's raw bytes
@@ -191,7 +191,7 @@ int ft_off_refused(struct ft_offload *o, CUstream s);
  * back), or into host memory at out.  Captures and replays: the decode
  * stream joins a capture as the copy stream does (begin 1), and leaves it
  * (begin 0, with origin); a replay waits for eager decodes.  Frees it. */
-int ft_off_codec_init(struct ft_offload *o, char *why, uint32_t len);
+void ft_off_codec_init(struct ft_offload *o);
 int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes);
 CUstream ft_off_load_coded(struct ft_offload *o, int t, CUstream cs);
 void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdeviceptr dst);
