@@ -19,7 +19,7 @@
  * the image (bits 0-39), its mode (40-41), its escapes (42-63).
  *
  * The GPU decoder (src/engine/codec_kernel.cu, loaded as PTX by gpu.c) and
- * ft_z_decode_chunk below are the same algorithm; tests compare both with
+ * ft_z_decode_at below are the same algorithm; tests compare both with
  * the input bit for bit.
  */
 #ifndef FT_CODEC_H
@@ -54,8 +54,6 @@ void ft_z_free(struct ft_z_image *z);
 /* Decodes the chunk at in, of descriptor d and n words, into out (what
  * the GPU decoder does for one chunk). */
 void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out);
-/* Decodes chunk c of z into out (its raw bytes). */
-void ft_z_decode_chunk(const struct ft_z_image *z, uint32_t c, void *out);
 /* Decodes the raw bytes [off, off + n) of z's store into out; off and n
  * multiples of FT_Z_CHUNK (or n reaching the end). */
 void ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out);
@@ -63,6 +61,16 @@ void ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out);
 static inline size_t ft_z_span(const struct ft_z_image *z, uint32_t a, uint32_t b)
 {
 	return FT_Z_OFF(z->desc[b]) - FT_Z_OFF(z->desc[a]);
+}
+/* The end of the piece that starts at chunk a and ends before chunk end:
+ * the chunks whose image bytes fit in max (one at least). */
+static inline uint32_t ft_z_piece_end(const struct ft_z_image *z, uint32_t a, uint32_t end,
+				      size_t max)
+{
+	uint32_t b = a + 1;
+	while (b < end && ft_z_span(z, a, b + 1) <= max)
+		b++;
+	return b;
 }
 
 #endif

@@ -232,7 +232,7 @@ void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out)
 		o[esc[k] >> 16] = (uint16_t)esc[k];
 }
 
-void ft_z_decode_chunk(const struct ft_z_image *z, uint32_t c, void *out)
+static void decode_chunk(const struct ft_z_image *z, uint32_t c, void *out)
 {
 	ft_z_decode_at(z->data + FT_Z_OFF(z->desc[c]), z->desc[c], chunk_vals(z->raw_bytes, c), out);
 }
@@ -242,7 +242,7 @@ void ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out)
 	unsigned char *o = out;
 	for (uint32_t c = (uint32_t)(off / FT_Z_CHUNK); n && c < z->nchunks; c++) {
 		size_t m = (size_t)chunk_vals(z->raw_bytes, c) * 2;
-		ft_z_decode_chunk(z, c, o);
+		decode_chunk(z, c, o);
 		o += m;
 		n = n > m ? n - m : 0;
 	}

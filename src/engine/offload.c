@@ -381,15 +381,6 @@ static int read_runs(struct ft_offload *o, struct ft_off_trap *x, unsigned char 
 	return 0;
 }
 
-static uint64_t raw_total(const struct ft_offload *o)
-{
-	uint64_t n = 0;
-	for (uint32_t t = 0; t < o->ntraps; t++)
-		if (o->t[t].block >= 0)
-			n += o->t[t].nchunks * o->chunk;
-	return n;
-}
-
 #define NO(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
 
 static uint64_t now_ns(void)
@@ -460,6 +451,7 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 	unsigned char *bounce = NULL;
 	uint64_t t0 = now_ns();
 	uint32_t coded = 0;
+	uint64_t raw = 0; /* offloaded bytes the store codes */
 	if (o->codec) {
 		/* coded stores: each trap is read into one pinned buffer and
 		 * coded from it; only the image is kept */
@@ -479,14 +471,15 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 			goto fail;
 		}
 		coded += rc == 1;
+		raw += o->t[t].block < 0 ? 0 : o->t[t].nchunks * o->chunk;
 	}
 	if (bounce) {
 		r->cuMemFreeHost(bounce);
 		ft_info("FT_TRANSFER_COMPRESSION: %u of the offloaded traps coded, the store holds "
 			"%.1f MiB for %.1f MiB of weights (%.3fx), coded in %.2f s", coded,
 			(double)o->store_bytes / 1048576.0,
-			(double)(raw_total(o)) / 1048576.0,
-			o->store_bytes ? (double)raw_total(o) / (double)o->store_bytes : 0.0,
+			(double)raw / 1048576.0,
+			o->store_bytes ? (double)raw / (double)o->store_bytes : 0.0,
 			(double)(now_ns() - t0) / 1e9);
 	}
 	FT_STAT_ADD(o->stats, offload_store_bytes, o->store_bytes);

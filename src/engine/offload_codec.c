@@ -145,8 +145,7 @@ static void load_span(struct ft_offload *o, int t, uint32_t c0, uint32_t c1, CUd
 	struct ft_off_trap *x = &o->t[t];
 	struct ft_off_ring *g = &o->ring;
 	for (uint32_t a = c0, b; a < c1; a = b) {
-		for (b = a + 1; b < c1 && ft_z_span(&x->z, a, b + 1) <= FT_OFF_SLOT_BYTES; b++)
-			;
+		b = ft_z_piece_end(&x->z, a, c1, FT_OFF_SLOT_BYTES);
 		int s = g->next;
 		g->next = (s + 1) % FT_OFF_SLOTS;
 		if (g->used[s])

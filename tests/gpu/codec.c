@@ -31,7 +31,7 @@
 		}                                                                   \
 	} while (0)
 
-#define SLOT (16u << 20)
+#define SLOT (16u << 20) /* the engine's FT_OFF_SLOT_BYTES */
 
 static CUfunction dec;
 
@@ -47,15 +47,6 @@ static void launch(CUdeviceptr src, unsigned long long bias, CUdeviceptr desc, C
 {
 	void *p[] = { &src, &bias, &desc, &dst, &nvals, &nchunks };
 	CK(cuLaunchKernel(dec, nchunks, 1, 1, 256, 1, 1, 0, s, p, NULL));
-}
-
-/* Pieces of at most SLOT image bytes: chunks [a, b). */
-static uint32_t piece_end(const struct ft_z_image *z, uint32_t a)
-{
-	uint32_t b = a + 1;
-	while (b < z->nchunks && ft_z_span(z, a, b + 1) <= SLOT)
-		b++;
-	return b;
 }
 
 /* Decodes z on the GPU whole (one launch) and in staged pieces; compares. */
@@ -81,7 +72,7 @@ static int check(enum codec_class c, size_t nvals)
 			launch(img, 0, desc, dst, nvals, z.nchunks, NULL);
 		} else {
 			for (uint32_t a = 0, b; a < z.nchunks; a = b) {
-				b = piece_end(&z, a);
+				b = ft_z_piece_end(&z, a, z.nchunks, SLOT);
 				uint64_t off = FT_Z_OFF(z.desc[a]);
 				CK(cuMemcpyDtoD(slot, img + off, ft_z_span(&z, a, b)));
 				launch(slot, off, desc + a * 8, dst + (CUdeviceptr)a * FT_Z_CHUNK,
@@ -163,7 +154,7 @@ static void speed(enum codec_class c, size_t mib)
 		/* decode alone, device to device, in the engine's pieces */
 		CK(cuEventRecord(e0, ds));
 		for (uint32_t a = 0, b; a < z.nchunks; a = b) {
-			b = piece_end(&z, a);
+			b = ft_z_piece_end(&z, a, z.nchunks, SLOT);
 			launch(img + FT_Z_OFF(z.desc[a]), FT_Z_OFF(z.desc[a]), desc + a * 8,
 			       dst + (CUdeviceptr)a * FT_Z_CHUNK, nvals - (size_t)a * FT_Z_VALS, b - a,
 			       ds);
@@ -179,7 +170,7 @@ static void speed(enum codec_class c, size_t mib)
 		int used[2] = { 0, 0 }, next = 0;
 		CK(cuEventRecord(e0, cs));
 		for (uint32_t a = 0, b; a < z.nchunks; a = b) {
-			b = piece_end(&z, a);
+			b = ft_z_piece_end(&z, a, z.nchunks, SLOT);
 			int s = next;
 			next ^= 1;
 			if (used[s])
