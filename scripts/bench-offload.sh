@@ -25,8 +25,11 @@ for share in ${SHARES:-0.25 0.5 0.75}; do
 		mode=${run%%+*} z=none
 		[ "$run" = "$mode" ] || z=${run#*+}
 		tag="$run-$share"
+		# BENCH_TRACE=1 keeps each library run's FT_TRACE beside its log
+		trace=none
+		[ "${BENCH_TRACE:-0}" = 1 ] && trace="$out/$tag.trace.jsonl"
 		env LD_PRELOAD="$lib" FT_ENABLED=1 FT_MAX_GPU_MEM_FRACTION="$f" FT_TRANSFER_MODE="$mode" \
-			FT_TRANSFER_COMPRESSION="$z" \
+			FT_TRANSFER_COMPRESSION="$z" FT_TRACE="$trace" \
 			FT_PROFILING_ITERS=3 FT_LOG_LEVEL=info FT_ENABLE_DIAGNOSTICS=1 \
 			timeout "${BENCH_TIMEOUT:-900}" "$py" "$bench" lib "$out" "$share" "$run" \
 			2>"$out/$tag.log"
