@@ -28,6 +28,7 @@ random init (heavier-tailed exponents, for the codec: its resident run must
 be made with the same setting).  BENCH_LAYERS=n makes a smaller model of the same shape (quick checks);
 BENCH_ONLY="decode,prefill 2048" runs only those workloads in a lib run
 (a diagnosis, e.g. under FT_TRACE: the resident run still has them all).
+BENCH_LINGER=dir keeps a lib run alive at its end until dir/go exists.
 """
 import ctypes
 import glob
@@ -47,7 +48,8 @@ WORKLOADS = (("decode", 1, 1), ("prefill 2048", 1, 2048), ("prefill 4x4096", 4, 
 STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_misses",
          "plan_budget_bytes", "vmm_host_bytes", "vmm_migrated_bytes", "offload_demoted",
          "offload_tails", "offload_conflicts", "offload_roaming_refs", "refs_stale",
-         "hidden_readers", "offload_store_bytes", "offload_coded_traps")
+         "hidden_readers", "offload_store_bytes", "offload_coded_traps",
+         "shm_created_bytes", "shm_attached_bytes")
 
 
 def median(v):
@@ -312,7 +314,22 @@ def run_lib(out, share, mode):
     bad = [n for n in r["w"] if not torch.equal(r["w"][n]["logits"].view(torch.int32),
                                                 ref[n]["logits"].view(torch.int32))]
     print(f"{mode} {share}: outputs " + (f"DIFFER in {bad}" if bad else "bit-identical"), flush=True)
+    linger()
     sys.exit(3 if bad else 0)
+
+
+def linger():
+    """BENCH_LINGER=dir: says the run is over (dir/ready.<pid>) and waits for
+    dir/go, at most 10 minutes: processes sharing a host store
+    (tests/gpu/shm.sh) are measured while both are alive."""
+    d = os.environ.get("BENCH_LINGER")
+    if not d:
+        return
+    open(os.path.join(d, f"ready.{os.getpid()}"), "w").close()
+    for _ in range(6000):
+        if os.path.exists(os.path.join(d, "go")):
+            return
+        time.sleep(0.1)
 
 
 def budget_fraction(params, decoder, share, total):
@@ -401,7 +418,10 @@ def store(r):
     st = r.get("stats", {})
     if r["kind"] == "baseline" or not st.get("offload_store_bytes"):
         return "-"
-    return f"{st['offload_store_bytes'] / 1e9:.2f} ({st.get('offload_coded_traps', 0)})"
+    shared = (", shared: filled" if st.get("shm_created_bytes") else
+              f", {st['shm_attached_bytes'] / 1e9:.2f} mapped" if st.get("shm_attached_bytes")
+              else "")
+    return f"{st['offload_store_bytes'] / 1e9:.2f} ({st.get('offload_coded_traps', 0)}{shared})"
 
 
 def ready(r):

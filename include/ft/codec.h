@@ -50,6 +50,11 @@ struct ft_z_image {
 /* Codes raw[0..bytes) (bytes a multiple of 64) into z on up to threads
  * threads (0: the online CPUs).  0, or -ENOMEM (z empty). */
 int ft_z_encode(const void *raw, size_t bytes, unsigned threads, struct ft_z_image *z);
+/* The same with the image's memory (4096-aligned, of n bytes) from
+ * alloc(ctx, n) (NULL: out of memory); ft_z_free does not free it: the
+ * caller sets z->data to NULL first. */
+int ft_z_encode_in(const void *raw, size_t bytes, unsigned threads, struct ft_z_image *z,
+		   void *(*alloc)(void *ctx, size_t n), void *ctx);
 void ft_z_free(struct ft_z_image *z);
 /* Decodes the chunk at in, of descriptor d and n words, into out (what
  * the GPU decoder does for one chunk). */

@@ -94,6 +94,14 @@ struct ft_off_config {
 	int pinned;                         /* FT_PINNED_MEMORY: the store is registered */
 	int hold_ignored;                   /* FT_HOLD_IGNORED */
 	const _Atomic int *captures;        /* stream captures in progress, any thread */
+	/* FT_SHM_ENABLED: the store in a segment of shm_dir shared with the
+	 * host's other processes that plan the same weights; NULL: private */
+	const char *shm_dir, *shm_ns;       /* FT_SHM_DIR, FT_SHM_NAMESPACE (NULL: ft) */
+	double shm_wait;                    /* FT_SHM_WAIT_TIMEOUT, s; 0: no limit */
+	const char *shm_settings;           /* the settings the plan depends on: part
+					       of the segment's key */
+	struct ft_gpu *sums;                /* checksums of the weights to key and
+					       check it by (the learning's) */
 };
 
 /* A new engine, inactive (every call passes through): NULL when out of
@@ -112,6 +120,9 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
  * are re-backed by their blocks; from now on the executor pages them.  0,
  * or -1 with why (everything undone: every weight stays on the GPU). */
 int ft_off_stage(struct ft_offload *o, char *why, uint32_t len);
+/* At the process's exit: the shared store is left (the last user removes
+ * it). */
+void ft_off_exit(struct ft_offload *o);
 /* Frees an engine that is not in effect (tests; a failed set-up undoes
  * itself). */
 void ft_off_destroy(struct ft_offload *o);

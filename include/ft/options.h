@@ -16,6 +16,7 @@
 #define FT_CTYPE_FLOAT double /* NAN = none */
 #define FT_CTYPE_ENUM  int    /* index into choices; -1 = none */
 #define FT_CTYPE_PATH  char * /* NULL = none; owned */
+#define FT_CTYPE_NAME  char * /* NULL = none; owned; letters, digits, _ . - */
 
 #define FT_NO_CHOICES(C)
 

@@ -24,6 +24,9 @@ FIELDS = {
     "offload_timing": "off",
     "piecewise_prefetch": "warn",
     "enable_diagnostics": False,
+    "shm_enabled": False,
+    "shm_namespace": None,
+    "shm_wait_timeout": 0.0,
     # this library's own options (FT_* of the same name)
     "graph_copy": "memcpy",
     "graph_paging": "instantiate",
@@ -34,13 +37,13 @@ FIELDS = {
     "log_level": "warn",
     "log_file": None,
     "trace": None,
+    "shm_dir": "/dev/shm",
 }
 
 # upstream fields the library refuses (it says why: FT_<NAME> is not
 # supported ...), passed to it so that the message is its own
 REFUSED = (
-    "pinned_memory_mode", "shm_enabled", "shm_namespace", "shm_wait_timeout",
-    "external_compile", "enable_instrumentation", "instrumentation_output_dir",
+    "pinned_memory_mode", "external_compile", "enable_instrumentation", "instrumentation_output_dir",
     "nvme_offload_enabled", "nvme_offload_path", "nvme_transfer_mode",
     "nvme_alignment_bytes", "unified_memory", "include_patterns", "exclude_patterns",
     "profile_mode",

@@ -18,7 +18,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-enum otype { T_BOOL, T_INT, T_FLOAT, T_ENUM, T_PATH };
+enum otype { T_BOOL, T_INT, T_FLOAT, T_ENUM, T_PATH, T_NAME };
+
+/* options held as owned text */
+#define TEXT(t) ((t) == T_PATH || (t) == T_NAME)
 enum ostate { S_ACTIVE, S_PLANNED };
 
 struct desc {
@@ -223,6 +226,24 @@ static int nullable(const struct desc *d)
 }
 
 /* Parses v into the option; 0 or -1 with *why set to what is accepted. */
+/* FLOAT: min is exclusive, but for an option whose default is min (0
+ * meaning "no limit") */
+static int min_inclusive(const struct desc *d)
+{
+	return d->type == T_FLOAT && !is_none(d->def) && strtod(d->def, NULL) == d->min;
+}
+
+static int name_ok(const char *v)
+{
+	size_t n = strlen(v);
+	if (!n || n > 64)
+		return 0;
+	for (; *v; v++)
+		if (!isalnum((unsigned char)*v) && *v != '_' && *v != '.' && *v != '-')
+			return 0;
+	return 1;
+}
+
 static int parse(const struct desc *d, const char *v, struct ft_options *o,
 		 char *why, size_t n)
 {
@@ -266,9 +287,11 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 		}
 		/* range checked on the double, before it is stored anywhere */
 		double x;
-		if (ft_input_parse_double(v, &x) || !(x > d->min && x <= d->max)) {
-			snprintf(why, n, "expected a number greater than %g and at most %g%s",
-				 d->min, d->max, nullable(d) ? ", or none" : "");
+		if (ft_input_parse_double(v, &x) ||
+		    !((x > d->min || (min_inclusive(d) && x == d->min)) && x <= d->max)) {
+			snprintf(why, n, "expected a number %s %g and at most %g%s",
+				 min_inclusive(d) ? "from" : "greater than", d->min, d->max,
+				 nullable(d) ? ", or none" : "");
 			return -1;
 		}
 		*(double *)field = x;
@@ -289,6 +312,13 @@ static int parse(const struct desc *d, const char *v, struct ft_options *o,
 		*(int *)field = idx;
 		return 0;
 	}
+	case T_NAME:
+		if (!is_none(v) && !name_ok(v)) {
+			snprintf(why, n, "expected a name of 1 to 64 letters, digits, '_', '.' or '-', "
+				 "or none");
+			return -1;
+		}
+		/* fall through */
 	case T_PATH: {
 		/* refused, never cut: a cut path names another file */
 		size_t len = strlen(v);
@@ -640,7 +670,7 @@ int ft_options_load(struct ft_options *o, char *const *envp,
 void ft_options_free(struct ft_options *o)
 {
 	for (size_t i = 0; i < FT_OPT_COUNT; i++)
-		if (descs[i].type == T_PATH) {
+		if (TEXT(descs[i].type)) {
 			char **p = (char **)((char *)o + descs[i].off);
 			free(*p);
 			*p = NULL;
@@ -667,6 +697,7 @@ static const char *format_value(const struct desc *d, const struct ft_options *o
 	case T_ENUM:
 		return enum_choice(d->choices, *(const int *)field, out, n);
 	case T_PATH:
+	case T_NAME:
 		return *(char *const *)field ? *(char *const *)field : "none";
 	}
 	return "?";
@@ -708,11 +739,12 @@ void ft_options_dump(const struct ft_options *o, int fd, int markdown)
 				 (long)d->max, nullable(d) ? " or none" : "");
 			break;
 		case T_FLOAT:
-			snprintf(accepted, sizeof(accepted), "(%g, %g]%s", d->min, d->max,
-				 nullable(d) ? " or none" : "");
+			snprintf(accepted, sizeof(accepted), "%s%g, %g]%s", min_inclusive(d) ? "[" : "(",
+				 d->min, d->max, nullable(d) ? " or none" : "");
 			break;
 		case T_ENUM: list_choices(d->choices, accepted, sizeof(accepted)); break;
 		case T_PATH: snprintf(accepted, sizeof(accepted), "path or none"); break;
+		case T_NAME: snprintf(accepted, sizeof(accepted), "name or none"); break;
 		}
 		const char *planned = d->state == S_PLANNED ? " (not implemented yet)" : "";
 		if (markdown) {
@@ -732,7 +764,7 @@ int ft_options_copy(struct ft_options *dst, const struct ft_options *o)
 	*dst = *o;
 	int bad = 0;
 	for (size_t i = 0; i < FT_OPT_COUNT; i++)
-		if (descs[i].type == T_PATH) {
+		if (TEXT(descs[i].type)) {
 			char **p = (char **)((char *)dst + descs[i].off);
 			if (*p && !(*p = strdup(*p)))
 				bad = 1;
@@ -816,7 +848,8 @@ int ft_options_same(const struct ft_options *a, const struct ft_options *b, cons
 		return u == v || (isnan(u) && isnan(v));
 	}
 	case T_ENUM: return *(const int *)x == *(const int *)y;
-	case T_PATH: {
+	case T_PATH:
+	case T_NAME: {
 		const char *u = *(char *const *)x, *v = *(char *const *)y;
 		return u == v || (u && v && !strcmp(u, v));
 	}

@@ -164,6 +164,12 @@ static void run_pass(const void *raw, struct ft_z_image *z, struct zc *zc, unsig
 
 int ft_z_encode(const void *raw, size_t bytes, unsigned threads, struct ft_z_image *z)
 {
+	return ft_z_encode_in(raw, bytes, threads, z, NULL, NULL);
+}
+
+int ft_z_encode_in(const void *raw, size_t bytes, unsigned threads, struct ft_z_image *z,
+		   void *(*alloc)(void *ctx, size_t n), void *ctx)
+{
 	memset(z, 0, sizeof(*z));
 	if (bytes % 64)
 		return -EINVAL;
@@ -193,18 +199,21 @@ int ft_z_encode(const void *raw, size_t bytes, unsigned threads, struct ft_z_ima
 	/* in huge pages where the kernel gives them (the image is written
 	 * once, right away: fewer faults), else in 4 KiB ones */
 	size_t held = (off + 4095) & ~(size_t)4095;
-	if (posix_memalign((void **)&z->data, held >= (8u << 20) ? 2u << 20 : 4096, held)) {
+	if (alloc) {
+		if (!(z->data = alloc(ctx, held)))
+			goto nomem;
+	} else if (posix_memalign((void **)&z->data, held >= (8u << 20) ? 2u << 20 : 4096, held)) {
 		z->data = NULL;
 		goto nomem;
-	}
-	if (held >= (8u << 20))
+	} else if (held >= (8u << 20)) {
 		madvise(z->data, held, MADV_HUGEPAGE);
+	}
 	run_pass(raw, z, zc, threads, 1);
 	free(zc);
 	return 0;
 nomem:
 	free(zc);
-	ft_z_free(z);
+	ft_z_free(z); /* (no image was made) */
 	return -ENOMEM;
 }
 

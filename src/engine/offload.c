@@ -175,9 +175,12 @@ static void release_all(struct ft_offload *o)
 		if (o->t[t].host) {
 			if (!o->pageable)
 				r->cuMemHostUnregister(o->t[t].host);
-			free(o->t[t].host);
+			ft_off_store_free(o, &o->t[t], o->t[t].host);
 		}
 	}
+	ft_shm_close(&o->shm);
+	free(o->shm_sums);
+	o->shm_sums = NULL;
 	for (uint32_t k = 0; o->b && k < o->nblocks; k++) {
 		struct ft_off_block *b = &o->b[k];
 		if (b->va) {
@@ -222,8 +225,10 @@ uint64_t ft_off_host_checksum(const unsigned char *p, size_t n)
 struct ft_offload *ft_off_new(void)
 {
 	struct ft_offload *o = calloc(1, sizeof(*o));
-	if (o)
+	if (o) {
 		pthread_mutex_init(&o->lock, NULL);
+		o->shm.fd = -1;
+	}
 	return o;
 }
 
@@ -260,8 +265,16 @@ void ft_off_fork(struct ft_offload *o, int done)
 
 void ft_off_after_fork(struct ft_offload *o)
 {
-	if (o)
+	if (o) {
 		o->active = 0;
+		ft_shm_drop(&o->shm); /* the parent's: its lock stays the parent's */
+	}
+}
+
+void ft_off_exit(struct ft_offload *o)
+{
+	if (o)
+		ft_shm_close(&o->shm);
 }
 
 void ft_off_destroy(struct ft_offload *o)
@@ -292,6 +305,12 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->pageable = !c->pinned;
 	o->hold = c->hold_ignored;
 	o->captures = c->captures;
+	o->shm.fd = -1;
+	o->shm_dir = c->shm_dir;
+	o->shm_ns = c->shm_ns;
+	o->shm_wait = c->shm_wait;
+	o->shm_settings = ft_off_text_key(c->shm_settings);
+	o->sums_gpu = c->sums;
 	o->chunk = vmm->chunk;
 	o->cur = -1;
 	o->gcur = -1;
@@ -390,8 +409,9 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Trap t's host store: allocated, registered, filled; coded where a
- * bounce buffer is given and coding saves.  1 coded, 0 raw, -1 with why. */
+/* Trap t's host store: allocated (ft_off_store_alloc), registered,
+ * filled; coded where a bounce buffer is given and coding saves.  1 coded,
+ * 0 raw, -1 with why. */
 static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *why, uint32_t len)
 {
 	const struct ft_real *r = o->real;
@@ -411,18 +431,19 @@ static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *w
 		}
 	}
 	size_t held = coded ? (x->z.bytes + 4095) & ~(size_t)4095 : bytes;
-	if (!coded && posix_memalign((void **)&x->host, 4096, bytes))
+	if (!coded && !(x->host = ft_off_store_alloc(o, x, bytes)))
 		NO("cannot allocate %zu MiB of host memory for trap %u (the host's "
 		     "RAM, or the process's address-space limit, ulimit -v, is reached): "
 		     "free host memory, or set a larger FT_MAX_GPU_MEM_FRACTION (less to "
 		     "offload)", bytes >> 20, t);
 	if (!coded)
 		memset(x->host, 0, bytes);
-	/* the copy kernel reads the store through its device mapping */
-	unsigned flags = o->copier ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
+	/* the copy kernel reads the store through its device mapping, as
+	 * the checksums of a shared store do */
+	unsigned flags = o->copier || o->shm.role ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
 	if (pinned && r->cuMemHostRegister_v2(x->host, held, flags)) {
 		if (!coded) {
-			free(x->host); /* (a coded image is freed as the store) */
+			ft_off_store_free(o, x, x->host); /* (a coded image is freed as the store) */
 			x->host = NULL;
 		}
 		NO("cannot pin %zu MiB of host memory for trap %u (the locked-memory "
@@ -437,7 +458,6 @@ static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *w
 		memcpy(x->host, bounce, bytes);
 	else if (!bounce && read_runs(o, x, x->host))
 		NO("cannot copy trap %u to the host", t);
-	o->store_bytes += coded ? x->z.bytes : bytes;
 	return coded;
 }
 
@@ -452,7 +472,11 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 	uint64_t t0 = now_ns();
 	uint32_t coded = 0;
 	uint64_t raw = 0; /* offloaded bytes the store codes */
-	if (o->codec) {
+	/* FT_SHM_ENABLED: traps mapped from the segment another process filled */
+	uint32_t mapped = ft_off_shm_begin(o), off = 0;
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		off += o->t[t].block >= 0;
+	if (o->codec && mapped < off) {
 		/* coded stores: each trap is read into one pinned buffer and
 		 * coded from it; only the image is kept */
 		size_t most = 0;
@@ -464,15 +488,20 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 			     "host memory, or set FT_TRANSFER_COMPRESSION=none", most >> 20);
 	}
 	for (uint32_t t = 0; t < o->ntraps; t++) {
-		int rc = o->t[t].block < 0 ? 0 : fill(o, t, bounce, why, len);
+		struct ft_off_trap *x = &o->t[t];
+		int rc = x->block < 0 || x->host ? 0 : fill(o, t, bounce, why, len);
 		if (rc < 0) {
 			if (bounce)
 				r->cuMemFreeHost(bounce);
 			goto fail;
 		}
-		coded += rc == 1;
-		raw += o->t[t].block < 0 ? 0 : o->t[t].nchunks * o->chunk;
+		if (x->block < 0)
+			continue;
+		coded += x->z.data != NULL;
+		raw += x->nchunks * o->chunk;
+		o->store_bytes += x->z.data ? x->z.bytes : x->nchunks * o->chunk;
 	}
+	ft_off_shm_end(o);
 	if (bounce) {
 		r->cuMemFreeHost(bounce);
 		ft_info("FT_TRANSFER_COMPRESSION: %u of the offloaded traps coded, the store holds "

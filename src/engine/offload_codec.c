@@ -80,15 +80,40 @@ void ft_off_codec_release(struct ft_offload *o)
 	memset(o->slot, 0, sizeof(o->slot));
 }
 
+struct store_at {
+	struct ft_offload *o;
+	struct ft_off_trap *x;
+};
+
+/* The image's memory where the store goes (the shared segment its
+ * creator fills). */
+static void *store_alloc(void *ctx, size_t n)
+{
+	struct store_at *a = ctx;
+	return ft_off_store_alloc(a->o, a->x, n);
+}
+
+/* An image that is not kept. */
+static void drop(struct ft_offload *o, struct ft_off_trap *x, struct ft_z_image *z, int own)
+{
+	if (own && z->data) {
+		ft_off_store_free(o, x, z->data);
+		z->data = NULL;
+	}
+	ft_z_free(z);
+}
+
 int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes)
 {
 	struct ft_off_trap *x = &o->t[t];
 	const struct ft_real *r = o->real;
 	struct ft_z_image z;
-	if (ft_z_encode(raw, bytes, 0, &z))
+	struct store_at at = { o, x };
+	int own = o->shm.role == FT_SHM_CREATOR; /* else ft_z_encode's huge pages */
+	if (ft_z_encode_in(raw, bytes, 0, &z, own ? store_alloc : NULL, &at))
 		return -1;
 	if (!z.coded || z.bytes * 100 > bytes * 97) {
-		ft_z_free(&z); /* nothing to gain: raw */
+		drop(o, x, &z, own); /* nothing to gain: raw */
 		return 0;
 	}
 	size_t db = (z.nchunks + 1) * sizeof(*z.desc);
@@ -96,7 +121,7 @@ int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size
 		if (x->zdesc)
 			r->cuMemFree_v2(x->zdesc);
 		x->zdesc = 0;
-		ft_z_free(&z);
+		drop(o, x, &z, own);
 		return 0; /* raw: said by the caller's count */
 	}
 	x->z = z;

@@ -9,6 +9,7 @@
 
 #include "ft/codec.h"
 #include "ft/offload.h"
+#include "ft/shm.h"
 
 /* FT_OFFLOAD_TIMING events of one trap, in eager passes or in one graph */
 struct ft_off_tev {
@@ -41,6 +42,9 @@ struct ft_off_trap {
 	unsigned char *dead;                /* per run: its allocation was freed */
 	unsigned char *host;                /* the store: nchunks x chunk bytes, or
 					       z's image when coded */
+	size_t shm_len;                     /* host is mapped from the shared segment
+					       (this many bytes, at shm_off); 0: private */
+	uint64_t shm_off;
 	struct ft_z_image z;                /* the coded store; z.data NULL: raw */
 	CUdeviceptr zdesc;                  /* z's descriptors on the GPU */
 	CUdeviceptr dhost;                  /* its device mapping (copier); 0: none */
@@ -139,6 +143,16 @@ struct ft_offload {
 	CUevent zfork, zjoin;
 	int zjoined;                        /* the decode stream is in the capture */
 	uint64_t store_bytes;
+	/* FT_SHM_ENABLED (offload_shm.c): the segment, and the offloaded
+	 * traps' run checksums (trap and run order) it is keyed and checked by */
+	const char *shm_dir, *shm_ns;       /* shm_dir NULL: a private store */
+	double shm_wait;
+	uint64_t shm_settings;              /* what the plan depends on, hashed */
+	struct ft_gpu *sums_gpu;
+	struct ft_shm shm;
+	uint64_t *shm_sums;
+	uint32_t nsums;
+	int shm_full;                       /* the creator could not add to it: not shared */
 	uint32_t nw;
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
 	int cur;                            /* trap of the latest launch that read one */
@@ -207,6 +221,21 @@ int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k);
 int ft_off_live(const struct ft_off_trap *x, uint64_t lo, uint64_t hi);
 int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from);
 void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a);
+
+/* FT_SHM_ENABLED (offload_shm.c).  Before the store is filled: the segment
+ * of this model and settings is opened; when this process follows, the
+ * offloaded traps it holds are mapped from it (returns how many: the
+ * others are filled privately); when it creates it, it fills the traps
+ * into it (returns 0, as when there is none or it was refused, said).  Memory for trap x's store of n
+ * bytes (the segment's while this process creates it, else private), and
+ * its release.  After the fill, the creator publishes the segment.  A
+ * forked child forgets it; at exit (ft_off_exit) and on failure the
+ * engine leaves it (the last user removes it). */
+uint32_t ft_off_shm_begin(struct ft_offload *o);
+uint64_t ft_off_text_key(const char *text);
+unsigned char *ft_off_store_alloc(struct ft_offload *o, struct ft_off_trap *x, size_t n);
+void ft_off_store_free(struct ft_offload *o, struct ft_off_trap *x, void *p);
+void ft_off_shm_end(struct ft_offload *o);
 
 /* Timing (offload_timing.c).  Trap t's events where the executor works
  * now: the timed capture's, else the eager passes'. */

@@ -71,6 +71,7 @@ static void at_exit(void)
 	if (!ft_g.enabled)
 		return;
 	ft_learn_exit(&ft_g.learn);
+	ft_off_exit(ft_g.off); /* the shared store: the last user removes it */
 	pthread_mutex_lock(&ft_g.vmm.lock);
 	FT_STAT_ADD(&ft_g.stats, vmm_other_device, ft_g.vmm.other_device);
 	pthread_mutex_unlock(&ft_g.vmm.lock);

@@ -342,12 +342,28 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 		else
 			copier = &L->gpu;
 	}
+	/* FT_SHM_ENABLED: the segment is keyed and checked by checksums of
+	 * the weights, made on the GPU */
+	int shm = L->env.opt->shm_enabled && L->env.opt->shm_dir;
+	if (shm && ft_gpu_start(&L->gpu, L->env.real)) {
+		ft_warn("FT_SHM_ENABLED=1: the checksum kernel cannot be loaded; this process keeps "
+			"a private store");
+		shm = 0;
+	}
+	/* the segment is one per model and these settings */
+	char settings[512];
+	plan_settings(L, settings, sizeof(settings));
+	snprintf(settings + strlen(settings), sizeof(settings) - strlen(settings),
+		 " FT_TRANSFER_COMPRESSION=%d", (int)L->env.opt->transfer_compression);
 	const struct ft_off_config c = {
 		.real = L->env.real, .vmm = L->env.vmm, .stats = L->env.stats, .verify = verify,
 		.copier = copier, .codec = codec_for(L),
 		.mode = (int)L->env.opt->transfer_mode, .pinned = L->env.opt->pinned_memory,
 		.hold_ignored = L->env.opt->hold_ignored,
 		.captures = L->env.captures,
+		.shm_dir = shm ? L->env.opt->shm_dir : NULL, .shm_ns = L->env.opt->shm_namespace,
+		.shm_wait = L->env.opt->shm_wait_timeout, .shm_settings = settings,
+		.sums = shm ? &L->gpu : NULL,
 	};
 	char why[256];
 	if (ft_off_init(L->env.off, &c, block, p->ntraps, nblocks, w, L->nwmap, why, sizeof(why)) ||

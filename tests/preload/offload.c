@@ -71,6 +71,7 @@
  *   allocation, chosen by the step (a mixture-of-experts layer whose
  *   experts are modules of their own): they are no weights (not read
  *   every pass), stay on the GPU, said at warn; outputs must match.
+ *   OFFLOAD_LINGER=dir: the process waits at the end (linger()).
  *   stray: a kernel launched after every layer carries, in the word that
  *   is null after the others, layer 4's first weight after layer 0, every
  *   forward from the third: the word is stale, so layer 4 keeps its place in the pass (its
@@ -81,6 +82,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../fake/fake.h"
 
@@ -298,6 +300,24 @@ static void fill(CUdeviceptr d, float base)
 	cuMemcpyHtoD_v2(d, v, sizeof(v));
 }
 
+/* OFFLOAD_LINGER=dir: after the last step, says so (dir/ready.<pid>) and
+ * waits for dir/go (at most a minute): processes that share a host store
+ * are alive at once. */
+static void linger(void)
+{
+	const char *d = getenv("OFFLOAD_LINGER");
+	if (!d)
+		return;
+	char p[4096];
+	snprintf(p, sizeof(p), "%s/ready.%d", d, (int)getpid());
+	FILE *f = fopen(p, "w");
+	if (f)
+		fclose(f);
+	snprintf(p, sizeof(p), "%s/go", d);
+	for (int i = 0; i < 6000 && access(p, F_OK); i++)
+		usleep(10000);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
@@ -462,5 +482,6 @@ int main(int argc, char **argv)
 	static char report[16384];
 	if (collect && collect(report, sizeof(report)) > 0)
 		fprintf(stderr, "%s", report);
+	linger();
 	return 0;
 }

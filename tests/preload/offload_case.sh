@@ -46,7 +46,8 @@
 # running at once on one device each offload and write their own
 # profile.rank<r>.json (two_ranks); a coded store gives the same outputs
 # eagerly in each block mode (zip-*), in graphs and substitutes (zip-mixed,
-# zip-early).
+# zip-early); two processes share one host store (shm, shm-zip, shm-verify)
+# and one refuses a damaged one (shm-damaged).
 # usage: offload_case.sh <libflextensor.so> <offload> <case>
 set -u
 . "$(dirname "$0")/trace_stat.sh"
@@ -180,6 +181,68 @@ zip-mixed | zip-early)
 	is "$case" verify_failures -eq 0
 	is "$case" offload_decodes -gt 0
 	[ "$w" = early ] && is "$case" graphs_substituted -eq 1
+	;;
+shm | shm-zip | shm-verify)
+	# FT_SHM_ENABLED: two processes that plan the same weights at once:
+	# one fills the shared store, the other checks it against its own
+	# weights and maps it (no store of its own); both give the plain
+	# outputs (shm-verify: FT_VERIFY checks every block against it); the
+	# segment is gone once both exited
+	plain plain
+	z=none v=0
+	[ "$case" = shm-zip ] && z=always
+	[ "$case" = shm-verify ] && v=1
+	mkdir -p "$tmp/shm" "$tmp/linger"
+	for n in a b; do
+		launch "shm-$n" "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+			FT_SHM_NAMESPACE=t FT_TRANSFER_COMPRESSION=$z FT_VERIFY=$v \
+			OFFLOAD_LINGER="$tmp/linger" &
+	done
+	i=0
+	while [ "$(ls "$tmp/linger" | grep -c ready)" -lt 2 ] && [ $i -lt 900 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ -n "$(ls "$tmp/shm")" ] || no "no shared segment while both run"
+	touch "$tmp/linger/go"
+	wait
+	for n in a b; do
+		same plain "shm-$n"
+		is "shm-$n" offloaded_bytes -gt 0
+		[ "$v" = 1 ] && is "shm-$n" verify_failures -eq 0
+	done
+	ca=$(stat shm-a shm_created_bytes) cb=$(stat shm-b shm_created_bytes)
+	m=$(($(stat shm-a shm_attached_bytes) + $(stat shm-b shm_attached_bytes)))
+	[ "$((ca + cb))" -gt 0 ] && [ "$((ca + cb))" = "$m" ] && [ "$ca" = 0 -o "$cb" = 0 ] ||
+		no "created $ca and $cb bytes, attached $m: not one creator and one follower"
+	[ "$m" = "$(stat shm-a offload_store_bytes)" ] || no "attached $m bytes, the store is not"
+	[ -z "$(ls "$tmp/shm")" ] || no "segments left after both exited: $(ls "$tmp/shm")"
+	echo "$case: created $ca + $cb bytes, attached $m"
+	;;
+shm-damaged)
+	# a segment whose bytes changed after it was filled is refused by the
+	# process about to map it (its checksums, on the GPU, differ): it
+	# keeps a private store, said, and gives the plain outputs
+	plain plain
+	mkdir -p "$tmp/shm" "$tmp/linger"
+	launch shm-a "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+		OFFLOAD_LINGER="$tmp/linger" &
+	i=0
+	while ! ls "$tmp/linger" | grep -q ready && [ $i -lt 900 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	seg=$(ls "$tmp/shm")
+	[ -n "$seg" ] || no "no shared segment"
+	printf 'damaged' | dd of="$tmp/shm/$seg" bs=1 seek=8192 conv=notrunc 2>/dev/null
+	run shm-b "" FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm"
+	touch "$tmp/linger/go"
+	wait
+	same plain shm-b
+	is shm-b shm_attached_bytes -eq 0
+	is shm-b shm_created_bytes -eq 0
+	logs shm-b "FT_SHM_ENABLED: .*: its bytes differ from what was stored"
+	is shm-a shm_created_bytes -gt 0
 	;;
 mixed-kernel)
 	# the same with FT_GRAPH_COPY=kernel: the copies captured into the

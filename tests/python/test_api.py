@@ -152,7 +152,7 @@ def test_config_validated_with_library_messages():
         for kw in (dict(num_blocks=1), dict(transfer_mode="fast"),
                    dict(max_gpu_mem_fraction=1.5), dict(min_blocks=8),
                    dict(transfer_mode="strategy", offload_timing="eager"),
-                   dict(include_patterns=["class:*DecoderLayer"]), dict(shm_enabled=True),
+                   dict(include_patterns=["class:*DecoderLayer"]), dict(shm_namespace="a/b"),
                    dict(warmup_iters=2), dict(num_block=8), dict(load_strategy=object())):
             try:
                 ft.OffloadConfig(**kw)
@@ -169,7 +169,7 @@ def test_config_validated_with_library_messages():
     assert "FT_MIN_BLOCKS=8 is larger than FT_NUM_BLOCKS=4" in lines[3]
     assert "FT_OFFLOAD_TIMING needs a block transfer mode" in lines[4]
     assert "FT_INCLUDE_PATTERNS is not supported" in lines[5]
-    assert "FT_SHM_ENABLED is not supported" in lines[6]
+    assert "FT_SHM_NAMESPACE=a/b is not valid: expected a name" in lines[6]
     assert "'warmup_iters' was removed in 0.4.0" in lines[7]
     assert lines[8].startswith("TypeError:") and "did you mean 'num_blocks'" in lines[8]
     assert "load_strategy is not supported" in lines[9]

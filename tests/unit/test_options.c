@@ -111,9 +111,11 @@ static void refusals(void **state)
 		{ "FT_OFFLOAD_TIMING=always", "expected one of off, eager, cuda_graph" },
 		{ "FT_TRANSFER_COMPRESSION=zstd", "expected one of none, auto, always" },
 		{ "FT_INCLUDE_PATTERNS=model.*", "selects PyTorch modules by name" },
-		{ "FT_SHM_ENABLED=1", "FT_SHM_ENABLED is not supported: it shares upstream's host "
-				      "store between processes; libflextensor keeps one store per "
-				      "process; remove it" },
+		{ "FT_UNIFIED_MEMORY=1", "FT_UNIFIED_MEMORY is not supported: it selects upstream's "
+					 "unified-memory SoC path; libflextensor does not have one; "
+					 "remove it" },
+		{ "FT_SHM_NAMESPACE=../x", "expected a name of 1 to 64 letters" },
+		{ "FT_SHM_WAIT_TIMEOUT=-1", "expected a number from 0 and at most" },
 		{ "FT_NVME_OFFLOAD_ENABLED=1", "FT_NVME_OFFLOAD_ENABLED is not supported: it turns on "
 					       "upstream's NVMe offload" },
 		{ "FT_CONFIG_FILE=/nonexistent/ft.ini", "cannot open the file" },

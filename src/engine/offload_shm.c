@@ -1,0 +1,403 @@
+/*
+ * One host store for the processes of a host that plan the same weights
+ * (FT_SHM_ENABLED; the segment: include/ft/shm.h).  Its key is the
+ * contents, not addresses: the offloaded traps in order with their runs'
+ * sizes and checksums (computed on the GPU from the weights about to leave
+ * it), the chunk size, the transfer mode and whether the store is coded.
+ * The first process fills the segment as its private store would be
+ * filled, and publishes it; the others compare every trap's run checksums
+ * with their own before they map it, and register the mapping themselves.
+ * Nothing writes the store once filled (a write into an offloaded weight
+ * brings its trap back to the GPU from the store), so no process's writes
+ * reach another's weights.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "ft/log.h"
+#include "offload_int.h"
+
+/* Checksums of n ranges on the GPU (malloc'd), or NULL. */
+static uint64_t *gpu_sums(struct ft_offload *o, const uint64_t *addr, const uint64_t *bytes,
+			  uint32_t n)
+{
+	uint64_t *sums = malloc((n + 1) * sizeof(*sums));
+	if (sums && (!n || !o->sums_gpu || ft_gpu_checksums(o->sums_gpu, addr, bytes, n, sums))) {
+		free(sums);
+		sums = NULL;
+	}
+	return sums;
+}
+
+/* The offloaded traps' run checksums, in trap and run order (o->shm_sums). */
+static int run_sums(struct ft_offload *o)
+{
+	uint32_t m = 0;
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		m += o->t[t].block >= 0 ? o->t[t].nruns : 0;
+	uint64_t *addr = malloc((m + 1) * sizeof(*addr)), *bytes = malloc((m + 1) * sizeof(*bytes));
+	for (uint32_t t = 0, k = 0; addr && bytes && t < o->ntraps; t++)
+		for (uint32_t i = 0; o->t[t].block >= 0 && i < o->t[t].nruns; i++, k++) {
+			addr[k] = o->t[t].runs[i].lo;
+			bytes[k] = o->t[t].runs[i].hi - o->t[t].runs[i].lo;
+		}
+	o->shm_sums = addr && bytes ? gpu_sums(o, addr, bytes, m) : NULL;
+	o->nsums = m;
+	free(addr);
+	free(bytes);
+	return o->shm_sums ? 0 : -1;
+}
+
+static int by_pair(const void *a, const void *b)
+{
+	const uint64_t *x = a, *y = b;
+	return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : x[1] != y[1] ? (x[1] < y[1] ? -1 : 1) : 0;
+}
+
+/* The segment's key: the model (every weight of a trap, offloaded or not:
+ * its size and checksum, as a set), the chunk size and the settings the
+ * plan depends on; not the plan itself, which timings may make differ
+ * from process to process (a follower maps the traps both offload). */
+static int key_of(struct ft_offload *o, uint64_t key[2])
+{
+	uint32_t n = 0;
+	uint64_t *addr = malloc((o->nw + 1) * sizeof(*addr));
+	uint64_t *w = malloc((4 + 2 * (size_t)o->nw) * sizeof(*w));
+	for (uint32_t i = 0; addr && w && i < o->nw; i++)
+		if (o->w[i].trap < o->ntraps) {
+			addr[n] = o->w[i].lo;
+			w[4 + 2 * n++] = o->w[i].hi - o->w[i].lo;
+		}
+	uint64_t *bytes = malloc((n + 1) * sizeof(*bytes));
+	for (uint32_t i = 0; bytes && w && i < n; i++)
+		bytes[i] = w[4 + 2 * i];
+	uint64_t *sums = addr && bytes && w ? gpu_sums(o, addr, bytes, n) : NULL;
+	if (sums) {
+		for (uint32_t i = 0; i < n; i++)
+			w[4 + 2 * i + 1] = sums[i];
+		qsort(w + 4, n, 2 * sizeof(*w), by_pair);
+		w[0] = FT_SHM_VERSION;
+		w[1] = o->chunk;
+		w[2] = o->shm_settings;
+		w[3] = n;
+		ft_shm_key(w, 4 + 2 * (size_t)n, key);
+	}
+	free(addr);
+	free(bytes);
+	free(w);
+	free(sums);
+	return sums ? 0 : -1;
+}
+
+/* Checksums of traps[0..n)'s stores (the bytes held: an image, or raw),
+ * on the GPU through their device mappings (the host's where the store is
+ * not registered): 0, or -1. */
+static int store_sums(struct ft_offload *o, const uint32_t *traps, uint32_t n, uint64_t *out)
+{
+	const struct ft_real *r = o->real;
+	uint64_t *addr = malloc((n + 1) * sizeof(*addr)), *bytes = malloc((n + 1) * sizeof(*bytes));
+	uint32_t m = 0, *at = malloc((n + 1) * sizeof(*at));
+	int rc = addr && bytes && at ? 0 : -1;
+	for (uint32_t k = 0; !rc && k < n; k++) {
+		const struct ft_off_trap *x = &o->t[traps[k]];
+		size_t held = x->z.data ? x->z.bytes : (size_t)x->nchunks * o->chunk;
+		CUdeviceptr d = 0;
+		if (o->pageable || !r->cuMemHostGetDevicePointer_v2 ||
+		    r->cuMemHostGetDevicePointer_v2(&d, x->host, 0)) {
+			out[k] = ft_off_host_checksum(x->host, held);
+			continue;
+		}
+		addr[m] = d;
+		bytes[m] = held;
+		at[m++] = k;
+	}
+	uint64_t *sums = !rc && m ? gpu_sums(o, addr, bytes, m) : NULL;
+	if (m && !sums)
+		rc = -1;
+	for (uint32_t i = 0; !rc && i < m; i++)
+		out[at[i]] = sums[i];
+	free(sums);
+	free(addr);
+	free(bytes);
+	free(at);
+	return rc;
+}
+
+/* The table's run checksums, entry after entry (first[k]: entry k's
+ * first), or NULL (one outside the file). */
+static uint64_t *table_sums(struct ft_offload *o, uint32_t *first)
+{
+	const struct ft_shm_entry *e = o->shm.ent;
+	uint32_t ne = o->shm.head->nent;
+	uint64_t total = 0;
+	for (uint32_t k = 0; k < ne; k++) {
+		first[k] = (uint32_t)total;
+		total += e[k].nruns;
+		if (total > o->shm.end / sizeof(uint64_t))
+			return NULL;
+	}
+	uint64_t *s = malloc((total + 1) * sizeof(*s));
+	for (uint32_t k = 0; s && k < ne; k++)
+		if (ft_shm_read(&o->shm, e[k].sums, s + first[k], e[k].nruns * sizeof(*s))) {
+			free(s);
+			return NULL;
+		}
+	return s;
+}
+
+/* The entry (not used yet) that holds trap x's weights: the same runs'
+ * checksums and bytes, a store this process can load (coded only where it
+ * decodes), whole inside the file; -1 none. */
+static int entry_for(struct ft_offload *o, const struct ft_off_trap *x, const uint64_t *xs,
+		     const uint64_t *es, const uint32_t *first, const unsigned char *used)
+{
+	const struct ft_shm_entry *e = o->shm.ent;
+	uint64_t raw = (uint64_t)x->nchunks * o->chunk;
+	for (uint32_t k = 0; k < o->shm.head->nent; k++) {
+		const struct ft_shm_entry *y = &e[k];
+		int shape = y->desc ? o->codec && y->bytes < raw &&
+					      y->znchunks == (raw + FT_Z_CHUNK - 1) / FT_Z_CHUNK
+				    : y->bytes == raw;
+		if (!used[k] && shape && y->nruns == x->nruns && y->raw_bytes == raw &&
+		    y->off + y->bytes <= o->shm.end &&
+		    !memcmp(es + first[k], xs, x->nruns * sizeof(*xs)))
+			return (int)k;
+	}
+	return -1;
+}
+
+/* Trap x's store mapped from entry y and registered: 0, or -1. */
+static int map_trap(struct ft_offload *o, struct ft_off_trap *x, const struct ft_shm_entry *y,
+		    const uint64_t *sums)
+{
+	const struct ft_real *r = o->real;
+	size_t len = (y->bytes + 4095) & ~(size_t)4095;
+	unsigned char *p = ft_shm_map(&o->shm, y->off, len);
+	if (!p)
+		return -1;
+	x->host = p;
+	x->shm_len = len;
+	x->shm_off = y->off;
+	/* mapped for the device: the copy kernel, and the check of its bytes */
+	if (!o->pageable && r->cuMemHostRegister_v2(p, len, CU_MEMHOSTREGISTER_DEVICEMAP)) {
+		ft_off_store_free(o, x, p);
+		x->host = NULL;
+		return -1;
+	}
+	if (o->copier && (!r->cuMemHostGetDevicePointer_v2 ||
+			  r->cuMemHostGetDevicePointer_v2(&x->dhost, p, 0)))
+		x->dhost = 0;
+	if (o->gpu && (x->sums = malloc((x->nruns + 1) * sizeof(*x->sums))))
+		memcpy(x->sums, sums, x->nruns * sizeof(*sums)); /* FT_VERIFY's */
+	if (!y->desc)
+		return 0;
+	struct ft_z_image *z = &x->z;
+	size_t db = (y->znchunks + 1) * sizeof(*z->desc);
+	z->desc = malloc(db);
+	if (!z->desc || ft_shm_read(&o->shm, y->desc, z->desc, db) || r->cuMemAlloc_v2(&x->zdesc, db) ||
+	    r->cuMemcpyHtoD_v2(x->zdesc, z->desc, db))
+		return -1; /* (undone by the caller) */
+	z->data = p;
+	z->bytes = y->bytes;
+	z->raw_bytes = y->raw_bytes;
+	z->nchunks = y->znchunks;
+	z->coded = y->zcoded;
+	return 0;
+}
+
+static void unmap_all(struct ft_offload *o)
+{
+	for (uint32_t t = 0; t < o->ntraps; t++) {
+		struct ft_off_trap *x = &o->t[t];
+		if (x->zdesc)
+			o->real->cuMemFree_v2(x->zdesc);
+		x->zdesc = 0;
+		x->z.data = NULL;
+		ft_z_free(&x->z);
+		free(x->sums);
+		x->sums = NULL;
+		if (x->host) {
+			if (!o->pageable)
+				o->real->cuMemHostUnregister(x->host);
+			ft_off_store_free(o, x, x->host);
+			x->host = NULL;
+		}
+	}
+}
+
+/* The offloaded traps the segment holds, mapped from it: how many (the
+ * others are this process's to fill); -1 when the segment is refused: a
+ * mapping or its registration failed, or the bytes mapped are not the ones
+ * stored (nothing stays mapped). */
+static int attach(struct ft_offload *o, uint64_t *bytes)
+{
+	uint32_t ne = o->shm.head->nent, *first = malloc((ne + 1) * sizeof(*first));
+	uint32_t *mine = malloc((o->ntraps + 1) * sizeof(*mine)), *theirs = malloc((ne + 1) * sizeof(*theirs));
+	unsigned char *used = calloc(ne + 1, 1);
+	uint64_t *es = first ? table_sums(o, first) : NULL, *held = NULL;
+	int n = 0, rc = es && mine && theirs && used ? 0 : -1;
+	for (uint32_t t = 0, r = 0; !rc && t < o->ntraps; t++) {
+		struct ft_off_trap *x = &o->t[t];
+		if (x->block < 0)
+			continue;
+		int k = entry_for(o, x, o->shm_sums + r, es, first, used);
+		if (k >= 0) {
+			used[k] = 1;
+			mine[n] = t;
+			theirs[n++] = (uint32_t)k;
+			rc = map_trap(o, x, &o->shm.ent[k], o->shm_sums + r);
+		}
+		r += x->nruns;
+	}
+	/* the bytes mapped are the ones the creator stored from those
+	 * weights (not a store cut short or changed since) */
+	if (!rc && n && (!(held = malloc(n * sizeof(*held))) || store_sums(o, mine, (uint32_t)n, held)))
+		rc = -1;
+	*bytes = 0;
+	for (int i = 0; !rc && i < n; i++) {
+		rc = held[i] == o->shm.ent[theirs[i]].store_sum ? 0 : -2;
+		*bytes += o->shm.ent[theirs[i]].bytes;
+	}
+	if (rc)
+		unmap_all(o);
+	free(first);
+	free(mine);
+	free(theirs);
+	free(used);
+	free(es);
+	free(held);
+	return rc ? rc : n;
+}
+
+uint64_t ft_off_text_key(const char *text)
+{
+	uint64_t w[64] = { 0 }, key[2] = { 0, 0 };
+	size_t n = text ? strlen(text) : 0;
+	memcpy(w, text ? text : "", n < sizeof(w) ? n : sizeof(w));
+	ft_shm_key(w, 64, key);
+	return key[0];
+}
+
+uint32_t ft_off_shm_begin(struct ft_offload *o)
+{
+	if (!o->shm_dir)
+		return 0;
+	uint64_t key[2];
+	if (run_sums(o) || key_of(o, key)) {
+		ft_warn("FT_SHM_ENABLED: the weights cannot be checksummed on the GPU (the shared "
+			"store's key and check): this process keeps a private store");
+		return 0;
+	}
+	char why[512];
+	int role = ft_shm_open(&o->shm, o->shm_dir, o->shm_ns, key, o->shm_wait, why, sizeof(why));
+	if (role < 0) {
+		ft_warn("FT_SHM_ENABLED: %s; this process keeps a private store", why);
+		return 0;
+	}
+	if (role == FT_SHM_CREATOR) {
+		ft_info("FT_SHM_ENABLED: this process fills the shared store %s", o->shm.path);
+		return 0;
+	}
+	uint32_t off = 0;
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		off += o->t[t].block >= 0;
+	uint64_t bytes;
+	int n = attach(o, &bytes);
+	if (n > 0) {
+		FT_STAT_ADD(o->stats, shm_attached_bytes, bytes);
+		ft_info("FT_SHM_ENABLED: %d of the %u offloaded traps (%.1f MiB of store) mapped from "
+			"%s, filled by process %u%s", n, off, (double)bytes / 1048576.0, o->shm.path,
+			o->shm.head->creator,
+			(uint32_t)n < off ? "; the others are not in it (its plan offloads other "
+					    "traps): this process keeps them" : "");
+		return (uint32_t)n;
+	}
+	ft_warn("FT_SHM_ENABLED: %s: %s; this process keeps a private store", o->shm.path,
+		n == -2 ? "its bytes differ from what was stored from weights like this process's "
+			  "(a damaged copy): not used"
+		: n < 0 ? "cannot map or register it (host memory, or the locked-memory limit, "
+			  "ulimit -l)"
+			: "it holds none of this process's offloaded traps (another plan)");
+	ft_shm_close(&o->shm);
+	return 0;
+}
+
+unsigned char *ft_off_store_alloc(struct ft_offload *o, struct ft_off_trap *x, size_t n)
+{
+	if (o->shm.role == FT_SHM_CREATOR && !o->shm_full) {
+		uint64_t off;
+		unsigned char *p = ft_shm_add(&o->shm, n, &off);
+		if (p) {
+			x->shm_off = off;
+			x->shm_len = (n + 4095) & ~(size_t)4095;
+			return p;
+		}
+		o->shm_full = 1;
+		ft_warn("FT_SHM_ENABLED: cannot add %zu MiB to the shared store %s (is FT_SHM_DIR "
+			"full? a tmpfs holds at most its size): the rest of this process's store is "
+			"private and the segment is not shared", n >> 20, o->shm.path);
+	}
+	void *p;
+	return posix_memalign(&p, 4096, n) ? NULL : p;
+}
+
+void ft_off_store_free(struct ft_offload *o, struct ft_off_trap *x, void *p)
+{
+	if (!x->shm_len) {
+		free(p);
+		return;
+	}
+	munmap(p, x->shm_len);
+	ft_shm_trim(&o->shm, x->shm_off, x->shm_len); /* the last part added: given back */
+	x->shm_len = 0;
+}
+
+void ft_off_shm_end(struct ft_offload *o)
+{
+	if (o->shm.role != FT_SHM_CREATOR)
+		return;
+	uint32_t n = 0, r = 0, *traps = calloc(o->ntraps + 1, sizeof(*traps));
+	struct ft_shm_entry *e = calloc(o->ntraps + 1, sizeof(*e));
+	uint64_t *held = calloc(o->ntraps + 1, sizeof(*held));
+	uint64_t sums, bytes = 0;
+	int ok = traps && e && held && !o->shm_full;
+	for (uint32_t t = 0; ok && t < o->ntraps; t++)
+		if (o->t[t].block >= 0) {
+			ok = o->t[t].shm_len != 0; /* in the segment */
+			traps[n++] = t;
+		}
+	ok = ok && traps && !store_sums(o, traps, n, held) &&
+	     !ft_shm_write(&o->shm, o->shm_sums, o->nsums * sizeof(*o->shm_sums), &sums);
+	for (uint32_t k = 0; ok && k < n; k++) {
+		const struct ft_off_trap *x = &o->t[traps[k]];
+		struct ft_shm_entry *y = &e[k];
+		*y = (struct ft_shm_entry){ .trap = traps[k], .nruns = x->nruns,
+					    .raw_bytes = (uint64_t)x->nchunks * o->chunk,
+					    .off = x->shm_off, .sums = sums + r * sizeof(uint64_t),
+					    .store_sum = held[k] };
+		r += x->nruns;
+		y->bytes = x->z.data ? x->z.bytes : y->raw_bytes;
+		if (x->z.data) {
+			y->znchunks = x->z.nchunks;
+			y->zcoded = x->z.coded;
+			ok = !ft_shm_write(&o->shm, x->z.desc, (x->z.nchunks + 1) * sizeof(uint64_t),
+					   &y->desc);
+		}
+		bytes += y->bytes;
+	}
+	if (ok && !ft_shm_publish(&o->shm, e, n)) {
+		ft_info("FT_SHM_ENABLED: the store (%.1f MiB) is shared as %s",
+			(double)bytes / 1048576.0, o->shm.path);
+		FT_STAT_ADD(o->stats, shm_created_bytes, bytes);
+	} else {
+		if (!o->shm_full)
+			ft_warn("FT_SHM_ENABLED: cannot publish the shared store %s: the store stays "
+				"this process's", o->shm.path);
+		ft_shm_close(&o->shm); /* its name goes; the mappings stay */
+	}
+	free(traps);
+	free(held);
+	free(e);
+}

@@ -1,0 +1,296 @@
+/* The shared store's segments (src/engine/shm.c): election among
+ * processes starting at once, waiting for the creator, a creator that dies
+ * mid-fill, the last user removing the name, a crash's leftovers swept,
+ * and segments that are not to be trusted. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "ft/shm.h"
+
+static char dir[64];
+static const uint64_t key[2] = { 0x1234, 0x5678 };
+
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof(dir), "/tmp/ft-shm-test-XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	return system(cmd);
+}
+
+static int exists(const struct ft_shm *s)
+{
+	return access(s->path, F_OK) == 0;
+}
+
+/* The creator's part: one store of n bytes of v, published. */
+static void fill(struct ft_shm *s, size_t n, int v)
+{
+	uint64_t off;
+	unsigned char *p = ft_shm_add(s, n, &off);
+	assert_non_null(p);
+	memset(p, v, n);
+	munmap(p, (n + 4095) & ~(size_t)4095);
+	struct ft_shm_entry e = { .trap = 3, .nruns = 1, .raw_bytes = n, .off = off, .bytes = n };
+	assert_int_equal(ft_shm_publish(s, &e, 1), 0);
+}
+
+static void reads(struct ft_shm *s, size_t n, int v)
+{
+	assert_int_equal(s->head->nent, 1);
+	assert_int_equal(s->ent[0].trap, 3);
+	unsigned char *p = ft_shm_map(s, s->ent[0].off, n);
+	assert_non_null(p);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(p[i], v);
+	munmap(p, n);
+	/* outside the file: refused */
+	assert_null(ft_shm_map(s, s->end, 4096));
+	unsigned char b;
+	assert_int_not_equal(ft_shm_read(s, s->end, &b, 1), 0);
+}
+
+static void create_follow_last_removes(void **state)
+{
+	(void)state;
+	char why[512];
+	struct ft_shm a, b;
+	assert_int_equal(ft_shm_open(&a, dir, "t1", key, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	struct stat st;
+	assert_int_equal(stat(a.path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600); /* owner-only */
+	fill(&a, 10000, 0x5a);
+	assert_int_equal(ft_shm_open(&b, dir, "t1", key, 0, why, sizeof(why)), FT_SHM_FOLLOWER);
+	reads(&b, 10000, 0x5a);
+	/* another namespace, another key: other segments */
+	struct ft_shm c, d;
+	uint64_t other[2] = { 1, 2 };
+	assert_int_equal(ft_shm_open(&c, dir, "t2", key, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	assert_int_equal(ft_shm_open(&d, dir, "t1", other, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	ft_shm_close(&c);
+	ft_shm_close(&d);
+	ft_shm_close(&a);
+	assert_true(exists(&b)); /* b still uses it */
+	char path[4096];
+	snprintf(path, sizeof(path), "%s", b.path);
+	ft_shm_close(&b);
+	assert_int_not_equal(access(path, F_OK), 0); /* the last user removed it */
+}
+
+/* Processes starting at once: one creates, the others wait and follow. */
+static void election_race(void **state)
+{
+	(void)state;
+	enum { N = 8 };
+	int go[2];
+	assert_int_equal(pipe(go), 0);
+	pid_t kids[N];
+	for (int i = 0; i < N; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i])
+			continue;
+		close(go[1]);
+		char c, why[512];
+		if (read(go[0], &c, 1) < 0)
+			_exit(9);
+		struct ft_shm s;
+		int role = ft_shm_open(&s, dir, "race", key, 0, why, sizeof(why));
+		if (role == FT_SHM_CREATOR) {
+			usleep(100 * 1000); /* filling, while the others wait */
+			uint64_t off;
+			unsigned char *p = ft_shm_add(&s, 4096, &off);
+			if (!p)
+				_exit(8);
+			memset(p, 7, 4096);
+			struct ft_shm_entry e = { .trap = 3, .off = off, .bytes = 4096 };
+			if (ft_shm_publish(&s, &e, 1))
+				_exit(8);
+			usleep(300 * 1000); /* the followers map it meanwhile */
+		} else if (role == FT_SHM_FOLLOWER) {
+			unsigned char *p = ft_shm_map(&s, s.ent[0].off, 4096);
+			if (!p || p[0] != 7 || p[4095] != 7)
+				_exit(7);
+		} else {
+			_exit(6);
+		}
+		ft_shm_close(&s);
+		_exit(role);
+	}
+	close(go[0]);
+	close(go[1]); /* all at once */
+	int creators = 0, followers = 0;
+	for (int i = 0; i < N; i++) {
+		int st;
+		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+		assert_true(WIFEXITED(st));
+		creators += WEXITSTATUS(st) == FT_SHM_CREATOR;
+		followers += WEXITSTATUS(st) == FT_SHM_FOLLOWER;
+	}
+	assert_int_equal(creators, 1);
+	assert_int_equal(followers, N - 1);
+	assert_int_equal(ft_shm_sweep(dir, "race"), 0); /* the last one removed it */
+}
+
+/* A follower waits at most FT_SHM_WAIT_TIMEOUT for a creator still filling. */
+static void wait_timeout(void **state)
+{
+	(void)state;
+	int ready[2];
+	assert_int_equal(pipe(ready), 0);
+	pid_t k = fork();
+	assert_true(k >= 0);
+	if (!k) {
+		char why[512];
+		struct ft_shm s;
+		if (ft_shm_open(&s, dir, "slow", key, 0, why, sizeof(why)) != FT_SHM_CREATOR)
+			_exit(1);
+		if (write(ready[1], "x", 1) != 1)
+			_exit(1);
+		sleep(2);
+		_exit(0); /* dies without publishing */
+	}
+	char c, why[512];
+	assert_int_equal(read(ready[0], &c, 1), 1);
+	struct ft_shm s;
+	assert_int_equal(ft_shm_open(&s, dir, "slow", key, 0.2, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "FT_SHM_WAIT_TIMEOUT"));
+	/* without a limit it waits for the creator, which dies: the stale
+	 * segment is removed and this process creates it anew */
+	assert_int_equal(ft_shm_open(&s, dir, "slow", key, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	int st;
+	waitpid(k, &st, 0);
+	ft_shm_close(&s);
+	assert_false(exists(&s));
+}
+
+/* A process that crashed after publishing leaves its segment; the next
+ * one to open a segment of the namespace removes it. */
+static void crash_swept(void **state)
+{
+	(void)state;
+	pid_t k = fork();
+	assert_true(k >= 0);
+	if (!k) {
+		char why[512];
+		struct ft_shm s;
+		if (ft_shm_open(&s, dir, "crash", key, 0, why, sizeof(why)) != FT_SHM_CREATOR)
+			_exit(1);
+		uint64_t off;
+		struct ft_shm_entry e = { .trap = 3 };
+		if (!ft_shm_add(&s, 4096, &off))
+			_exit(1);
+		e.off = off;
+		e.bytes = 4096;
+		_exit(ft_shm_publish(&s, &e, 1) ? 1 : 0); /* no close: a crash */
+	}
+	int st;
+	waitpid(k, &st, 0);
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(ft_shm_sweep(dir, "crash"), 1);
+	assert_int_equal(ft_shm_sweep(dir, "crash"), 0);
+}
+
+/* Segments not to be trusted: permissions for others, a link, another
+ * format: refused by name alone (the caller keeps a private store). */
+static void untrusted(void **state)
+{
+	(void)state;
+	char why[512];
+	struct ft_shm s;
+	assert_int_equal(ft_shm_open(&s, dir, "bad", key, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	char path[4096];
+	snprintf(path, sizeof(path), "%s", s.path);
+	ft_shm_close(&s); /* never published: removed */
+	assert_int_not_equal(access(path, F_OK), 0);
+
+	int fd = open(path, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(fchmod(fd, 0644), 0);
+	char junk[8192] = { 0 };
+	assert_int_equal(write(fd, junk, sizeof(junk)), (ssize_t)sizeof(junk));
+	close(fd);
+	assert_int_equal(ft_shm_open(&s, dir, "bad", key, 0, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "owner-only"));
+
+	/* owner-only but not a segment, in use (unused, it would be swept) */
+	assert_int_equal(chmod(path, 0600), 0);
+	fd = open(path, O_RDONLY);
+	assert_int_equal(flock(fd, LOCK_SH), 0);
+	assert_int_equal(ft_shm_open(&s, dir, "bad", key, 0, why, sizeof(why)), -1);
+	assert_non_null(strstr(why, "another format"));
+	close(fd);
+	unlink(path);
+
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	assert_int_equal(ft_shm_open(&s, dir, "bad", key, 0, why, sizeof(why)), -1);
+	unlink(path);
+}
+
+/* A store not kept gives its space back when it was the last one added. */
+static void trim(void **state)
+{
+	(void)state;
+	char why[512];
+	struct ft_shm s;
+	assert_int_equal(ft_shm_open(&s, dir, "trim", key, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	uint64_t a, b;
+	void *p = ft_shm_add(&s, 5000, &a), *q = ft_shm_add(&s, 4096, &b);
+	assert_non_null(p);
+	assert_non_null(q);
+	assert_int_equal(a, 4096);
+	assert_int_equal(b, 4096 + 8192);
+	ft_shm_trim(&s, a, 8192); /* not the last: kept */
+	assert_int_equal(s.end, 4096 + 8192 + 4096);
+	ft_shm_trim(&s, b, 4096);
+	assert_int_equal(s.end, 4096 + 8192);
+	struct stat st;
+	assert_int_equal(fstat(s.fd, &st), 0);
+	assert_int_equal(st.st_size, 4096 + 8192);
+	ft_shm_close(&s);
+}
+
+static void keys(void **state)
+{
+	(void)state;
+	uint64_t w[3] = { 1, 2, 3 }, x[3] = { 1, 3, 2 }, k1[2], k2[2], k3[2];
+	ft_shm_key(w, 3, k1);
+	ft_shm_key(x, 3, k2);
+	ft_shm_key(w, 2, k3);
+	assert_true(k1[0] != k2[0] && k1[1] != k2[1]); /* order counts */
+	assert_true(k1[0] != k3[0] && k1[1] != k3[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(create_follow_last_removes),
+		cmocka_unit_test(election_race),
+		cmocka_unit_test(wait_timeout),
+		cmocka_unit_test(crash_swept),
+		cmocka_unit_test(untrusted),
+		cmocka_unit_test(trim),
+		cmocka_unit_test(keys),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
