@@ -3,7 +3,8 @@
 # the resident run and the side-stream baseline, then the library in memory
 # mode at each share of the decoder weights (SHARES, default 0.25 0.5 0.75)
 # in each block mode (MODES) and each FT_TRANSFER_COMPRESSION (COMPRESS,
-# default none; a coded run's label is MODE+COMPRESSION), then the table (OUT/bench.md) and the plot
+# default none; a coded run's label is MODE+COMPRESSION; BENCH_FT="FT_X=v ..."
+# adds settings to every library run, BENCH_LABEL=@name to their labels), then the table (OUT/bench.md) and the plot
 # (OUT/bench.png).  A benchmark, not a test: run it on the GPU machine.
 # usage: bench-offload.sh <libflextensor.so> <output dir>
 set -u
@@ -24,13 +25,14 @@ for share in ${SHARES:-0.25 0.5 0.75}; do
 	done); do
 		mode=${run%%+*} z=none
 		[ "$run" = "$mode" ] || z=${run#*+}
+		run="$run${BENCH_LABEL:-}"
 		tag="$run-$share"
 		# BENCH_TRACE=1 keeps each library run's FT_TRACE beside its log
 		trace=none
 		[ "${BENCH_TRACE:-0}" = 1 ] && trace="$out/$tag.trace.jsonl"
 		env LD_PRELOAD="$lib" FT_ENABLED=1 FT_MAX_GPU_MEM_FRACTION="$f" FT_TRANSFER_MODE="$mode" \
 			FT_TRANSFER_COMPRESSION="$z" FT_TRACE="$trace" \
-			FT_PROFILING_ITERS=3 FT_LOG_LEVEL=info FT_ENABLE_DIAGNOSTICS=1 \
+			FT_PROFILING_ITERS=3 FT_LOG_LEVEL=info FT_ENABLE_DIAGNOSTICS=1 ${BENCH_FT:-} \
 			timeout "${BENCH_TIMEOUT:-900}" "$py" "$bench" lib "$out" "$share" "$run" \
 			2>"$out/$tag.log"
 		rc=$?

@@ -49,7 +49,8 @@ STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_misses
          "plan_budget_bytes", "vmm_host_bytes", "vmm_migrated_bytes", "offload_demoted",
          "offload_tails", "offload_conflicts", "offload_roaming_refs", "refs_stale",
          "hidden_readers", "offload_store_bytes", "offload_coded_traps",
-         "shm_created_bytes", "shm_attached_bytes")
+         "shm_created_bytes", "shm_attached_bytes", "nvme_bytes", "nvme_reads",
+         "nvme_read_bytes", "nvme_read_ns", "nvme_misses")
 
 
 def median(v):
@@ -382,7 +383,7 @@ def report(out):
                 continue
             t = slice(*w["timed"])
             ms = median(w["ms"][t])
-            floor = r["offloaded"] / r["bw"] * 1e3
+            floor = max(r["offloaded"] / r["bw"] * 1e3, disk_floor(r))
             ratio = ms / max(res_ms, floor)
             same = torch.equal(w["logits"].view(torch.int32), base["logits"].view(torch.int32))
             inference = r["kind"] == "baseline" or all(p == 2 for p in w["phases"][t])
@@ -400,6 +401,13 @@ def report(out):
                 f"{median(w['copied'][t]) / 1e9:.2f} | {median(w['misses'][t]):.0f} | "
                 f"{store(r)} | {'yes' if same else 'NO'}"
                 f"{'' if inference else ' (not in INFERENCE)'} |")
+    for r in runs:
+        if disk_rate(r):
+            lines.append(f"- {r['kind']} {r['share']}: {r['stats']['nvme_bytes'] / 1e9:.2f} GB of "
+                         f"the store in the NVMe tier's file, read at {disk_rate(r) / 1e9:.2f} GB/s "
+                         f"(the link: {r['bw'] / 1e9:.1f} GB/s), {r['stats']['nvme_misses']} "
+                         f"reads waited for; its floor counts the disk: max(offloaded / link, "
+                         f"file bytes / disk)")
     lines += ["", "ratio = forward / max(resident forward, offloaded bytes / H2D bandwidth "
               "measured in the same process); forward = median of the timed forwards (decode: "
               f"the last {DECODE_TIMED} of {DECODE_STEPS} steps; prefill: {PREFILL_REPS} after "
@@ -412,6 +420,18 @@ def report(out):
     except ImportError:
         print("matplotlib is missing: no plot")
     return 0 if ok else 1
+
+
+def disk_rate(r):
+    """The NVMe tier's reads, bytes/s as its reader thread saw them (0: none)."""
+    st = r.get("stats", {})
+    return st["nvme_read_bytes"] / st["nvme_read_ns"] * 1e9 if st.get("nvme_read_ns") else 0
+
+
+def disk_floor(r):
+    """ms a pass needs to read the NVMe tier's traps at the disk's rate."""
+    rate = disk_rate(r)
+    return r["stats"]["nvme_bytes"] / rate * 1e3 if rate else 0
 
 
 def store(r):

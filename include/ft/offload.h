@@ -102,6 +102,10 @@ struct ft_off_config {
 					       of the segment's key */
 	struct ft_gpu *sums;                /* checksums of the weights to key and
 					       check it by (the learning's) */
+	/* FT_NVME_OFFLOAD_ENABLED: the traps beyond nvme_host_bytes of host
+	 * store keep it in a file in nvme_dir; NULL: host memory only */
+	const char *nvme_dir;
+	uint64_t nvme_align, nvme_host_bytes;
 };
 
 /* A new engine, inactive (every call passes through): NULL when out of

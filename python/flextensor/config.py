@@ -27,6 +27,10 @@ FIELDS = {
     "shm_enabled": False,
     "shm_namespace": None,
     "shm_wait_timeout": 0.0,
+    "nvme_offload_enabled": False,
+    "nvme_offload_path": None,
+    "nvme_transfer_mode": "posix",
+    "nvme_alignment_bytes": 4096,
     # this library's own options (FT_* of the same name)
     "graph_copy": "memcpy",
     "graph_paging": "instantiate",
@@ -38,14 +42,14 @@ FIELDS = {
     "log_file": None,
     "trace": None,
     "shm_dir": "/dev/shm",
+    "nvme_host_bytes": 0,
 }
 
 # upstream fields the library refuses (it says why: FT_<NAME> is not
 # supported ...), passed to it so that the message is its own
 REFUSED = (
     "pinned_memory_mode", "external_compile", "enable_instrumentation", "instrumentation_output_dir",
-    "nvme_offload_enabled", "nvme_offload_path", "nvme_transfer_mode",
-    "nvme_alignment_bytes", "unified_memory", "include_patterns", "exclude_patterns",
+    "unified_memory", "include_patterns", "exclude_patterns",
     "profile_mode",
 )
 

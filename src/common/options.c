@@ -621,6 +621,20 @@ static void cross_check(struct loader *l)
 		fail(l, "FT_GRAPH_COPY=kernel needs FT_PINNED_MEMORY=1 (a copy kernel reads "
 		     "only page-locked host memory, and graphs are paged only from it): "
 		     "unset one of them");
+	if (o->nvme_offload_enabled && !o->nvme_offload_path)
+		fail(l, "FT_NVME_OFFLOAD_ENABLED=1 needs FT_NVME_OFFLOAD_PATH (a directory on a local "
+		     "disk for the file of traps beyond FT_NVME_HOST_BYTES): set it, or unset "
+		     "FT_NVME_OFFLOAD_ENABLED");
+	if (o->nvme_alignment_bytes & (o->nvme_alignment_bytes - 1))
+		fail(l, "FT_NVME_ALIGNMENT_BYTES=%ld is not a power of two (the disk's block size, "
+		     "4096 on most): set 512, 4096, ...", o->nvme_alignment_bytes);
+	if (o->nvme_offload_enabled && o->shm_enabled)
+		fail(l, "FT_NVME_OFFLOAD_ENABLED=1 and FT_SHM_ENABLED=1 cannot be used together yet (a "
+		     "shared store is in host memory only): unset one of them");
+	if (o->nvme_offload_enabled && o->graph_paging == FT_GP_CAPTURE)
+		fail(l, "FT_NVME_OFFLOAD_ENABLED=1 cannot serve FT_GRAPH_PAGING=capture (its loads go "
+		     "into the capture as it is made, and a capture can neither read a file nor move a "
+		     "trap to host memory): use FT_GRAPH_PAGING=instantiate, the default");
 	if (o->trace && !o->enabled)
 		fail(l, "FT_TRACE=%s needs FT_ENABLED=1 (with FT_ENABLED=0 the "
 		     "library observes nothing, so there would be nothing to trace): set "

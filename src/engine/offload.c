@@ -167,6 +167,7 @@ void ft_off_movable(struct ft_vmm *vmm, const struct ft_off_weight *w, uint32_t 
 static void release_all(struct ft_offload *o)
 {
 	const struct ft_real *r = o->real;
+	ft_off_disk_release(o); /* its reader reads the traps */
 	ft_off_codec_release(o);
 	for (uint32_t t = 0; o->t && t < o->ntraps; t++) {
 		free(o->t[t].runs);
@@ -268,13 +269,16 @@ void ft_off_after_fork(struct ft_offload *o)
 	if (o) {
 		o->active = 0;
 		ft_shm_drop(&o->shm); /* the parent's: its lock stays the parent's */
+		ft_off_disk_after_fork(o);
 	}
 }
 
 void ft_off_exit(struct ft_offload *o)
 {
-	if (o)
-		ft_shm_close(&o->shm);
+	if (!o)
+		return;
+	ft_shm_close(&o->shm);
+	ft_off_disk_stop(o); /* (loads read the file themselves from here on) */
 }
 
 void ft_off_destroy(struct ft_offload *o)
@@ -310,6 +314,9 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->shm_ns = c->shm_ns;
 	o->shm_wait = c->shm_wait;
 	o->shm_settings = ft_off_text_key(c->shm_settings);
+	o->nvme_dir = c->nvme_dir;
+	o->nvme_align = c->nvme_align ? c->nvme_align : 4096;
+	o->nvme_host_bytes = c->nvme_host_bytes;
 	o->sums_gpu = c->sums;
 	o->chunk = vmm->chunk;
 	o->cur = -1;
@@ -461,6 +468,56 @@ static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *w
 	return coded;
 }
 
+/* FT_NVME_OFFLOAD_ENABLED: on[t] for the traps (offloaded, not mapped
+ * from a shared store) whose store goes to the file, so that the host
+ * holds at most nvme_host_bytes of store; spread over the pass (the reader
+ * reads one while the copies of the traps between run).  Returns the
+ * largest one's bytes, 0 for none. */
+static size_t disk_traps(struct ft_offload *o, unsigned char *on)
+{
+	uint64_t total = 0, held = 0, want, done = 0, sofar = 0;
+	size_t most = 0;
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		if (o->t[t].block >= 0 && !o->t[t].host)
+			total += (uint64_t)o->t[t].nchunks * o->chunk;
+	want = total > o->nvme_host_bytes ? total - o->nvme_host_bytes : 0;
+	for (uint32_t t = 0; want && t < o->ntraps; t++) {
+		const struct ft_off_trap *x = &o->t[t];
+		if (x->block < 0 || x->host)
+			continue;
+		uint64_t b = (uint64_t)x->nchunks * o->chunk;
+		sofar += b;
+		/* the disk's share of the traps so far, rounded to whole traps */
+		if ((double)done + (double)b / 2 <= (double)want * (double)sofar / (double)total) {
+			on[t] = 1;
+			done += b;
+		} else {
+			held += b;
+		}
+	}
+	for (uint32_t t = o->ntraps; t-- > 0 && held > o->nvme_host_bytes;)
+		if (o->t[t].block >= 0 && !o->t[t].host && !on[t]) {
+			on[t] = 1;
+			held -= (uint64_t)o->t[t].nchunks * o->chunk;
+		}
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		if (on[t] && o->t[t].nchunks * o->chunk > most)
+			most = o->t[t].nchunks * o->chunk;
+	return most;
+}
+
+/* Trap t's store into the NVMe tier's file, through its first ring buffer. */
+static int spill(struct ft_offload *o, uint32_t t, char *why, uint32_t len)
+{
+	struct ft_off_trap *x = &o->t[t];
+	unsigned char *bounce = ft_off_disk_bounce(o);
+	if (o->gpu && !(x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))
+		NO("out of memory");
+	if (read_runs(o, x, bounce))
+		NO("cannot copy trap %u to the host", t);
+	return ft_off_disk_spill(o, (int)t, bounce, why, len);
+}
+
 int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 {
 	const struct ft_real *r = o->real;
@@ -471,11 +528,20 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 	unsigned char *bounce = NULL;
 	uint64_t t0 = now_ns();
 	uint32_t coded = 0;
-	uint64_t raw = 0; /* offloaded bytes the store codes */
+	uint64_t raw = 0, disk = 0; /* offloaded bytes the store codes; in the file */
 	/* FT_SHM_ENABLED: traps mapped from the segment another process filled */
 	uint32_t mapped = ft_off_shm_begin(o), off = 0;
 	for (uint32_t t = 0; t < o->ntraps; t++)
 		off += o->t[t].block >= 0;
+	/* FT_NVME_OFFLOAD_ENABLED: the traps beyond the host's share go to a file */
+	unsigned char *on = o->nvme_dir ? calloc(o->ntraps + 1, 1) : NULL;
+	size_t most_disk = on ? disk_traps(o, on) : 0;
+	if (o->nvme_dir && !on)
+		FAIL("out of memory");
+	if (most_disk && ft_off_disk_init(o, most_disk, why, len)) {
+		free(on);
+		goto fail;
+	}
 	if (o->codec && mapped < off) {
 		/* coded stores: each trap is read into one pinned buffer and
 		 * coded from it; only the image is kept */
@@ -489,17 +555,36 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 	}
 	for (uint32_t t = 0; t < o->ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];
-		int rc = x->block < 0 || x->host ? 0 : fill(o, t, bounce, why, len);
+		int rc = x->block < 0 || x->host ? 0
+			 : on && on[t]		 ? spill(o, t, why, len)
+						 : fill(o, t, bounce, why, len);
 		if (rc < 0) {
 			if (bounce)
 				r->cuMemFreeHost(bounce);
+			free(on);
 			goto fail;
 		}
 		if (x->block < 0)
 			continue;
 		coded += x->z.data != NULL;
 		raw += x->nchunks * o->chunk;
-		o->store_bytes += x->z.data ? x->z.bytes : x->nchunks * o->chunk;
+		if (x->disk_bytes)
+			disk += x->disk_bytes;
+		else
+			o->store_bytes += x->z.data ? x->z.bytes : x->nchunks * o->chunk;
+	}
+	free(on);
+	if (disk) {
+		if (ft_off_disk_start(o)) {
+			if (bounce)
+				r->cuMemFreeHost(bounce);
+			FAIL("cannot start the NVMe tier's reader thread");
+		}
+		FT_STAT_ADD(o->stats, nvme_bytes, disk);
+		ft_info("FT_NVME_OFFLOAD_ENABLED: %.1f MiB of the store in a file in %s, %.1f MiB in "
+			"host memory (FT_NVME_HOST_BYTES=%llu) and a ring of 3 x %.1f MiB",
+			(double)disk / 1048576.0, o->nvme_dir, (double)o->store_bytes / 1048576.0,
+			(unsigned long long)o->nvme_host_bytes, (double)most_disk / 1048576.0);
 	}
 	ft_off_shm_end(o);
 	if (bounce) {

@@ -156,11 +156,12 @@ int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from)
 }
 
 /* FT_VERIFY's sum of the store's raw bytes [at, at + n) of trap t (a coded
- * store is decoded for it; 0 when memory runs out: a false alarm later). */
+ * store is decoded for it, one in the NVMe tier's file read; 0 when memory
+ * runs out: a false alarm later). */
 static uint64_t part_sum(const struct ft_offload *o, int t, size_t at, size_t n)
 {
 	const struct ft_off_trap *x = &o->t[t];
-	if (!x->z.data)
+	if (!x->z.data && !x->disk_bytes)
 		return ft_off_host_checksum(x->host + at, n);
 	unsigned char *raw = malloc(n);
 	uint64_t sum = 0;

@@ -218,7 +218,9 @@ void ft_off_store_read(const struct ft_offload *o, int t, size_t off, size_t n, 
 	const struct ft_off_trap *x = &o->t[t];
 	if (x->z.data)
 		ft_z_read(&x->z, off, n, out);
-	else
+	else if (x->disk_bytes && ft_off_disk_read(o, t, off, n, out))
+		memset(out, 0, n); /* (a false alarm of FT_VERIFY's, at worst) */
+	else if (!x->disk_bytes)
 		memcpy(out, x->host + off, n);
 }
 
@@ -226,12 +228,13 @@ void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdevic
 {
 	const struct ft_real *r = o->real;
 	struct ft_off_trap *x = &o->t[t];
-	if (!x->z.data) {
+	if (!x->z.data && !x->disk_bytes) {
 		if (r->cuMemcpyHtoD_v2(dst, x->host + off, n))
 			stuck(o, t);
 		return;
 	}
-	/* a chunk at a time: no large host buffer needed */
+	/* a chunk at a time (decoded, or read from the NVMe tier's file):
+	 * no large host buffer needed */
 	unsigned char *buf = malloc(FT_Z_CHUNK);
 	if (!buf) {
 		stuck(o, t);
@@ -239,7 +242,12 @@ void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdevic
 	}
 	for (size_t done = 0; done < n; done += FT_Z_CHUNK) {
 		size_t m = n - done < FT_Z_CHUNK ? n - done : FT_Z_CHUNK;
-		ft_z_read(&x->z, off + done, m, buf);
+		if (x->disk_bytes && ft_off_disk_read(o, t, off + done, m, buf)) {
+			stuck(o, t);
+			break;
+		}
+		if (!x->disk_bytes)
+			ft_z_read(&x->z, off + done, m, buf);
 		if (r->cuMemcpyHtoD_v2(dst + done, buf, m)) {
 			stuck(o, t);
 			break;

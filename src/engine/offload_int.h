@@ -42,6 +42,10 @@ struct ft_off_trap {
 	unsigned char *dead;                /* per run: its allocation was freed */
 	unsigned char *host;                /* the store: nchunks x chunk bytes, or
 					       z's image when coded */
+	uint64_t disk_off, disk_bytes;      /* the store is in the NVMe tier's file
+					       (disk_bytes of it, raw, at disk_off; host
+					       is a ring buffer while a load copies from
+					       it); 0: not */
 	size_t shm_len;                     /* host is mapped from the shared segment
 					       (this many bytes, at shm_off); 0: private */
 	uint64_t shm_off;
@@ -153,6 +157,11 @@ struct ft_offload {
 	uint64_t *shm_sums;
 	uint32_t nsums;
 	int shm_full;                       /* the creator could not add to it: not shared */
+	/* FT_NVME_OFFLOAD_ENABLED (offload_disk.c): NULL, no NVMe tier */
+	struct ft_off_disk *disk;
+	const char *nvme_dir;               /* NULL: off */
+	size_t nvme_align;
+	uint64_t nvme_host_bytes;
 	uint32_t nw;
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
 	int cur;                            /* trap of the latest launch that read one */
@@ -236,6 +245,31 @@ uint64_t ft_off_text_key(const char *text);
 unsigned char *ft_off_store_alloc(struct ft_offload *o, struct ft_off_trap *x, size_t n);
 void ft_off_store_free(struct ft_offload *o, struct ft_off_trap *x, void *p);
 void ft_off_shm_end(struct ft_offload *o);
+
+/* The NVMe tier (offload_disk.c).  Set up (file, ring of pinned buffers
+ * for traps of at most most bytes), or -1 with why; a trap's store written
+ * to the file from raw (the ring's first buffer serves staging:
+ * ft_off_disk_bounce); the reader started once staging is over, stopped
+ * (at exit: loads read the file themselves then), not in a forked child
+ * (it is the parent's); released.
+ * A load takes the ring buffer holding trap t (read there and then when
+ * the reader is behind; NULL when the file cannot be read) and gives it
+ * back after the copies it enqueued on cs.  The pass's position for the
+ * reader.  Bytes [off, off + n) of t's store read from the file.  Trap t
+ * moved to host memory for good (a graph copies it): 0, or -1. */
+int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len);
+unsigned char *ft_off_disk_bounce(struct ft_offload *o);
+int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *raw, char *why,
+		      uint32_t len);
+int ft_off_disk_start(struct ft_offload *o);
+void ft_off_disk_stop(struct ft_offload *o);
+void ft_off_disk_after_fork(struct ft_offload *o);
+void ft_off_disk_release(struct ft_offload *o);
+unsigned char *ft_off_disk_get(struct ft_offload *o, int t);
+void ft_off_disk_put(struct ft_offload *o, int t, CUstream cs);
+void ft_off_disk_ahead(struct ft_offload *o, int cur);
+int ft_off_disk_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out);
+int ft_off_disk_promote(struct ft_offload *o, int t);
 
 /* Timing (offload_timing.c).  Trap t's events where the executor works
  * now: the timed capture's, else the eager passes'. */

@@ -350,6 +350,9 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 			"a private store");
 		shm = 0;
 	}
+	if (L->env.opt->nvme_offload_enabled && L->env.opt->nvme_transfer_mode == FT_NVME_CUFILE)
+		ft_warn("FT_NVME_TRANSFER_MODE=cufile: GPUDirect Storage is not implemented in "
+			"libflextensor; the NVMe tier reads with pread into pinned buffers (posix)");
 	/* the segment is one per model and these settings */
 	char settings[512];
 	plan_settings(L, settings, sizeof(settings));
@@ -364,6 +367,9 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 		.shm_dir = shm ? L->env.opt->shm_dir : NULL, .shm_ns = L->env.opt->shm_namespace,
 		.shm_wait = L->env.opt->shm_wait_timeout, .shm_settings = settings,
 		.sums = shm ? &L->gpu : NULL,
+		.nvme_dir = L->env.opt->nvme_offload_enabled ? L->env.opt->nvme_offload_path : NULL,
+		.nvme_align = (uint64_t)L->env.opt->nvme_alignment_bytes,
+		.nvme_host_bytes = (uint64_t)L->env.opt->nvme_host_bytes,
 	};
 	char why[256];
 	if (ft_off_init(L->env.off, &c, block, p->ntraps, nblocks, w, L->nwmap, why, sizeof(why)) ||

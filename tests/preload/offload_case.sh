@@ -47,7 +47,9 @@
 # profile.rank<r>.json (two_ranks); a coded store gives the same outputs
 # eagerly in each block mode (zip-*), in graphs and substitutes (zip-mixed,
 # zip-early); two processes share one host store (shm, shm-zip, shm-verify)
-# and one refuses a damaged one (shm-damaged).
+# and one refuses a damaged one (shm-damaged); the NVMe tier reads the traps
+# beyond the host's share from a file (nvme, nvme-raw, nvme-verify,
+# nvme-pieces, nvme-early).
 # usage: offload_case.sh <libflextensor.so> <offload> <case>
 set -u
 . "$(dirname "$0")/trace_stat.sh"
@@ -243,6 +245,41 @@ shm-damaged)
 	is shm-b shm_created_bytes -eq 0
 	logs shm-b "FT_SHM_ENABLED: .*: its bytes differ from what was stored"
 	is shm-a shm_created_bytes -gt 0
+	;;
+nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early)
+	# FT_NVME_OFFLOAD_ENABLED: the traps beyond FT_NVME_HOST_BYTES (half
+	# of the store; none with nvme-verify) are read from a file ahead of
+	# their copies: the plain outputs, eagerly in each block mode, with
+	# FT_VERIFY, with PIECEWISE graphs paged at their launch boundaries
+	# (read from the file as eager loads are); a graph captured before the
+	# plan copies its traps inside itself: they move to host memory
+	# (promoted).  The file has no name: nothing is left in the directory.
+	w="" m=allocation_block_transfer h=30000000 v=0
+	case $case in
+	nvme-raw) m=raw_block_transfer ;;
+	nvme-verify) h=0 v=1 ;;
+	nvme-pieces) w=pieces ;;
+	nvme-early) w=early ;;
+	esac
+	plain "plain$w" $w
+	mkdir -p "$tmp/nvme"
+	run "$case" "$w" FT_TRANSFER_MODE=$m FT_NVME_OFFLOAD_ENABLED=1 FT_NVME_OFFLOAD_PATH="$tmp/nvme" \
+		FT_NVME_HOST_BYTES=$h FT_VERIFY=$v
+	same "plain$w" "$case"
+	is "$case" nvme_bytes -gt 0
+	is "$case" offload_stuck -eq 0
+	[ "$(($(stat "$case" nvme_bytes) + $(stat "$case" offload_store_bytes)))" = \
+		"$(stat "$case" offloaded_bytes)" ] || no "$case: the file and the host do not hold the store"
+	is "$case" offload_store_bytes -le "$h"
+	[ "$v" = 1 ] && is "$case" verify_failures -eq 0
+	if [ "$w" = early ]; then
+		is "$case" nvme_promoted -gt 0
+	else
+		is "$case" nvme_reads -gt 0
+		is "$case" nvme_promoted -eq 0
+	fi
+	[ -z "$(ls "$tmp/nvme")" ] || no "$case: files left in FT_NVME_OFFLOAD_PATH"
+	echo "$case: $(stat "$case" nvme_bytes) bytes in the file, $(stat "$case" nvme_reads) reads, $(stat "$case" nvme_misses) misses, $(stat "$case" nvme_promoted) promoted"
 	;;
 mixed-kernel)
 	# the same with FT_GRAPH_COPY=kernel: the copies captured into the

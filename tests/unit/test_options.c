@@ -116,8 +116,9 @@ static void refusals(void **state)
 					 "remove it" },
 		{ "FT_SHM_NAMESPACE=../x", "expected a name of 1 to 64 letters" },
 		{ "FT_SHM_WAIT_TIMEOUT=-1", "expected a number from 0 and at most" },
-		{ "FT_NVME_OFFLOAD_ENABLED=1", "FT_NVME_OFFLOAD_ENABLED is not supported: it turns on "
-					       "upstream's NVMe offload" },
+		{ "FT_NVME_OFFLOAD_ENABLED=1", "FT_NVME_OFFLOAD_ENABLED=1 needs FT_NVME_OFFLOAD_PATH" },
+		{ "FT_NVME_ALIGNMENT_BYTES=3000", "FT_NVME_ALIGNMENT_BYTES=3000 is not a power of two" },
+		{ "FT_NVME_TRANSFER_MODE=gds", "expected one of posix, cufile" },
 		{ "FT_CONFIG_FILE=/nonexistent/ft.ini", "cannot open the file" },
 		/* strict numbers: what strtol/strtod would also have taken */
 		{ "FT_NUM_BLOCKS= 4", "FT_NUM_BLOCKS= 4 is not valid: expected a whole number" },
@@ -178,6 +179,18 @@ static void cross_checks(void **state)
 	char *e10[] = { "FT_TRANSFER_COMPRESSION=none", NULL };
 	assert_int_equal(load(&o, &m, e10), 0);
 	assert_int_equal(o.transfer_compression, FT_TC_NONE);
+	/* the NVMe tier: not with a shared store, nor with loads made in
+	 * captures */
+	char *e11[] = { "FT_NVME_OFFLOAD_ENABLED=1", "FT_NVME_OFFLOAD_PATH=/tmp", "FT_SHM_ENABLED=1",
+			NULL };
+	assert_int_equal(load(&o, &m, e11), 1);
+	assert_non_null(strstr(m.text[0], "cannot be used together yet"));
+	char *e12[] = { "FT_NVME_OFFLOAD_ENABLED=1", "FT_NVME_OFFLOAD_PATH=/tmp",
+			"FT_GRAPH_PAGING=capture", NULL };
+	assert_int_equal(load(&o, &m, e12), 1);
+	assert_non_null(strstr(m.text[0], "cannot serve FT_GRAPH_PAGING=capture"));
+	char *e13[] = { "FT_NVME_OFFLOAD_ENABLED=1", "FT_NVME_OFFLOAD_PATH=/tmp", NULL };
+	assert_int_equal(load(&o, &m, e13), 0);
 	char *e7[] = { "FT_GRAPH_COPY=kernel", NULL };
 	assert_int_equal(load(&o, &m, e7), 0);
 	assert_int_equal(o.graph_copy, FT_GC_KERNEL);

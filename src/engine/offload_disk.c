@@ -1,0 +1,450 @@
+/*
+ * The NVMe tier (FT_NVME_OFFLOAD_ENABLED): the offloaded traps beyond
+ * FT_NVME_HOST_BYTES keep their store (raw) in a file without a name in
+ * FT_NVME_OFFLOAD_PATH, at aligned offsets, written once when the plan is
+ * applied; their host store is a ring of pinned buffers.  A reader thread
+ * keeps the next traps of the file after the pass's position (which the
+ * executor tells it) read into the ring, cyclically, reusing a buffer only
+ * once the copy that read it last is done; a load of such a trap takes its
+ * buffer (reading it there and then when the reader is behind: a miss),
+ * copies from it, and gives it back with an event after the copy.  A graph
+ * cannot read a file: a trap loaded inside a capture (a substitute) moves
+ * to host memory for good first (promoted).  Bringing a trap back, and
+ * FT_VERIFY's sums of parts of it, read the file directly.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ft/log.h"
+#include "offload_int.h"
+
+#define SLOTS 3
+
+enum { EMPTY, READING, FILLED };
+
+struct slot {
+	unsigned char *buf;                 /* pinned, cap bytes */
+	int trap;                           /* whose bytes it holds (or is reading), -1 */
+	int state;
+	int held;                           /* a load copies from it */
+	int used;                           /* done was recorded after a copy from it */
+	CUevent done;
+};
+
+struct ft_off_disk {
+	int fd;
+	int direct;                         /* O_DIRECT */
+	size_t align, cap;
+	uint64_t end;                       /* of the file */
+	struct slot slot[SLOTS];
+	unsigned char *on;                  /* per trap: its store is in the file */
+	uint32_t ntraps;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t reader;
+	int started, stop;
+	int cur;                            /* the pass's position, from the executor */
+	const struct ft_real *real;
+	struct ft_offload *o;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static size_t up(size_t n, size_t a)
+{
+	return (n + a - 1) / a * a;
+}
+
+/* Trap t's store bytes [off, off + n) from the file into buf (aligned
+ * where the file is read directly): 0, or -1. */
+static int pread_all(struct ft_off_disk *d, const struct ft_off_trap *x, size_t off, size_t n,
+		     unsigned char *buf)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t k = pread(d->fd, buf + done, n - done, (off_t)(x->disk_off + off + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		done += (size_t)k;
+	}
+	return 0;
+}
+
+/* A whole trap into a ring buffer (its aligned length: O_DIRECT reads
+ * whole blocks). */
+static int read_trap(struct ft_offload *o, int t, unsigned char *buf)
+{
+	struct ft_off_disk *d = o->disk;
+	const struct ft_off_trap *x = &o->t[t];
+	uint64_t t0 = now_ns();
+	int rc = pread_all(d, x, 0, up(x->disk_bytes, d->align), buf);
+	FT_STAT_INC(o->stats, nvme_reads);
+	FT_STAT_ADD(o->stats, nvme_read_bytes, x->disk_bytes);
+	FT_STAT_ADD(o->stats, nvme_read_ns, now_ns() - t0);
+	return rc;
+}
+
+static int find(const struct ft_off_disk *d, int t)
+{
+	for (int s = 0; s < SLOTS; s++)
+		if (d->slot[s].trap == t && d->slot[s].state != EMPTY)
+			return s;
+	return -1;
+}
+
+/* The next traps of the file after the pass's position, cyclically: as
+ * many as the ring holds, less the one a load may be copying from. */
+static int wanted(const struct ft_off_disk *d, int t)
+{
+	uint32_t n = d->ntraps, seen = 0, from = d->cur < 0 ? n - 1 : (uint32_t)d->cur;
+	for (uint32_t step = 1; step <= n && seen < SLOTS - 1; step++) {
+		uint32_t k = (from + step) % n;
+		if (!d->on[k])
+			continue;
+		if ((int)k == t)
+			return 1;
+		seen++;
+	}
+	return 0;
+}
+
+/* A buffer that may be refilled with trap t: free, or holding a trap not
+ * wanted soon, not being copied from, its last copy done; with force (a
+ * load that needs t now) also one holding a wanted trap, or whose last
+ * copy may still run (the caller waits for it); -1 none.  Under d->mu. */
+static int victim(struct ft_off_disk *d, int t, int force)
+{
+	const struct ft_real *r = d->real;
+	for (int pass = 0; pass < 1 + force; pass++)
+		for (int s = 0; s < SLOTS; s++) {
+			struct slot *x = &d->slot[s];
+			if (x->held || x->state == READING)
+				continue;
+			if (pass == 0 && x->state == FILLED && x->trap != t && wanted(d, x->trap))
+				continue;
+			if (x->used && !force && r->cuEventQuery(x->done) != CUDA_SUCCESS)
+				continue;
+			return s;
+		}
+	return -1;
+}
+
+static void *reader(void *arg)
+{
+	struct ft_off_disk *d = arg;
+	struct ft_offload *o = d->o;
+	pthread_mutex_lock(&d->mu);
+	while (!d->stop) {
+		/* the first wanted trap not in the ring, and a buffer for it */
+		int t = -1, s = -1;
+		uint32_t n = d->ntraps, from = d->cur < 0 ? n - 1 : (uint32_t)d->cur, seen = 0;
+		for (uint32_t step = 1; step <= n && seen < SLOTS - 1 && t < 0; step++) {
+			uint32_t k = (from + step) % n;
+			if (!d->on[k])
+				continue;
+			seen++;
+			if (find(d, (int)k) < 0 && (s = victim(d, (int)k, 0)) >= 0)
+				t = (int)k;
+		}
+		if (t < 0) {
+			/* nothing to do, or a buffer's copy still runs: a look
+			 * again soon (the executor signals position changes) */
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_nsec += 2 * 1000 * 1000;
+			if (ts.tv_nsec >= 1000000000) {
+				ts.tv_sec++;
+				ts.tv_nsec -= 1000000000;
+			}
+			pthread_cond_timedwait(&d->cv, &d->mu, &ts);
+			continue;
+		}
+		struct slot *x = &d->slot[s];
+		x->trap = t;
+		x->state = READING;
+		pthread_mutex_unlock(&d->mu);
+		int rc = read_trap(o, t, x->buf);
+		pthread_mutex_lock(&d->mu);
+		x->state = rc ? EMPTY : FILLED;
+		if (rc) {
+			x->trap = -1;
+			ft_error_once("FT_NVME_OFFLOAD_ENABLED: cannot read trap %d from the file: %s", t,
+				      strerror(errno));
+		}
+		pthread_cond_broadcast(&d->cv);
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+unsigned char *ft_off_disk_get(struct ft_offload *o, int t)
+{
+	struct ft_off_disk *d = o->disk;
+	pthread_mutex_lock(&d->mu);
+	for (int tries = 0;; tries++) {
+		int s = find(d, t);
+		if (s >= 0 && d->slot[s].state == FILLED) {
+			d->slot[s].held = 1;
+			pthread_mutex_unlock(&d->mu);
+			return d->slot[s].buf;
+		}
+		if (s >= 0) { /* being read */
+			pthread_cond_wait(&d->cv, &d->mu);
+			continue;
+		}
+		/* a miss: the reader is behind, or the load is out of turn */
+		if (tries > 1000)
+			break;
+		if ((s = victim(d, t, 1)) < 0) {
+			pthread_cond_wait(&d->cv, &d->mu);
+			continue;
+		}
+		struct slot *x = &d->slot[s];
+		x->trap = t;
+		x->state = READING;
+		pthread_mutex_unlock(&d->mu);
+		if (x->used)
+			d->real->cuEventSynchronize(x->done); /* its last copy */
+		FT_STAT_INC(o->stats, nvme_misses);
+		int rc = read_trap(o, t, x->buf);
+		pthread_mutex_lock(&d->mu);
+		x->state = rc ? EMPTY : FILLED;
+		if (rc)
+			x->trap = -1;
+		pthread_cond_broadcast(&d->cv);
+		if (rc)
+			break;
+	}
+	pthread_mutex_unlock(&d->mu);
+	return NULL;
+}
+
+void ft_off_disk_put(struct ft_offload *o, int t, CUstream cs)
+{
+	struct ft_off_disk *d = o->disk;
+	pthread_mutex_lock(&d->mu);
+	int s = find(d, t);
+	if (s >= 0) {
+		ft_off_order(o, d->slot[s].done, cs);
+		d->slot[s].used = 1;
+		d->slot[s].held = 0;
+	}
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+}
+
+void ft_off_disk_ahead(struct ft_offload *o, int cur)
+{
+	struct ft_off_disk *d = o->disk;
+	if (!d || d->cur == cur)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->cur = cur;
+	pthread_cond_signal(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+}
+
+int ft_off_disk_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out)
+{
+	struct ft_off_disk *d = o->disk;
+	const struct ft_off_trap *x = &o->t[t];
+	if (!d->direct)
+		return pread_all(d, x, off, n, out);
+	/* O_DIRECT: whole aligned blocks through an aligned buffer */
+	size_t a = off / d->align * d->align, len = up(off + n, d->align) - a;
+	unsigned char *buf;
+	if (posix_memalign((void **)&buf, d->align, len))
+		return -1;
+	int rc = pread_all(d, x, a, len, buf);
+	if (!rc)
+		memcpy(out, buf + (off - a), n);
+	free(buf);
+	return rc;
+}
+
+int ft_off_disk_promote(struct ft_offload *o, int t)
+{
+	struct ft_off_disk *d = o->disk;
+	struct ft_off_trap *x = &o->t[t];
+	size_t bytes = x->disk_bytes;
+	unsigned char *p;
+	if (posix_memalign((void **)&p, 4096, up(bytes, d->align)))
+		return -1;
+	unsigned flags = o->copier ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
+	if (ft_off_disk_read(o, t, 0, bytes, p) ||
+	    (!o->pageable && o->real->cuMemHostRegister_v2(p, bytes, flags))) {
+		free(p);
+		return -1;
+	}
+	if (o->copier && (!o->real->cuMemHostGetDevicePointer_v2 ||
+			  o->real->cuMemHostGetDevicePointer_v2(&x->dhost, p, 0)))
+		x->dhost = 0;
+	pthread_mutex_lock(&d->mu);
+	d->on[t] = 0;
+	pthread_mutex_unlock(&d->mu);
+	x->host = p;
+	x->disk_bytes = 0;
+	FT_STAT_INC(o->stats, nvme_promoted);
+	ft_info("trap %d moves from the NVMe tier's file to host memory (%zu MiB): a CUDA graph "
+		"copies it inside itself, and a graph cannot read a file", t, bytes >> 20);
+	return 0;
+}
+
+/* The file, without a name: it goes with the process, also after a crash. */
+static int open_file(struct ft_off_disk *d, const char *dir)
+{
+	int flags = O_RDWR | O_CLOEXEC;
+	d->direct = 1;
+	d->fd = open(dir, flags | O_TMPFILE | O_DIRECT, 0600);
+	if (d->fd < 0) {
+		d->direct = 0;
+		d->fd = open(dir, flags | O_TMPFILE, 0600);
+	}
+	if (d->fd < 0) { /* no O_TMPFILE there: a name, removed at once */
+		char path[4200];
+		snprintf(path, sizeof(path), "%s/flextensor-nvme-XXXXXX", dir);
+		d->fd = mkostemp(path, O_CLOEXEC);
+		if (d->fd >= 0)
+			unlink(path);
+	}
+	return d->fd < 0 ? -1 : 0;
+}
+
+int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len)
+{
+	struct ft_off_disk *d = calloc(1, sizeof(*d));
+	if (!d || !(d->on = calloc(o->ntraps + 1, 1))) {
+		free(d);
+		snprintf(why, len, "out of memory");
+		return -1;
+	}
+	o->disk = d;
+	d->fd = -1;
+	d->o = o;
+	d->real = o->real;
+	d->ntraps = o->ntraps;
+	d->cur = -1;
+	d->align = o->nvme_align;
+	d->cap = up(most, d->align);
+	pthread_mutex_init(&d->mu, NULL);
+	pthread_cond_init(&d->cv, NULL);
+	if (open_file(d, o->nvme_dir)) {
+		snprintf(why, len, "FT_NVME_OFFLOAD_PATH=%s: cannot create a file there: %s", o->nvme_dir,
+			 strerror(errno));
+		return -1;
+	}
+	if (!d->direct)
+		ft_warn("FT_NVME_OFFLOAD_PATH=%s: the file system refuses O_DIRECT: the NVMe tier reads "
+			"through the page cache (which then holds copies of what it read)", o->nvme_dir);
+	/* aligned for O_DIRECT, pinned for the copies */
+	size_t a = d->align > 4096 ? d->align : 4096;
+	for (int s = 0; s < SLOTS; s++) {
+		struct slot *x = &d->slot[s];
+		x->trap = -1;
+		if (posix_memalign((void **)&x->buf, a, d->cap)) {
+			x->buf = NULL;
+		} else if (!o->pageable && o->real->cuMemHostRegister_v2(x->buf, d->cap, 0)) {
+			free(x->buf);
+			x->buf = NULL;
+		}
+		if (!x->buf || o->real->cuEventCreate(&x->done, CU_EVENT_DISABLE_TIMING)) {
+			snprintf(why, len, "cannot allocate the NVMe tier's %d pinned buffers of %zu MiB "
+				 "(host memory, or the locked-memory limit, ulimit -l)", SLOTS,
+				 d->cap >> 20);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+unsigned char *ft_off_disk_bounce(struct ft_offload *o)
+{
+	return o->disk->slot[0].buf;
+}
+
+int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *raw, char *why, uint32_t len)
+{
+	struct ft_off_disk *d = o->disk;
+	struct ft_off_trap *x = &o->t[t];
+	size_t bytes = (size_t)x->nchunks * o->chunk, n = up(bytes, d->align);
+	x->disk_off = d->end;
+	for (size_t done = 0; done < n;) {
+		ssize_t k = pwrite(d->fd, raw + done, n - done, (off_t)(d->end + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			snprintf(why, len, "cannot write trap %d to the NVMe tier's file in %s: %s", t,
+				 o->nvme_dir, k < 0 ? strerror(errno) : "short write");
+			return -1;
+		}
+		done += (size_t)k;
+	}
+	d->end += n;
+	x->disk_bytes = bytes;
+	d->on[t] = 1;
+	return 0;
+}
+
+int ft_off_disk_start(struct ft_offload *o)
+{
+	struct ft_off_disk *d = o->disk;
+	if (!d)
+		return 0;
+	if (pthread_create(&d->reader, NULL, reader, d))
+		return -1;
+	d->started = 1;
+	return 0;
+}
+
+void ft_off_disk_stop(struct ft_offload *o)
+{
+	struct ft_off_disk *d = o->disk;
+	if (!d || !d->started)
+		return;
+	pthread_mutex_lock(&d->mu);
+	d->stop = 1;
+	pthread_cond_broadcast(&d->cv);
+	pthread_mutex_unlock(&d->mu);
+	pthread_join(d->reader, NULL);
+	d->started = 0;
+}
+
+void ft_off_disk_after_fork(struct ft_offload *o)
+{
+	if (o->disk)
+		o->disk->started = 0; /* its reader is the parent's */
+}
+
+void ft_off_disk_release(struct ft_offload *o)
+{
+	struct ft_off_disk *d = o->disk;
+	if (!d)
+		return;
+	ft_off_disk_stop(o);
+	for (int s = 0; s < SLOTS; s++) {
+		if (d->slot[s].buf && !o->pageable)
+			o->real->cuMemHostUnregister(d->slot[s].buf);
+		free(d->slot[s].buf);
+		if (d->slot[s].done)
+			o->real->cuEventDestroy_v2(d->slot[s].done);
+	}
+	if (d->fd >= 0)
+		close(d->fd);
+	pthread_mutex_destroy(&d->mu);
+	pthread_cond_destroy(&d->cv);
+	free(d->on);
+	free(d);
+	o->disk = NULL;
+}
