@@ -106,6 +106,8 @@ struct ft_off_config {
 	 * store keep it in a file in nvme_dir; NULL: host memory only */
 	const char *nvme_dir;
 	uint64_t nvme_align, nvme_host_bytes;
+	double pass_ms;                     /* the plan's predicted pass (0: unknown):
+					       what the disk's reads are held against */
 };
 
 /* A new engine, inactive (every call passes through): NULL when out of

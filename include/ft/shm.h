@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_SHM_VERSION 2u
+#define FT_SHM_VERSION 3u
 #define FT_SHM_FILLING 0u
 #define FT_SHM_READY 1u
 #define FT_SHM_CREATOR 1
@@ -56,6 +56,7 @@ struct ft_shm_entry {
 	uint64_t sums;                      /* offset of nruns run checksums (of
 					       the weights the store holds) */
 	uint64_t store_sum;                 /* checksum of the store's bytes */
+	uint64_t desc_sum;                  /* of the descriptors (coded) */
 };
 
 struct ft_shm {
@@ -85,9 +86,10 @@ int ft_shm_write(struct ft_shm *s, const void *p, size_t n, uint64_t *off);
 int ft_shm_read(struct ft_shm *s, uint64_t off, void *out, size_t n);
 /* Creator: the table written, the segment READY, the lock shared: 0 or -1. */
 int ft_shm_publish(struct ft_shm *s, const struct ft_shm_entry *e, uint32_t n);
-/* Follower: [off, off + n) of the file mapped shared (read and write: the
- * driver pins it; nothing writes it), or NULL (outside the file). */
-void *ft_shm_map(struct ft_shm *s, uint64_t off, size_t n);
+/* Follower: [off, off + n) of the file mapped shared, read-only unless
+ * writable (a driver that cannot register read-only memory), or NULL
+ * (outside the file). */
+void *ft_shm_map(struct ft_shm *s, uint64_t off, size_t n, int writable);
 /* Creator: gives back [off, off + n) when it is the last part added (a
  * store that was not kept); else nothing. */
 void ft_shm_trim(struct ft_shm *s, uint64_t off, size_t n);

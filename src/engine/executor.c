@@ -154,6 +154,23 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	if (b->occupant >= 0 && o->t[b->occupant].z.data)
 		ft_off_wait(o, cs, b->ready);
 	b->nreaders = 0;
+	/* the NVMe tier: the ring buffer the reader filled; a graph, which
+	 * cannot read a file, gets the trap in host memory for good.  Where
+	 * neither can be, the block holds nothing (a later load tries again) */
+	unsigned char *ring = NULL;
+	if (x->disk_bytes && o->cap_id && ft_off_disk_promote(o, t))
+		ft_error_once("cannot move trap %d from the NVMe tier's file to host memory for a "
+			      "CUDA graph: that graph reads whatever its block holds", t);
+	if (x->disk_bytes && !o->cap_id && !(x->host = ring = ft_off_disk_get(o, t)))
+		ft_error_once("cannot read trap %d from the NVMe tier's file: launches that read it "
+			      "read whatever its block holds; run with FT_NVME_OFFLOAD_ENABLED=0", t);
+	if (!x->host) {
+		FT_STAT_INC(o->stats, offload_stuck);
+		b->occupant = -1;
+		return;
+	}
+	if (!o->cap_id && !ring)
+		ft_off_disk_loaded(o, t); /* the reader reads the file's traps after it */
 	int timing = ft_off_timing_now(o, o->cap_id != 0);
 	struct ft_off_tev *e = timing ? ft_off_tev(o, t) : NULL;
 	if (timing) {
@@ -161,23 +178,6 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		ft_off_record(o, e->ts[e->slot], cs);
 	}
 	CUstream rs = cs; /* the stream the block is ready on */
-	/* the NVMe tier: the ring buffer the reader filled; a graph, which
-	 * cannot read a file, gets the trap in host memory for good */
-	unsigned char *ring = NULL;
-	if (x->disk_bytes && o->cap_id && ft_off_disk_promote(o, t))
-		ft_error_once("cannot move trap %d from the NVMe tier's file to host memory for a "
-			      "CUDA graph: that graph reads whatever its block holds", t);
-	if (x->disk_bytes && !o->cap_id && !(x->host = ring = ft_off_disk_get(o, t))) {
-		FT_STAT_INC(o->stats, offload_stuck);
-		ft_error_once("cannot read trap %d from the NVMe tier's file: launches that read it "
-			      "read whatever its block holds; run with FT_NVME_OFFLOAD_ENABLED=0", t);
-		b->occupant = t;
-		return;
-	}
-	if (!x->host) {
-		b->occupant = t; /* (said above) */
-		return;
-	}
 	if (x->z.data) {
 		rs = ft_off_load_coded(o, t, cs);
 		if (timing) /* the copies' end: the decode's tail follows */
@@ -714,7 +714,6 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 		prefetch(o, cur, touched, nt);
 	o->cur = cur;
 	o->cur_stream = s;
-	ft_off_disk_ahead(o, cur);
 	/* The blocks it reads are its own until the launch is on its stream:
 	 * another thread's load into one records its release events there
 	 * only after it (ft_off_launched). */

@@ -258,10 +258,13 @@ void ft_off_sizes(const struct ft_offload *o, uint64_t *offloaded, uint64_t *blo
 
 void ft_off_fork(struct ft_offload *o, int done)
 {
-	if (o && !done)
+	if (o && !done) {
 		ft_off_lock(o);
-	else if (o)
+		ft_off_disk_lock(o, 1); /* (the reader's, which it may hold) */
+	} else if (o) {
+		ft_off_disk_lock(o, 0);
 		pthread_mutex_unlock(&o->lock);
+	}
 }
 
 void ft_off_after_fork(struct ft_offload *o)
@@ -317,6 +320,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->nvme_dir = c->nvme_dir;
 	o->nvme_align = c->nvme_align ? c->nvme_align : 4096;
 	o->nvme_host_bytes = c->nvme_host_bytes;
+	o->pass_ms = c->pass_ms;
 	o->sums_gpu = c->sums;
 	o->chunk = vmm->chunk;
 	o->cur = -1;
@@ -506,6 +510,33 @@ static size_t disk_traps(struct ft_offload *o, unsigned char *on)
 	return most;
 }
 
+/* The NVMe tier said: where the store is, and the disk's rate (read back
+ * from the file) against the plan's pass: the pass reads the file's bytes
+ * once, and cannot be shorter than that takes. */
+static void disk_said(struct ft_offload *o, uint64_t disk, size_t most)
+{
+	int first = -1;
+	for (uint32_t t = 0; t < o->ntraps && first < 0; t++)
+		if (o->t[t].disk_bytes)
+			first = (int)t;
+	double rate = first >= 0 ? ft_off_disk_rate(o, first) : 0;
+	ft_info("FT_NVME_OFFLOAD_ENABLED: %.1f MiB of the store in a file in %s, %.1f MiB in host "
+		"memory (FT_NVME_HOST_BYTES=%llu) and a ring of 3 x %.1f MiB%s",
+		(double)disk / 1048576.0, o->nvme_dir, (double)o->store_bytes / 1048576.0,
+		(unsigned long long)o->nvme_host_bytes, (double)most / 1048576.0,
+		rate ? "" : "; the file is read through the page cache (the disk's rate is not measured)");
+	if (!rate)
+		return;
+	double ms = (double)disk / rate * 1e3;
+	ft_info("FT_NVME_OFFLOAD_ENABLED: the disk read %.2f GB/s: the file's traps take %.1f ms "
+		"a pass to read (the plan's pass: %.1f ms)", rate / 1e9, ms, o->pass_ms);
+	if (o->pass_ms > 0 && ms > o->pass_ms * 1.05)
+		ft_warn("FT_NVME_OFFLOAD_ENABLED: reading the file's %.1f MiB takes %.1f ms a pass at "
+			"the %.2f GB/s the disk read, longer than the plan's pass (%.1f ms): passes run "
+			"at the disk's pace; a larger FT_NVME_HOST_BYTES keeps more in host memory",
+			(double)disk / 1048576.0, ms, rate / 1e9, o->pass_ms);
+}
+
 /* Trap t's store into the NVMe tier's file, through its first ring buffer. */
 static int spill(struct ft_offload *o, uint32_t t, char *why, uint32_t len)
 {
@@ -549,9 +580,11 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 		for (uint32_t t = 0; t < o->ntraps; t++)
 			if (o->t[t].block >= 0 && o->t[t].nchunks * o->chunk > most)
 				most = o->t[t].nchunks * o->chunk;
-		if (most && r->cuMemAllocHost_v2((void **)&bounce, most))
+		if (most && r->cuMemAllocHost_v2((void **)&bounce, most)) {
+			free(on);
 			FAIL("cannot allocate %zu MiB of pinned host memory to code the store: free "
 			     "host memory, or set FT_TRANSFER_COMPRESSION=none", most >> 20);
+		}
 	}
 	for (uint32_t t = 0; t < o->ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];
@@ -575,16 +608,13 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 	}
 	free(on);
 	if (disk) {
+		FT_STAT_ADD(o->stats, nvme_bytes, disk);
+		disk_said(o, disk, most_disk);
 		if (ft_off_disk_start(o)) {
 			if (bounce)
 				r->cuMemFreeHost(bounce);
 			FAIL("cannot start the NVMe tier's reader thread");
 		}
-		FT_STAT_ADD(o->stats, nvme_bytes, disk);
-		ft_info("FT_NVME_OFFLOAD_ENABLED: %.1f MiB of the store in a file in %s, %.1f MiB in "
-			"host memory (FT_NVME_HOST_BYTES=%llu) and a ring of 3 x %.1f MiB",
-			(double)disk / 1048576.0, o->nvme_dir, (double)o->store_bytes / 1048576.0,
-			(unsigned long long)o->nvme_host_bytes, (double)most_disk / 1048576.0);
 	}
 	ft_off_shm_end(o);
 	if (bounce) {

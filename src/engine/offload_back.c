@@ -115,6 +115,8 @@ void ft_off_demote(struct ft_offload *o, int t, const char *why)
 		b->nreaders = 0;
 	}
 	x->block = -1;
+	if (x->disk_bytes)
+		ft_off_disk_forget(o, t); /* not read ahead any more */
 	if (x->pending) {
 		x->pending = 0;
 		o->npending--;

@@ -44,12 +44,14 @@ struct ft_off_disk {
 	uint64_t end;                       /* of the file */
 	struct slot slot[SLOTS];
 	unsigned char *on;                  /* per trap: its store is in the file */
+	uint64_t *bytes, *off;              /* per trap: its bytes there, where */
 	uint32_t ntraps;
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	pthread_t reader;
 	int started, stop;
-	int cur;                            /* the pass's position, from the executor */
+	int front;                          /* the trap the executor loaded last: the
+					       reader reads the file's next ones */
 	const struct ft_real *real;
 	struct ft_offload *o;
 };
@@ -66,15 +68,31 @@ static size_t up(size_t n, size_t a)
 	return (n + a - 1) / a * a;
 }
 
+/* A file system that took O_DIRECT at open but refuses its reads or
+ * writes (or an alignment smaller than the disk's blocks): the file is
+ * read and written through the page cache from here on.  0, or -1. */
+static int buffered(struct ft_off_disk *d)
+{
+	int fl = fcntl(d->fd, F_GETFL);
+	if (fl < 0 || fcntl(d->fd, F_SETFL, fl & ~O_DIRECT))
+		return -1;
+	__atomic_store_n(&d->direct, 0, __ATOMIC_RELAXED);
+	ft_warn_once("the NVMe tier's file refuses O_DIRECT reads or writes (FT_NVME_ALIGNMENT_BYTES "
+		     "below the disk's block size?): it is read through the page cache");
+	return 0;
+}
+
 /* Trap t's store bytes [off, off + n) from the file into buf (aligned
  * where the file is read directly): 0, or -1. */
-static int pread_all(struct ft_off_disk *d, const struct ft_off_trap *x, size_t off, size_t n,
+static int pread_all(struct ft_off_disk *d, uint64_t base, size_t off, size_t n,
 		     unsigned char *buf)
 {
 	for (size_t done = 0; done < n;) {
-		ssize_t k = pread(d->fd, buf + done, n - done, (off_t)(x->disk_off + off + done));
+		ssize_t k = pread(d->fd, buf + done, n - done, (off_t)(base + off + done));
 		if (k < 0 && errno == EINTR)
 			continue;
+		if (k < 0 && errno == EINVAL && d->direct && !buffered(d))
+			continue; /* O_DIRECT refused after all: again, buffered */
 		if (k <= 0)
 			return -1;
 		done += (size_t)k;
@@ -87,11 +105,10 @@ static int pread_all(struct ft_off_disk *d, const struct ft_off_trap *x, size_t 
 static int read_trap(struct ft_offload *o, int t, unsigned char *buf)
 {
 	struct ft_off_disk *d = o->disk;
-	const struct ft_off_trap *x = &o->t[t];
-	uint64_t t0 = now_ns();
-	int rc = pread_all(d, x, 0, up(x->disk_bytes, d->align), buf);
+	uint64_t t0 = now_ns(), n = d->bytes[t]; /* (x's fields are the executor's) */
+	int rc = pread_all(d, d->off[t], 0, up(n, d->align), buf);
 	FT_STAT_INC(o->stats, nvme_reads);
-	FT_STAT_ADD(o->stats, nvme_read_bytes, x->disk_bytes);
+	FT_STAT_ADD(o->stats, nvme_read_bytes, n);
 	FT_STAT_ADD(o->stats, nvme_read_ns, now_ns() - t0);
 	return rc;
 }
@@ -104,11 +121,11 @@ static int find(const struct ft_off_disk *d, int t)
 	return -1;
 }
 
-/* The next traps of the file after the pass's position, cyclically: as
- * many as the ring holds, less the one a load may be copying from. */
+/* The next traps of the file after the latest load, cyclically: as many
+ * as the ring holds, less the one that load may still be copying from. */
 static int wanted(const struct ft_off_disk *d, int t)
 {
-	uint32_t n = d->ntraps, seen = 0, from = d->cur < 0 ? n - 1 : (uint32_t)d->cur;
+	uint32_t n = d->ntraps, seen = 0, from = d->front < 0 ? n - 1 : (uint32_t)d->front;
 	for (uint32_t step = 1; step <= n && seen < SLOTS - 1; step++) {
 		uint32_t k = (from + step) % n;
 		if (!d->on[k])
@@ -145,25 +162,37 @@ static void *reader(void *arg)
 {
 	struct ft_off_disk *d = arg;
 	struct ft_offload *o = d->o;
+	/* its event queries must not fail, nor invalidate, a capture another
+	 * thread makes in global mode (PyTorch's default) */
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	if (d->real->cuThreadExchangeStreamCaptureMode)
+		d->real->cuThreadExchangeStreamCaptureMode(&mode);
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop) {
 		/* the first wanted trap not in the ring, and a buffer for it */
-		int t = -1, s = -1;
-		uint32_t n = d->ntraps, from = d->cur < 0 ? n - 1 : (uint32_t)d->cur, seen = 0;
+		int t = -1, s = -1, blocked = 0;
+		uint32_t n = d->ntraps, from = d->front < 0 ? n - 1 : (uint32_t)d->front, seen = 0;
 		for (uint32_t step = 1; step <= n && seen < SLOTS - 1 && t < 0; step++) {
 			uint32_t k = (from + step) % n;
 			if (!d->on[k])
 				continue;
 			seen++;
-			if (find(d, (int)k) < 0 && (s = victim(d, (int)k, 0)) >= 0)
+			if (find(d, (int)k) >= 0)
+				continue;
+			if ((s = victim(d, (int)k, 0)) >= 0)
 				t = (int)k;
+			else
+				blocked = 1;
+		}
+		if (t < 0 && !blocked) {
+			pthread_cond_wait(&d->cv, &d->mu); /* until a load moves on */
+			continue;
 		}
 		if (t < 0) {
-			/* nothing to do, or a buffer's copy still runs: a look
-			 * again soon (the executor signals position changes) */
+			/* a buffer's copy still runs: a look again soon */
 			struct timespec ts;
 			clock_gettime(CLOCK_REALTIME, &ts);
-			ts.tv_nsec += 2 * 1000 * 1000;
+			ts.tv_nsec += 1000 * 1000;
 			if (ts.tv_nsec >= 1000000000) {
 				ts.tv_sec++;
 				ts.tv_nsec -= 1000000000;
@@ -215,8 +244,14 @@ unsigned char *ft_off_disk_get(struct ft_offload *o, int t)
 		x->trap = t;
 		x->state = READING;
 		pthread_mutex_unlock(&d->mu);
-		if (x->used)
-			d->real->cuEventSynchronize(x->done); /* its last copy */
+		if (x->used) { /* its last copy (another thread may be capturing) */
+			CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+			int swap = d->real->cuThreadExchangeStreamCaptureMode &&
+				   !d->real->cuThreadExchangeStreamCaptureMode(&mode);
+			d->real->cuEventSynchronize(x->done);
+			if (swap)
+				d->real->cuThreadExchangeStreamCaptureMode(&mode);
+		}
 		FT_STAT_INC(o->stats, nvme_misses);
 		int rc = read_trap(o, t, x->buf);
 		pthread_mutex_lock(&d->mu);
@@ -231,6 +266,26 @@ unsigned char *ft_off_disk_get(struct ft_offload *o, int t)
 	return NULL;
 }
 
+/* The executor loaded trap t (of the file or not): the reader reads the
+ * file's traps after it.  Under d->mu. */
+static void front(struct ft_off_disk *d, int t)
+{
+	if (d->front != t) {
+		d->front = t;
+		pthread_cond_broadcast(&d->cv);
+	}
+}
+
+void ft_off_disk_loaded(struct ft_offload *o, int t)
+{
+	struct ft_off_disk *d = o->disk;
+	if (!d)
+		return;
+	pthread_mutex_lock(&d->mu);
+	front(d, t);
+	pthread_mutex_unlock(&d->mu);
+}
+
 void ft_off_disk_put(struct ft_offload *o, int t, CUstream cs)
 {
 	struct ft_off_disk *d = o->disk;
@@ -241,33 +296,39 @@ void ft_off_disk_put(struct ft_offload *o, int t, CUstream cs)
 		d->slot[s].used = 1;
 		d->slot[s].held = 0;
 	}
+	front(d, t);
 	pthread_cond_broadcast(&d->cv);
 	pthread_mutex_unlock(&d->mu);
 }
 
-void ft_off_disk_ahead(struct ft_offload *o, int cur)
+void ft_off_disk_forget(struct ft_offload *o, int t)
 {
 	struct ft_off_disk *d = o->disk;
-	if (!d || d->cur == cur)
+	if (!d)
 		return;
 	pthread_mutex_lock(&d->mu);
-	d->cur = cur;
-	pthread_cond_signal(&d->cv);
+	d->on[t] = 0;
 	pthread_mutex_unlock(&d->mu);
+}
+
+void ft_off_disk_lock(struct ft_offload *o, int lock)
+{
+	if (o && o->disk)
+		(lock ? pthread_mutex_lock : pthread_mutex_unlock)(&o->disk->mu);
 }
 
 int ft_off_disk_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out)
 {
 	struct ft_off_disk *d = o->disk;
 	const struct ft_off_trap *x = &o->t[t];
-	if (!d->direct)
-		return pread_all(d, x, off, n, out);
+	if (!__atomic_load_n(&d->direct, __ATOMIC_RELAXED))
+		return pread_all(d, x->disk_off, off, n, out);
 	/* O_DIRECT: whole aligned blocks through an aligned buffer */
 	size_t a = off / d->align * d->align, len = up(off + n, d->align) - a;
 	unsigned char *buf;
 	if (posix_memalign((void **)&buf, d->align, len))
 		return -1;
-	int rc = pread_all(d, x, a, len, buf);
+	int rc = pread_all(d, x->disk_off, a, len, buf);
 	if (!rc)
 		memcpy(out, buf + (off - a), n);
 	free(buf);
@@ -325,7 +386,13 @@ static int open_file(struct ft_off_disk *d, const char *dir)
 int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len)
 {
 	struct ft_off_disk *d = calloc(1, sizeof(*d));
-	if (!d || !(d->on = calloc(o->ntraps + 1, 1))) {
+	if (!d || !(d->on = calloc(o->ntraps + 1, 1)) ||
+	    !(d->bytes = calloc(o->ntraps + 1, sizeof(*d->bytes))) ||
+	    !(d->off = calloc(o->ntraps + 1, sizeof(*d->off)))) {
+		if (d) {
+			free(d->on);
+			free(d->bytes);
+		}
 		free(d);
 		snprintf(why, len, "out of memory");
 		return -1;
@@ -335,7 +402,7 @@ int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len)
 	d->o = o;
 	d->real = o->real;
 	d->ntraps = o->ntraps;
-	d->cur = -1;
+	d->front = -1;
 	d->align = o->nvme_align;
 	d->cap = up(most, d->align);
 	pthread_mutex_init(&d->mu, NULL);
@@ -384,6 +451,8 @@ int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *raw, cha
 		ssize_t k = pwrite(d->fd, raw + done, n - done, (off_t)(d->end + done));
 		if (k < 0 && errno == EINTR)
 			continue;
+		if (k < 0 && errno == EINVAL && d->direct && !buffered(d))
+			continue;
 		if (k <= 0) {
 			snprintf(why, len, "cannot write trap %d to the NVMe tier's file in %s: %s", t,
 				 o->nvme_dir, k < 0 ? strerror(errno) : "short write");
@@ -393,8 +462,23 @@ int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *raw, cha
 	}
 	d->end += n;
 	x->disk_bytes = bytes;
+	d->bytes[t] = bytes;
+	d->off[t] = x->disk_off;
 	d->on[t] = 1;
 	return 0;
+}
+
+double ft_off_disk_rate(struct ft_offload *o, int t)
+{
+	struct ft_off_disk *d = o->disk;
+	if (!d->direct)
+		return 0;
+	uint64_t t0 = now_ns();
+	if (pread_all(d, o->t[t].disk_off, 0, up(o->t[t].disk_bytes, d->align), d->slot[0].buf) ||
+	    !d->direct)
+		return 0;
+	uint64_t ns = now_ns() - t0;
+	return ns ? (double)o->t[t].disk_bytes / ((double)ns * 1e-9) : 0;
 }
 
 int ft_off_disk_start(struct ft_offload *o)
@@ -445,6 +529,8 @@ void ft_off_disk_release(struct ft_offload *o)
 	pthread_mutex_destroy(&d->mu);
 	pthread_cond_destroy(&d->cv);
 	free(d->on);
+	free(d->bytes);
+	free(d->off);
 	free(d);
 	o->disk = NULL;
 }

@@ -162,6 +162,7 @@ struct ft_offload {
 	const char *nvme_dir;               /* NULL: off */
 	size_t nvme_align;
 	uint64_t nvme_host_bytes;
+	double pass_ms;                     /* the plan's predicted pass, 0 unknown */
 	uint32_t nw;
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
 	int cur;                            /* trap of the latest launch that read one */
@@ -254,20 +255,27 @@ void ft_off_shm_end(struct ft_offload *o);
  * (it is the parent's); released.
  * A load takes the ring buffer holding trap t (read there and then when
  * the reader is behind; NULL when the file cannot be read) and gives it
- * back after the copies it enqueued on cs.  The pass's position for the
- * reader.  Bytes [off, off + n) of t's store read from the file.  Trap t
+ * back after the copies it enqueued on cs; a load of another trap tells
+ * the reader where the loads are (it reads the file's next traps after
+ * the latest).  A trap back on the GPU leaves the reader's sight.  The
+ * reader's lock, around fork.  Bytes [off, off + n) of t's store read from the file.  Trap t
  * moved to host memory for good (a graph copies it): 0, or -1. */
 int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len);
 unsigned char *ft_off_disk_bounce(struct ft_offload *o);
 int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *raw, char *why,
 		      uint32_t len);
 int ft_off_disk_start(struct ft_offload *o);
+/* The disk's read rate, bytes/s, from an O_DIRECT read of trap t's file
+ * store (0: not measured: the file is read through the page cache). */
+double ft_off_disk_rate(struct ft_offload *o, int t);
 void ft_off_disk_stop(struct ft_offload *o);
 void ft_off_disk_after_fork(struct ft_offload *o);
 void ft_off_disk_release(struct ft_offload *o);
 unsigned char *ft_off_disk_get(struct ft_offload *o, int t);
 void ft_off_disk_put(struct ft_offload *o, int t, CUstream cs);
-void ft_off_disk_ahead(struct ft_offload *o, int cur);
+void ft_off_disk_loaded(struct ft_offload *o, int t);
+void ft_off_disk_forget(struct ft_offload *o, int t);
+void ft_off_disk_lock(struct ft_offload *o, int lock);
 int ft_off_disk_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out);
 int ft_off_disk_promote(struct ft_offload *o, int t);
 

@@ -168,37 +168,76 @@ static int entry_for(struct ft_offload *o, const struct ft_off_trap *x, const ui
 	return -1;
 }
 
-/* Trap x's store mapped from entry y and registered: 0, or -1. */
+/* Whether n descriptors describe an image of bytes bytes for raw bytes:
+ * offsets from 0 to bytes, each chunk within its bounds (a damaged or
+ * forged table would make the decoder read outside the image). */
+static int descs_ok(const uint64_t *d, uint32_t n, uint64_t bytes, uint64_t raw)
+{
+	if (FT_Z_OFF(d[0]) || FT_Z_OFF(d[n]) != bytes)
+		return 0;
+	for (uint32_t c = 0; c < n; c++) {
+		uint64_t vals = raw / 2 - (uint64_t)c * FT_Z_VALS, span;
+		if (vals > FT_Z_VALS)
+			vals = FT_Z_VALS;
+		if (FT_Z_OFF(d[c + 1]) < FT_Z_OFF(d[c]) || FT_Z_MODE(d[c]) > FT_Z_BF16)
+			return 0;
+		span = FT_Z_OFF(d[c + 1]) - FT_Z_OFF(d[c]);
+		if (FT_Z_MODE(d[c]) == FT_Z_RAW ? span < vals * 2
+		    : span < 16 + vals / 2 + vals + (uint64_t)FT_Z_NESC(d[c]) * 4 || FT_Z_NESC(d[c]) > vals)
+			return 0;
+	}
+	return 1;
+}
+
+/* Trap x's store mapped from entry y and registered: 0, -2 when its
+ * descriptors are not the ones stored, or -1. */
 static int map_trap(struct ft_offload *o, struct ft_off_trap *x, const struct ft_shm_entry *y,
 		    const uint64_t *sums)
 {
 	const struct ft_real *r = o->real;
 	size_t len = (y->bytes + 4095) & ~(size_t)4095;
-	unsigned char *p = ft_shm_map(&o->shm, y->off, len);
+	/* read-only: a stray write in this process must not reach the
+	 * others' weights (where the driver registers read-only memory) */
+	unsigned flags = CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY;
+	unsigned char *p = ft_shm_map(&o->shm, y->off, len, 0);
+	if (p && !o->pageable && r->cuMemHostRegister_v2(p, len, flags)) {
+		munmap(p, len);
+		flags &= ~(unsigned)CU_MEMHOSTREGISTER_READ_ONLY;
+		if ((p = ft_shm_map(&o->shm, y->off, len, 1)) &&
+		    r->cuMemHostRegister_v2(p, len, flags)) {
+			munmap(p, len);
+			p = NULL;
+		}
+		if (p)
+			ft_info_once("FT_SHM_ENABLED: the driver cannot register read-only host memory: "
+				     "the shared store is mapped writable");
+	}
 	if (!p)
 		return -1;
+	/* mapped for the device: the copy kernel, and the check of its bytes */
 	x->host = p;
 	x->shm_len = len;
 	x->shm_off = y->off;
-	/* mapped for the device: the copy kernel, and the check of its bytes */
-	if (!o->pageable && r->cuMemHostRegister_v2(p, len, CU_MEMHOSTREGISTER_DEVICEMAP)) {
-		ft_off_store_free(o, x, p);
-		x->host = NULL;
-		return -1;
-	}
 	if (o->copier && (!r->cuMemHostGetDevicePointer_v2 ||
 			  r->cuMemHostGetDevicePointer_v2(&x->dhost, p, 0)))
 		x->dhost = 0;
-	if (o->gpu && (x->sums = malloc((x->nruns + 1) * sizeof(*x->sums))))
-		memcpy(x->sums, sums, x->nruns * sizeof(*sums)); /* FT_VERIFY's */
+	if (o->gpu) { /* FT_VERIFY's */
+		if (!(x->sums = malloc((x->nruns + 1) * sizeof(*x->sums))))
+			return -1;
+		memcpy(x->sums, sums, x->nruns * sizeof(*sums));
+	}
 	if (!y->desc)
 		return 0;
 	struct ft_z_image *z = &x->z;
 	size_t db = (y->znchunks + 1) * sizeof(*z->desc);
 	z->desc = malloc(db);
-	if (!z->desc || ft_shm_read(&o->shm, y->desc, z->desc, db) || r->cuMemAlloc_v2(&x->zdesc, db) ||
-	    r->cuMemcpyHtoD_v2(x->zdesc, z->desc, db))
+	if (!z->desc || ft_shm_read(&o->shm, y->desc, z->desc, db))
 		return -1; /* (undone by the caller) */
+	if (ft_off_host_checksum((const unsigned char *)z->desc, db) != y->desc_sum ||
+	    !descs_ok(z->desc, y->znchunks, y->bytes, y->raw_bytes))
+		return -2; /* damaged */
+	if (r->cuMemAlloc_v2(&x->zdesc, db) || r->cuMemcpyHtoD_v2(x->zdesc, z->desc, db))
+		return -1;
 	z->data = p;
 	z->bytes = y->bytes;
 	z->raw_bytes = y->raw_bytes;
@@ -382,8 +421,9 @@ void ft_off_shm_end(struct ft_offload *o)
 		if (x->z.data) {
 			y->znchunks = x->z.nchunks;
 			y->zcoded = x->z.coded;
-			ok = !ft_shm_write(&o->shm, x->z.desc, (x->z.nchunks + 1) * sizeof(uint64_t),
-					   &y->desc);
+			size_t db = (x->z.nchunks + 1) * sizeof(uint64_t);
+			y->desc_sum = ft_off_host_checksum((const unsigned char *)x->z.desc, db);
+			ok = !ft_shm_write(&o->shm, x->z.desc, db, &y->desc);
 		}
 		bytes += y->bytes;
 	}

@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,14 +52,35 @@ static void forget(struct ft_shm *s)
 	s->role = 0;
 }
 
+/* A file whose creator died: removed by the one follower that holds it
+ * alone (another may have removed it and made a new one under its name
+ * already), forgotten by the others. */
+static void stale(struct ft_shm *s)
+{
+	if (!flock(s->fd, LOCK_EX | LOCK_NB)) {
+		remove_if(s->path, s->fd);
+	} else {
+		/* (the failed try dropped this one's shared lock): the others
+		 * get their turn before this one looks again */
+		struct timespec ts = { 0, (long)(1 + (unsigned)getpid() % 4) * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	forget(s);
+}
+
 #define WHY(...) snprintf(why, len, __VA_ARGS__)
 
 /* The creator: 1, 0 when another process linked the name first (or the
  * file went away before its link), -1 with why. */
 static int create(struct ft_shm *s, const uint64_t key[2], char *why, size_t len)
 {
-	char tmp[sizeof(s->path) + 32];
-	snprintf(tmp, sizeof(tmp), "%s.%d.tmp", s->path, (int)getpid());
+	/* a name no other process makes (pids repeat across namespaces) */
+	char tmp[sizeof(s->path) + 64];
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snprintf(tmp, sizeof(tmp), "%s.%d.%llx.tmp", s->path, (int)getpid(),
+		 (unsigned long long)ts.tv_nsec ^ ((unsigned long long)ts.tv_sec << 30) ^
+			 (unsigned long long)(uintptr_t)&ts);
 	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
 		WHY("cannot create %s: %s", tmp, strerror(errno));
@@ -140,8 +162,7 @@ static int follow(struct ft_shm *s, const uint64_t key[2], double wait_s, char *
 		nanosleep(&ts, NULL);
 	}
 	if (fstat(fd, &st) || (uint64_t)st.st_size < PAGE) {
-		remove_if(s->path, fd); /* a creator died before its header */
-		forget(s);
+		stale(s); /* a creator died before its header */
 		return 0;
 	}
 	s->head = mmap(NULL, PAGE, PROT_READ, MAP_SHARED, fd, 0);
@@ -159,9 +180,7 @@ static int follow(struct ft_shm *s, const uint64_t key[2], double wait_s, char *
 		return -1;
 	}
 	if (__atomic_load_n(&h->state, __ATOMIC_ACQUIRE) != FT_SHM_READY) {
-		/* unlocked and never published: its creator died or gave up */
-		remove_if(s->path, fd);
-		forget(s);
+		stale(s); /* unlocked and never published: its creator died or gave up */
 		return 0;
 	}
 	uint64_t tab = (uint64_t)h->nent * sizeof(struct ft_shm_entry);
@@ -197,7 +216,7 @@ int ft_shm_open(struct ft_shm *s, const char *dir, const char *ns, const uint64_
 		return -1;
 	}
 	ft_shm_sweep(dir, ns);
-	for (int round = 0; round < 4; round++) {
+	for (int round = 0; round < 64; round++) {
 		int rc = follow(s, key, wait_s, why, len);
 		if (rc)
 			return rc < 0 ? -1 : FT_SHM_FOLLOWER;
@@ -265,11 +284,12 @@ int ft_shm_publish(struct ft_shm *s, const struct ft_shm_entry *e, uint32_t n)
 	return flock(s->fd, LOCK_SH) ? -1 : 0;
 }
 
-void *ft_shm_map(struct ft_shm *s, uint64_t off, size_t n)
+void *ft_shm_map(struct ft_shm *s, uint64_t off, size_t n, int writable)
 {
 	if (off % PAGE || !n || off + n > s->end || off + n < off)
 		return NULL;
-	void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, (off_t)off);
+	void *p = mmap(NULL, n, PROT_READ | (writable ? PROT_WRITE : 0), MAP_SHARED, s->fd,
+		       (off_t)off);
 	return p == MAP_FAILED ? NULL : p;
 }
 

@@ -370,6 +370,7 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 		.nvme_dir = L->env.opt->nvme_offload_enabled ? L->env.opt->nvme_offload_path : NULL,
 		.nvme_align = (uint64_t)L->env.opt->nvme_alignment_bytes,
 		.nvme_host_bytes = (uint64_t)L->env.opt->nvme_host_bytes,
+		.pass_ms = p->plan ? p->plan->pass_ms : 0,
 	};
 	char why[256];
 	if (ft_off_init(L->env.off, &c, block, p->ntraps, nblocks, w, L->nwmap, why, sizeof(why)) ||

@@ -46,8 +46,9 @@
 # running at once on one device each offload and write their own
 # profile.rank<r>.json (two_ranks); a coded store gives the same outputs
 # eagerly in each block mode (zip-*), in graphs and substitutes (zip-mixed,
-# zip-early); two processes share one host store (shm, shm-zip, shm-verify)
-# and one refuses a damaged one (shm-damaged); the NVMe tier reads the traps
+# zip-early); two processes share one host store (shm, shm-zip, shm-verify),
+# one's writes to its weights do not reach the other (shm-modify), and one
+# refuses a damaged store (shm-damaged); the NVMe tier reads the traps
 # beyond the host's share from a file (nvme, nvme-raw, nvme-verify,
 # nvme-pieces, nvme-early).
 # usage: offload_case.sh <libflextensor.so> <offload> <case>
@@ -106,6 +107,15 @@ profile_first() {
 	run prof "" FT_PROFILE_STORAGE_DIR="$tmp/prof" &&
 		cp "$tmp/prof/profile.json" "$tmp/prof-first.json" ||
 		{ echo "FAIL: $case: the first run wrote no profile.json"; exit 1; }
+}
+# lingering <n>: waits (90 s at most) until n runs with OFFLOAD_LINGER=$tmp/linger
+# are at their end, alive
+lingering() {
+	i=0
+	while [ "$(ls "$tmp/linger" | grep -c ready)" -lt "$1" ] && [ $i -lt 900 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
 }
 # the distinct "samples" of a profile's timings
 samples() { grep -o '"samples":[[:space:]]*[0-9]*' "$1" | awk '{print $NF}' | sort -nu | tr '\n' ' '; }
@@ -200,11 +210,7 @@ shm | shm-zip | shm-verify)
 			FT_SHM_NAMESPACE=t FT_TRANSFER_COMPRESSION=$z FT_VERIFY=$v \
 			OFFLOAD_LINGER="$tmp/linger" &
 	done
-	i=0
-	while [ "$(ls "$tmp/linger" | grep -c ready)" -lt 2 ] && [ $i -lt 900 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
+	lingering 2
 	[ -n "$(ls "$tmp/shm")" ] || no "no shared segment while both run"
 	touch "$tmp/linger/go"
 	wait
@@ -221,23 +227,68 @@ shm | shm-zip | shm-verify)
 	[ -z "$(ls "$tmp/shm")" ] || no "segments left after both exited: $(ls "$tmp/shm")"
 	echo "$case: created $ca + $cb bytes, attached $m"
 	;;
-shm-damaged)
+shm-modify)
+	# a process that rewrites a weight after the plan (modify: a host
+	# copy into it after step 10) shares the store with one that does
+	# not: the write brings its trap back to its own GPU memory, and the
+	# store, which nothing writes, stays the other's weights
+	plain plain
+	plain plain-modify modify
+	mkdir -p "$tmp/shm" "$tmp/linger"
+	for n in a b; do
+		w=""
+		[ $n = a ] && w=modify
+		launch "shm-$n" "$w" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 \
+			FT_SHM_DIR="$tmp/shm" OFFLOAD_LINGER="$tmp/linger" &
+	done
+	lingering 2
+	touch "$tmp/linger/go"
+	wait
+	same plain-modify shm-a
+	same plain shm-b
+	m=$(($(stat shm-a shm_attached_bytes) + $(stat shm-b shm_attached_bytes)))
+	[ "$m" -gt 0 ] || no "the two processes did not share the store"
+	is shm-a offload_demoted -gt 0
+	;;
+shm-damaged | shm-damaged-desc)
 	# a segment whose bytes changed after it was filled is refused by the
 	# process about to map it (its checksums, on the GPU, differ): it
-	# keeps a private store, said, and gives the plain outputs
+	# keeps a private store, said, and gives the plain outputs; so is one
+	# whose coded store's descriptors changed (a chunk's mode: the image
+	# is intact, the decode would not be)
 	plain plain
+	z=none
+	[ "$case" = shm-damaged-desc ] && z=always
 	mkdir -p "$tmp/shm" "$tmp/linger"
 	launch shm-a "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
-		OFFLOAD_LINGER="$tmp/linger" &
-	i=0
-	while ! ls "$tmp/linger" | grep -q ready && [ $i -lt 900 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
+		FT_TRANSFER_COMPRESSION=$z OFFLOAD_LINGER="$tmp/linger" &
+	lingering 1
 	seg=$(ls "$tmp/shm")
 	[ -n "$seg" ] || no "no shared segment"
-	printf 'damaged' | dd of="$tmp/shm/$seg" bs=1 seek=8192 conv=notrunc 2>/dev/null
-	run shm-b "" FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm"
+	if [ $z = none ]; then
+		printf 'damaged' | dd of="$tmp/shm/$seg" bs=1 seek=8192 conv=notrunc 2>/dev/null
+	else
+		# include/ft/shm.h: the head's table offset, the entries (72
+		# bytes); the first coded entry's first descriptor made raw
+		python3 - "$tmp/shm/$seg" <<-'EOF' || no "cannot change a descriptor"
+		import struct, sys
+		f = open(sys.argv[1], "r+b")
+		head = f.read(56)
+		nent, table = struct.unpack_from("<I", head, 20)[0], struct.unpack_from("<Q", head, 40)[0]
+		for k in range(nent):
+		    f.seek(table + 72 * k)
+		    e = f.read(72)
+		    desc = struct.unpack_from("<Q", e, 32)[0]
+		    if desc:
+		        f.seek(desc)
+		        d = struct.unpack("<Q", f.read(8))[0]
+		        f.seek(desc)
+		        f.write(struct.pack("<Q", d & ~(3 << 40)))
+		        sys.exit(0)
+		sys.exit(1)
+		EOF
+	fi
+	run shm-b "" FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" FT_TRANSFER_COMPRESSION=$z
 	touch "$tmp/linger/go"
 	wait
 	same plain shm-b
@@ -279,6 +330,7 @@ nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early)
 		is "$case" nvme_promoted -eq 0
 	fi
 	[ -z "$(ls "$tmp/nvme")" ] || no "$case: files left in FT_NVME_OFFLOAD_PATH"
+	logs "$case" "FT_NVME_OFFLOAD_ENABLED: .* MiB of the store in a file"
 	echo "$case: $(stat "$case" nvme_bytes) bytes in the file, $(stat "$case" nvme_reads) reads, $(stat "$case" nvme_misses) misses, $(stat "$case" nvme_promoted) promoted"
 	;;
 mixed-kernel)

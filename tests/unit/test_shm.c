@@ -55,17 +55,49 @@ static void fill(struct ft_shm *s, size_t n, int v)
 	assert_int_equal(ft_shm_publish(s, &e, 1), 0);
 }
 
+/* A child creator's part: one page of 7s, published after ms; 0 or -1. */
+static int publish_page(struct ft_shm *s, int ms)
+{
+	uint64_t off;
+	unsigned char *p = ft_shm_add(s, 4096, &off);
+	if (!p)
+		return -1;
+	memset(p, 7, 4096);
+	munmap(p, 4096);
+	struct ft_shm_entry e = { .trap = 3, .off = off, .bytes = 4096 };
+	usleep((useconds_t)ms * 1000);
+	return ft_shm_publish(s, &e, 1);
+}
+
+/* A child that creates namespace ns's segment, says so on ready (when >=
+ * 0), then publishes it (publish) or not, and after ms exits without
+ * closing it (a crash or an exit without the library's handler). */
+static pid_t creator_child(const char *ns, int ready, int publish, int ms)
+{
+	pid_t k = fork();
+	assert_true(k >= 0);
+	if (k)
+		return k;
+	char why[512];
+	struct ft_shm s;
+	if (ft_shm_open(&s, dir, ns, key, 0, why, sizeof(why)) != FT_SHM_CREATOR ||
+	    (ready >= 0 && write(ready, "x", 1) != 1) || (publish && publish_page(&s, 0)))
+		_exit(1);
+	usleep((useconds_t)ms * 1000);
+	_exit(0);
+}
+
 static void reads(struct ft_shm *s, size_t n, int v)
 {
 	assert_int_equal(s->head->nent, 1);
 	assert_int_equal(s->ent[0].trap, 3);
-	unsigned char *p = ft_shm_map(s, s->ent[0].off, n);
+	unsigned char *p = ft_shm_map(s, s->ent[0].off, n, 0);
 	assert_non_null(p);
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(p[i], v);
 	munmap(p, n);
 	/* outside the file: refused */
-	assert_null(ft_shm_map(s, s->end, 4096));
+	assert_null(ft_shm_map(s, s->end, 4096, 0));
 	unsigned char b;
 	assert_int_not_equal(ft_shm_read(s, s->end, &b, 1), 0);
 }
@@ -117,18 +149,11 @@ static void election_race(void **state)
 		struct ft_shm s;
 		int role = ft_shm_open(&s, dir, "race", key, 0, why, sizeof(why));
 		if (role == FT_SHM_CREATOR) {
-			usleep(100 * 1000); /* filling, while the others wait */
-			uint64_t off;
-			unsigned char *p = ft_shm_add(&s, 4096, &off);
-			if (!p)
-				_exit(8);
-			memset(p, 7, 4096);
-			struct ft_shm_entry e = { .trap = 3, .off = off, .bytes = 4096 };
-			if (ft_shm_publish(&s, &e, 1))
+			if (publish_page(&s, 100)) /* filling, while the others wait */
 				_exit(8);
 			usleep(300 * 1000); /* the followers map it meanwhile */
 		} else if (role == FT_SHM_FOLLOWER) {
-			unsigned char *p = ft_shm_map(&s, s.ent[0].off, 4096);
+			unsigned char *p = ft_shm_map(&s, s.ent[0].off, 4096, 0);
 			if (!p || p[0] != 7 || p[4095] != 7)
 				_exit(7);
 		} else {
@@ -158,18 +183,7 @@ static void wait_timeout(void **state)
 	(void)state;
 	int ready[2];
 	assert_int_equal(pipe(ready), 0);
-	pid_t k = fork();
-	assert_true(k >= 0);
-	if (!k) {
-		char why[512];
-		struct ft_shm s;
-		if (ft_shm_open(&s, dir, "slow", key, 0, why, sizeof(why)) != FT_SHM_CREATOR)
-			_exit(1);
-		if (write(ready[1], "x", 1) != 1)
-			_exit(1);
-		sleep(2);
-		_exit(0); /* dies without publishing */
-	}
+	pid_t k = creator_child("slow", ready[1], 0, 2000); /* dies without publishing */
 	char c, why[512];
 	assert_int_equal(read(ready[0], &c, 1), 1);
 	struct ft_shm s;
@@ -184,26 +198,54 @@ static void wait_timeout(void **state)
 	assert_false(exists(&s));
 }
 
+/* A creator dies while many wait: one of them fills the segment anew,
+ * the others follow it (none removes the new one). */
+static void creator_dies_many_wait(void **state)
+{
+	(void)state;
+	enum { N = 8 };
+	int ready[2], res[2];
+	assert_int_equal(pipe(ready), 0);
+	assert_int_equal(pipe(res), 0);
+	pid_t c = creator_child("dies", ready[1], 0, 300); /* dies without publishing */
+	char ch;
+	assert_int_equal(read(ready[0], &ch, 1), 1);
+	pid_t kids[N];
+	for (int i = 0; i < N; i++) {
+		kids[i] = fork();
+		assert_true(kids[i] >= 0);
+		if (kids[i])
+			continue;
+		char why[512];
+		struct ft_shm s;
+		int role = ft_shm_open(&s, dir, "dies", key, 0, why, sizeof(why));
+		if (role == FT_SHM_CREATOR && publish_page(&s, 50))
+			_exit(8);
+		/* all alive until every one has its role */
+		if (write(res[1], "x", 1) != 1)
+			_exit(9);
+		usleep(400 * 1000);
+		ft_shm_close(&s);
+		_exit(role < 0 ? 7 : role);
+	}
+	int st, creators = 0, followers = 0;
+	waitpid(c, &st, 0);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+		creators += WEXITSTATUS(st) == FT_SHM_CREATOR;
+		followers += WEXITSTATUS(st) == FT_SHM_FOLLOWER;
+	}
+	assert_int_equal(creators, 1);
+	assert_int_equal(followers, N - 1);
+	assert_int_equal(ft_shm_sweep(dir, "dies"), 0);
+}
+
 /* A process that crashed after publishing leaves its segment; the next
  * one to open a segment of the namespace removes it. */
 static void crash_swept(void **state)
 {
 	(void)state;
-	pid_t k = fork();
-	assert_true(k >= 0);
-	if (!k) {
-		char why[512];
-		struct ft_shm s;
-		if (ft_shm_open(&s, dir, "crash", key, 0, why, sizeof(why)) != FT_SHM_CREATOR)
-			_exit(1);
-		uint64_t off;
-		struct ft_shm_entry e = { .trap = 3 };
-		if (!ft_shm_add(&s, 4096, &off))
-			_exit(1);
-		e.off = off;
-		e.bytes = 4096;
-		_exit(ft_shm_publish(&s, &e, 1) ? 1 : 0); /* no close: a crash */
-	}
+	pid_t k = creator_child("crash", -1, 1, 0); /* no close: a crash */
 	int st;
 	waitpid(k, &st, 0);
 	assert_int_equal(WEXITSTATUS(st), 0);
@@ -287,6 +329,7 @@ int main(void)
 		cmocka_unit_test(create_follow_last_removes),
 		cmocka_unit_test(election_race),
 		cmocka_unit_test(wait_timeout),
+		cmocka_unit_test(creator_dies_many_wait),
 		cmocka_unit_test(crash_swept),
 		cmocka_unit_test(untrusted),
 		cmocka_unit_test(trim),
