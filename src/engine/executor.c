@@ -489,13 +489,50 @@ static int hold(struct ft_offload *o, CUstream s, const int *ignored, int ni, in
 		if (in && !busy && nt < FT_OFF_TOUCHED) {
 			touched[nt] = t, moves[nt++] = t == o->cur;
 			FT_STAT_INC(o->stats, offload_held);
-		} else if (atomic_fetch_add(&reports, 1) < 8) {
+			continue;
+		}
+		if (!o->cap_id && o->b[b].occupant != t && o->seen) {
+			o->seen[t] |= 2; /* what a wrong judgement would cost: results */
+			o->ignored_kernel = kernel;
+		}
+		if (atomic_fetch_add(&reports, 1) < 8) {
 			ft_info("kernel %s carries a reference into offloaded trap %d judged stale "
 				"or roaming: the trap is not settled in its block, so nothing is "
 				"loaded or held for it (offload_ignored_refs)", kernel ? kernel : "?", t);
 		}
 	}
 	return nt;
+}
+
+/* An eager pass ended.  Traps that references judged stale or roaming
+ * pointed into while they were not in their blocks, and that no launch of
+ * the pass read otherwise, were never loaded: if those kernels read them,
+ * they read another trap's bytes (on the H200, a model whose weights were
+ * rescaled in place before its first forward had every prefill GEMM's
+ * reference ignored, and wrong logits).  Two or more such traps in a pass
+ * are said at warn level and counted.  Stale words into traps that the
+ * pass reads anyway (ATen's elementwise kernels carry many: 192 a pass in
+ * the H200 Qwen2 recording) are not, nor are passes with graph replays
+ * (what a graph reads is not seen launch by launch). */
+static void ignored_pass(struct ft_offload *o)
+{
+	static _Atomic int said;
+	uint32_t unread = 0;
+	for (uint32_t t = 0; o->seen && t < o->ntraps; t++) {
+		unread += o->seen[t] == 2;
+		o->seen[t] = 0;
+	}
+	int replayed = o->replayed;
+	o->replayed = 0;
+	if (unread < 2 || replayed) /* (graphs read traps no launch shows) */
+		return;
+	FT_STAT_INC(o->stats, offload_ignored_passes);
+	if (!atomic_exchange(&said, 1))
+		ft_warn("%u offloaded traps were referred to in one pass only by references judged "
+			"stale or roaming (the latest from kernel %s), and never loaded: if those "
+			"kernels read them, results are wrong; FT_VERIFY=1 shows whether they do "
+			"(offload_ignored_passes counts such passes)", unread,
+			o->ignored_kernel ? o->ignored_kernel : "?");
 }
 
 /* The traps a launch reads, at most FT_OFF_TOUCHED, into touched[0..):
@@ -704,6 +741,10 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	}
 	verify_others(o, s, touched, nt);
 	int cur = position(o, touched, moves, nt);
+	if (!o->cap_id && o->cur >= 0 && cur < o->cur)
+		ignored_pass(o); /* a pass begins */
+	for (int k = 0; !o->cap_id && o->seen && k < nread; k++)
+		o->seen[touched[k]] |= 1;
 	if (o->cap_id && o->cap_first < 0)
 		o->cap_first = cur;
 	int timing = ft_off_timing_now(o, ft_off_capturing(o));

@@ -198,6 +198,8 @@ static void release_all(struct ft_offload *o)
 	free(o->b);
 	free(o->w);
 	free(o->saved);
+	free(o->seen);
+	o->seen = NULL;
 	o->saved = NULL;
 	o->t = NULL;
 	o->b = NULL;
@@ -386,6 +388,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	if (mode != FT_TM_STRATEGY && r->cuStreamCreate(&o->copy, CU_STREAM_NON_BLOCKING))
 		FAIL("cannot create the copy stream");
 	ft_off_codec_init(o);
+	o->seen = calloc(ntraps + 1, 1); /* (NULL: passes are not checked) */
 	o->saved = calloc(nblocks, sizeof(*o->saved));
 	if (!o->saved || r->cuEventCreate(&o->fork, CU_EVENT_DISABLE_TIMING) ||
 	    r->cuEventCreate(&o->join, CU_EVENT_DISABLE_TIMING))

@@ -163,6 +163,7 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 				      "other traps' bytes", o->npending);
 	}
 	ft_off_timing_replay(o, tag, after);
+	o->replayed = 1; /* (the pass's reads are not all eager launches') */
 	if (!after && o->mode != FT_TM_STRATEGY) {
 		/* nor may they race eager copies still in flight on the copy
 		 * stream (prefetches into the same blocks) */

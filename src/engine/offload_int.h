@@ -166,6 +166,12 @@ struct ft_offload {
 	uint32_t nw;
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
 	int cur;                            /* trap of the latest launch that read one */
+	unsigned char *seen;                /* per trap, this pass: 1 read, 2 referred to
+					       only by ignored references while not in
+					       its block (executor.c) */
+	const char *ignored_kernel;         /* the latest such reference's kernel */
+	int replayed;                       /* a graph replayed this pass: seen tells
+					       nothing of what the pass read */
 	uint64_t offloaded_bytes, block_bytes;
 	uint32_t npending;                  /* traps pending */
 	int all_kept;                       /* ft_off_keep_all: offloading stopped */

@@ -490,6 +490,36 @@ static void an_ignored_reference_holds_its_trap_in_its_block(void **state)
 	hold_ignored = 1;
 }
 
+/* Traps referred to in a pass only by ignored references, never loaded
+ * (on the H200, every prefill GEMM's weight of a model rescaled before its
+ * first forward, with wrong logits), make the pass counted and said; stale
+ * words into traps the pass reads anyway (ATen's elementwise kernels carry
+ * many) do not. */
+static void a_pass_of_ignored_references_is_said(void **state)
+{
+	(void)state;
+	for (int unread = 0; unread < 2; unread++) {
+		struct ft_offload *o = engine(12, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
+		/* unread: the launches read traps 0-5 only, and carry
+		 * stale words into 6-11 */
+		int n = unread ? 6 : 12;
+		for (int pass = 0; pass < 3; pass++)
+			for (int t = 0; t < n; t++) {
+				uint64_t a[3] = { S.base[t], S.base[(t + 6) % 12], S.base[(t + 8) % 12] };
+				struct op op = { .kind = OP_KERNEL, .stream = 1, .nreads = 1 };
+				op.reads[0] = t;
+				ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 1, unread ? 1 : 2, NULL,
+					      "k");
+				launched(&op);
+			}
+		check();
+		/* two passes ended (the third is under way) */
+		assert_int_equal(stats.v[FT_STAT_offload_ignored_passes], unread ? 2 : 0);
+		assert_true(stats.v[FT_STAT_offload_ignored_refs] >= (unread ? 18u : 72u));
+		done(o);
+	}
+}
+
 static void a_launch_reading_two_traps_of_one_block_reads_both(void **state)
 {
 	(void)state;
@@ -1233,6 +1263,7 @@ int main(void)
 		cmocka_unit_test(two_traps_in_one_kernel),
 		cmocka_unit_test(stale_reference_into_the_same_block),
 		cmocka_unit_test(an_ignored_reference_holds_its_trap_in_its_block),
+		cmocka_unit_test(a_pass_of_ignored_references_is_said),
 		cmocka_unit_test(a_launch_reading_two_traps_of_one_block_reads_both),
 		cmocka_unit_test(two_traps_of_one_block_in_a_capture),
 		cmocka_unit_test(a_link_is_followed_from_its_weight_only),
