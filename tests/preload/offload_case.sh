@@ -47,6 +47,7 @@
 # profile.rank<r>.json (two_ranks); a coded store gives the same outputs
 # eagerly in each block mode (zip-*), in graphs and substitutes (zip-mixed,
 # zip-early); two processes share one host store (shm, shm-zip, shm-verify),
+# also when their plans differ (shm-plans),
 # one's writes to its weights do not reach the other (shm-modify), and one
 # refuses a damaged store (shm-damaged); the NVMe tier reads the traps
 # beyond the host's share from a file (nvme, nvme-raw, nvme-verify,
@@ -226,6 +227,37 @@ shm | shm-zip | shm-verify)
 	[ "$m" = "$(stat shm-a offload_store_bytes)" ] || no "attached $m bytes, the store is not"
 	[ -z "$(ls "$tmp/shm")" ] || no "segments left after both exited: $(ls "$tmp/shm")"
 	echo "$case: created $ca + $cb bytes, attached $m"
+	;;
+shm-plans)
+	# two processes whose plans differ (the first's profile.json keeps
+	# one trap on the GPU that the second's offloads): the second maps
+	# the traps both offload from the first's store and keeps the other
+	# in a store of its own; both give the plain outputs
+	plain plain
+	profile_first
+	mkdir -p "$tmp/profA" "$tmp/shm" "$tmp/linger"
+	python3 - "$tmp/prof/profile.json" "$tmp/profA/profile.json" <<-'EOF' || no "cannot edit the plan"
+	import json, sys
+	p = json.load(open(sys.argv[1]))
+	off = [t for t in p["plan"]["traps"] if t["block"] >= 0]
+	off[1]["block"] = -1
+	json.dump(p, open(sys.argv[2], "w"))
+	EOF
+	launch shm-a "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+		FT_PROFILE_STORAGE_DIR="$tmp/profA" FT_PROFILE_READ_ONLY=1 OFFLOAD_LINGER="$tmp/linger" &
+	lingering 1
+	launch shm-b "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+		FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILE_READ_ONLY=1 OFFLOAD_LINGER="$tmp/linger" &
+	lingering 2
+	touch "$tmp/linger/go"
+	wait
+	same plain shm-a
+	same plain shm-b
+	is shm-a shm_created_bytes -gt 0
+	is shm-b shm_attached_bytes -gt 0
+	is shm-b shm_attached_bytes -lt "$(stat shm-b offload_store_bytes)"
+	logs shm-b "the others are not in it"
+	echo "$case: A filled $(stat shm-a shm_created_bytes), B mapped $(stat shm-b shm_attached_bytes) of its $(stat shm-b offload_store_bytes)"
 	;;
 shm-modify)
 	# a process that rewrites a weight after the plan (modify: a host
