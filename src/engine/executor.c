@@ -151,7 +151,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	/* a coded occupant's decode writes the block on the decode stream,
 	 * and may still run when nothing read it (a prefetch a miss evicts):
 	 * the new bytes come after it */
-	if (b->occupant >= 0 && o->t[b->occupant].z.data)
+	if (b->occupant >= 0 && o->t[b->occupant].z.desc)
 		ft_off_wait(o, cs, b->ready);
 	b->nreaders = 0;
 	/* the NVMe tier: the ring buffer the reader filled; a graph, which
@@ -161,7 +161,9 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	if (x->disk_bytes && o->cap_id && ft_off_disk_promote(o, t))
 		ft_error_once("cannot move trap %d from the NVMe tier's file to host memory for a "
 			      "CUDA graph: that graph reads whatever its block holds", t);
-	if (x->disk_bytes && !o->cap_id && !(x->host = ring = ft_off_disk_get(o, t)))
+	if (x->disk_bytes && !o->cap_id && (x->host = ring = ft_off_disk_get(o, t)) && x->z.desc)
+		x->z.data = ring; /* a coded image, read whole */
+	if (x->disk_bytes && !o->cap_id && !ring)
 		ft_error_once("cannot read trap %d from the NVMe tier's file: launches that read it "
 			      "read whatever its block holds; run with FT_NVME_OFFLOAD_ENABLED=0", t);
 	if (!x->host) {
@@ -178,7 +180,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		ft_off_record(o, e->ts[e->slot], cs);
 	}
 	CUstream rs = cs; /* the stream the block is ready on */
-	if (x->z.data) {
+	if (x->z.desc) {
 		rs = ft_off_load_coded(o, t, cs);
 		if (timing) /* the copies' end: the decode's tail follows */
 			ft_off_record(o, e->tc[e->slot], cs);
@@ -196,16 +198,17 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	if (ring) {
 		ft_off_disk_put(o, t, cs);
 		x->host = NULL;
+		x->z.data = NULL;
 	}
 	ft_off_order(o, b->ready, rs);
 	if (timing) {
 		ft_off_record(o, e->te[e->slot], rs);
-		e->coded[e->slot] = x->z.data != NULL;
+		e->coded[e->slot] = x->z.desc != NULL;
 	}
 	b->occupant = t;
 	x->loads++;
 	FT_STAT_INC(o->stats, offload_copies);
-	if (!x->z.data) /* coded loads count the bytes they copy */
+	if (!x->z.desc) /* coded loads count the bytes they copy */
 		FT_STAT_ADD(o->stats, offload_copy_bytes, x->nchunks * o->chunk);
 }
 

@@ -540,16 +540,26 @@ static void disk_said(struct ft_offload *o, uint64_t disk, size_t most)
 			(double)disk / 1048576.0, ms, rate / 1e9, o->pass_ms);
 }
 
-/* Trap t's store into the NVMe tier's file, through its first ring buffer. */
+/* Trap t's store into the NVMe tier's file, through its first ring
+ * buffer: coded where the store is (fewer bytes to read), else raw. */
 static int spill(struct ft_offload *o, uint32_t t, char *why, uint32_t len)
 {
 	struct ft_off_trap *x = &o->t[t];
 	unsigned char *bounce = ft_off_disk_bounce(o);
+	size_t bytes = x->nchunks * o->chunk;
 	if (o->gpu && !(x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))
 		NO("out of memory");
 	if (read_runs(o, x, bounce))
 		NO("cannot copy trap %u to the host", t);
-	return ft_off_disk_spill(o, (int)t, bounce, why, len);
+	if (o->codec && ft_off_code_trap(o, (int)t, bounce, bytes) == 1) {
+		/* the image (smaller) over the raw bytes, and only it kept */
+		memcpy(bounce, x->z.data, x->z.bytes);
+		bytes = x->z.bytes;
+		free(x->z.data);
+		x->z.data = NULL;
+		x->host = NULL;
+	}
+	return ft_off_disk_spill(o, (int)t, bounce, bytes, why, len);
 }
 
 int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
@@ -602,7 +612,7 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 		}
 		if (x->block < 0)
 			continue;
-		coded += x->z.data != NULL;
+		coded += x->z.desc != NULL;
 		raw += x->nchunks * o->chunk;
 		if (x->disk_bytes)
 			disk += x->disk_bytes;

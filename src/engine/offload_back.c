@@ -163,7 +163,7 @@ int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from)
 static uint64_t part_sum(const struct ft_offload *o, int t, size_t at, size_t n)
 {
 	const struct ft_off_trap *x = &o->t[t];
-	if (!x->z.data && !x->disk_bytes)
+	if (!x->z.desc && !x->disk_bytes)
 		return ft_off_host_checksum(x->host + at, n);
 	unsigned char *raw = malloc(n);
 	uint64_t sum = 0;

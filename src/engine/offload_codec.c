@@ -213,47 +213,78 @@ static void stuck(struct ft_offload *o, int t)
 		      "FT_ENABLED=0", t);
 }
 
+/* Trap t's coded image as z: its store's, or read whole from the NVMe
+ * tier's file into *own (the caller frees it); z->data NULL when it cannot
+ * be read. */
+static void image_of(const struct ft_offload *o, int t, struct ft_z_image *z, unsigned char **own)
+{
+	const struct ft_off_trap *x = &o->t[t];
+	*z = x->z;
+	*own = NULL;
+	if (z->data || !x->disk_bytes)
+		return;
+	if ((*own = malloc(z->bytes + 1)) && ft_off_disk_read(o, t, 0, z->bytes, *own)) {
+		free(*own);
+		*own = NULL;
+	}
+	z->data = *own;
+}
+
 void ft_off_store_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out)
 {
 	const struct ft_off_trap *x = &o->t[t];
-	if (x->z.data)
-		ft_z_read(&x->z, off, n, out);
-	else if (x->disk_bytes && ft_off_disk_read(o, t, off, n, out))
-		memset(out, 0, n); /* (a false alarm of FT_VERIFY's, at worst) */
-	else if (!x->disk_bytes)
+	unsigned char *own;
+	struct ft_z_image z;
+	if (x->z.desc) {
+		image_of(o, t, &z, &own);
+		if (z.data)
+			ft_z_read(&z, off, n, out);
+		else
+			memset(out, 0, n); /* (a false alarm of FT_VERIFY's, at worst) */
+		free(own);
+	} else if (x->disk_bytes && ft_off_disk_read(o, t, off, n, out)) {
+		memset(out, 0, n);
+	} else if (!x->disk_bytes) {
 		memcpy(out, x->host + off, n);
+	}
 }
 
 void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdeviceptr dst)
 {
 	const struct ft_real *r = o->real;
 	struct ft_off_trap *x = &o->t[t];
-	if (!x->z.data && !x->disk_bytes) {
+	if (!x->z.desc && !x->disk_bytes) {
 		if (r->cuMemcpyHtoD_v2(dst, x->host + off, n))
 			stuck(o, t);
 		return;
 	}
 	/* a chunk at a time (decoded, or read from the NVMe tier's file):
-	 * no large host buffer needed */
-	unsigned char *buf = malloc(FT_Z_CHUNK);
-	if (!buf) {
+	 * no large host buffer needed but a coded image read from the file */
+	unsigned char *buf = malloc(FT_Z_CHUNK), *own = NULL;
+	struct ft_z_image z = { 0 };
+	if (x->z.desc)
+		image_of(o, t, &z, &own);
+	if (!buf || (x->z.desc && !z.data)) {
 		stuck(o, t);
+		free(buf);
+		free(own);
 		return;
 	}
 	for (size_t done = 0; done < n; done += FT_Z_CHUNK) {
 		size_t m = n - done < FT_Z_CHUNK ? n - done : FT_Z_CHUNK;
-		if (x->disk_bytes && ft_off_disk_read(o, t, off + done, m, buf)) {
+		if (!x->z.desc && ft_off_disk_read(o, t, off + done, m, buf)) {
 			stuck(o, t);
 			break;
 		}
-		if (!x->disk_bytes)
-			ft_z_read(&x->z, off + done, m, buf);
+		if (x->z.desc)
+			ft_z_read(&z, off + done, m, buf);
 		if (r->cuMemcpyHtoD_v2(dst + done, buf, m)) {
 			stuck(o, t);
 			break;
 		}
 	}
 	free(buf);
+	free(own);
 }
 
 void ft_off_codec_capture(struct ft_offload *o, int begin, CUstream origin)

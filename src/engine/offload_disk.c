@@ -1,12 +1,12 @@
 /*
  * The NVMe tier (FT_NVME_OFFLOAD_ENABLED): the offloaded traps beyond
- * FT_NVME_HOST_BYTES keep their store (raw) in a file without a name in
- * FT_NVME_OFFLOAD_PATH, at aligned offsets, written once when the plan is
- * applied; their host store is a ring of pinned buffers.  A reader thread
- * keeps the next traps of the file after the pass's position (which the
- * executor tells it) read into the ring, cyclically, reusing a buffer only
- * once the copy that read it last is done; a load of such a trap takes its
- * buffer (reading it there and then when the reader is behind: a miss),
+ * FT_NVME_HOST_BYTES keep their store (raw, or the coded image) in a file
+ * without a name in FT_NVME_OFFLOAD_PATH, at aligned offsets, written once
+ * when the plan is applied; their host store is a ring of pinned buffers.
+ * A reader thread keeps the file's next traps after the latest load (which
+ * the executor tells it) read into the ring, cyclically, reusing a buffer
+ * only once the copy that read it last is done; a load of such a trap takes
+ * its buffer (reading it there and then when the reader is behind: a miss),
  * copies from it, and gives it back with an event after the copy.  A graph
  * cannot read a file: a trap loaded inside a capture (a substitute) moves
  * to host memory for good first (promoted).  Bringing a trap back, and
@@ -356,6 +356,8 @@ int ft_off_disk_promote(struct ft_offload *o, int t)
 	d->on[t] = 0;
 	pthread_mutex_unlock(&d->mu);
 	x->host = p;
+	if (x->z.desc)
+		x->z.data = p; /* a coded image */
 	x->disk_bytes = 0;
 	FT_STAT_INC(o->stats, nvme_promoted);
 	ft_info("trap %d moves from the NVMe tier's file to host memory (%zu MiB): a CUDA graph "
@@ -441,14 +443,15 @@ unsigned char *ft_off_disk_bounce(struct ft_offload *o)
 	return o->disk->slot[0].buf;
 }
 
-int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *raw, char *why, uint32_t len)
+int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *buf, size_t bytes,
+		      char *why, uint32_t len)
 {
 	struct ft_off_disk *d = o->disk;
 	struct ft_off_trap *x = &o->t[t];
-	size_t bytes = (size_t)x->nchunks * o->chunk, n = up(bytes, d->align);
+	size_t n = up(bytes, d->align);
 	x->disk_off = d->end;
 	for (size_t done = 0; done < n;) {
-		ssize_t k = pwrite(d->fd, raw + done, n - done, (off_t)(d->end + done));
+		ssize_t k = pwrite(d->fd, buf + done, n - done, (off_t)(d->end + done));
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0 && errno == EINVAL && d->direct && !buffered(d))

@@ -43,8 +43,9 @@ struct ft_off_trap {
 	unsigned char *host;                /* the store: nchunks x chunk bytes, or
 					       z's image when coded */
 	uint64_t disk_off, disk_bytes;      /* the store is in the NVMe tier's file
-					       (disk_bytes of it, raw, at disk_off; host
-					       is a ring buffer while a load copies from
+					       (disk_bytes of it, raw or z's image, at
+					       disk_off; host, and z.data when coded, are
+					       a ring buffer while a load copies from
 					       it); 0: not */
 	size_t shm_len;                     /* host is mapped from the shared segment
 					       (this many bytes, at shm_off); 0: private */
@@ -254,9 +255,9 @@ void ft_off_store_free(struct ft_offload *o, struct ft_off_trap *x, void *p);
 void ft_off_shm_end(struct ft_offload *o);
 
 /* The NVMe tier (offload_disk.c).  Set up (file, ring of pinned buffers
- * for traps of at most most bytes), or -1 with why; a trap's store written
- * to the file from raw (the ring's first buffer serves staging:
- * ft_off_disk_bounce); the reader started once staging is over, stopped
+ * for traps of at most most bytes), or -1 with why; a trap's store (its
+ * bytes bytes at buf, raw or a coded image) written to the file (the ring's
+ * first buffer serves staging: ft_off_disk_bounce); the reader started once staging is over, stopped
  * (at exit: loads read the file themselves then), not in a forked child
  * (it is the parent's); released.
  * A load takes the ring buffer holding trap t (read there and then when
@@ -268,8 +269,8 @@ void ft_off_shm_end(struct ft_offload *o);
  * moved to host memory for good (a graph copies it): 0, or -1. */
 int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len);
 unsigned char *ft_off_disk_bounce(struct ft_offload *o);
-int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *raw, char *why,
-		      uint32_t len);
+int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *buf, size_t bytes,
+		      char *why, uint32_t len);
 int ft_off_disk_start(struct ft_offload *o);
 /* The disk's read rate, bytes/s, from an O_DIRECT read of trap t's file
  * store (0: not measured: the file is read through the page cache). */

@@ -329,33 +329,46 @@ shm-damaged | shm-damaged-desc)
 	logs shm-b "FT_SHM_ENABLED: .*: its bytes differ from what was stored"
 	is shm-a shm_created_bytes -gt 0
 	;;
-nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early)
+nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early | nvme-zip | nvme-zip-verify | nvme-zip-early)
 	# FT_NVME_OFFLOAD_ENABLED: the traps beyond FT_NVME_HOST_BYTES (half
 	# of the store; none with nvme-verify) are read from a file ahead of
 	# their copies: the plain outputs, eagerly in each block mode, with
 	# FT_VERIFY, with PIECEWISE graphs paged at their launch boundaries
 	# (read from the file as eager loads are); a graph captured before the
 	# plan copies its traps inside itself: they move to host memory
-	# (promoted).  The file has no name: nothing is left in the directory.
-	w="" m=allocation_block_transfer h=30000000 v=0
+	# (promoted).  With a coded store (nvme-zip*) the file holds the coded
+	# images: fewer bytes to read.  The file has no name: nothing is left
+	# in the directory.
+	w="" m=allocation_block_transfer h=30000000 v=0 z=none
 	case $case in
 	nvme-raw) m=raw_block_transfer ;;
 	nvme-verify) h=0 v=1 ;;
 	nvme-pieces) w=pieces ;;
 	nvme-early) w=early ;;
+	nvme-zip) m=raw_block_transfer z=always ;;
+	nvme-zip-verify) h=0 v=1 z=always ;;
+	nvme-zip-early) w=early z=always ;;
 	esac
 	plain "plain$w" $w
 	mkdir -p "$tmp/nvme"
 	run "$case" "$w" FT_TRANSFER_MODE=$m FT_NVME_OFFLOAD_ENABLED=1 FT_NVME_OFFLOAD_PATH="$tmp/nvme" \
-		FT_NVME_HOST_BYTES=$h FT_VERIFY=$v
+		FT_NVME_HOST_BYTES=$h FT_VERIFY=$v FT_TRANSFER_COMPRESSION=$z
 	same "plain$w" "$case"
 	is "$case" nvme_bytes -gt 0
 	is "$case" offload_stuck -eq 0
-	[ "$(($(stat "$case" nvme_bytes) + $(stat "$case" offload_store_bytes)))" = \
-		"$(stat "$case" offloaded_bytes)" ] || no "$case: the file and the host do not hold the store"
+	held=$(($(stat "$case" nvme_bytes) + $(stat "$case" offload_store_bytes)))
+	if [ $z = none ]; then
+		[ "$held" = "$(stat "$case" offloaded_bytes)" ] ||
+			no "$case: the file and the host do not hold the store"
+	else
+		[ "$held" -lt "$(stat "$case" offloaded_bytes)" ] || no "$case: the file holds no coded images"
+		is "$case" offload_decodes -gt 0
+	fi
 	is "$case" offload_store_bytes -le "$h"
 	[ "$v" = 1 ] && is "$case" verify_failures -eq 0
 	if [ "$w" = early ]; then
+		# a promoted trap's bytes come from the file, then decode as
+		# the host store's do
 		is "$case" nvme_promoted -gt 0
 	else
 		is "$case" nvme_reads -gt 0
