@@ -154,18 +154,10 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	if (b->occupant >= 0 && o->t[b->occupant].z.desc)
 		ft_off_wait(o, cs, b->ready);
 	b->nreaders = 0;
-	/* the NVMe tier: the ring buffer the reader filled; a graph, which
-	 * cannot read a file, gets the trap in host memory for good.  Where
-	 * neither can be, the block holds nothing (a later load tries again) */
-	unsigned char *ring = NULL;
-	if (x->disk_bytes && o->cap_id && ft_off_disk_promote(o, t))
-		ft_error_once("cannot move trap %d from the NVMe tier's file to host memory for a "
-			      "CUDA graph: that graph reads whatever its block holds", t);
-	if (x->disk_bytes && !o->cap_id && (x->host = ring = ft_off_disk_get(o, t)) && x->z.desc)
-		x->z.data = ring; /* a coded image, read whole */
-	if (x->disk_bytes && !o->cap_id && !ring)
-		ft_error_once("cannot read trap %d from the NVMe tier's file: launches that read it "
-			      "read whatever its block holds; run with FT_NVME_OFFLOAD_ENABLED=0", t);
+	/* the NVMe tier: the ring buffer the reader filled (in a graph, host
+	 * memory for good).  Where neither can be, the block holds nothing (a
+	 * later load tries again) */
+	unsigned char *ring = x->disk_bytes ? ft_off_disk_take(o, t) : NULL;
 	if (!x->host) {
 		FT_STAT_INC(o->stats, offload_stuck);
 		b->occupant = -1;
@@ -195,11 +187,8 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 			off += n;
 		}
 	}
-	if (ring) {
+	if (ring)
 		ft_off_disk_put(o, t, cs);
-		x->host = NULL;
-		x->z.data = NULL;
-	}
 	ft_off_order(o, b->ready, rs);
 	if (timing) {
 		ft_off_record(o, e->te[e->slot], rs);

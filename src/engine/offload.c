@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ft/offload.h"
 #include "offload_int.h"
@@ -399,14 +398,20 @@ fail:
 	return -1;
 }
 
-/* Trap x's bytes from the GPU into raw (and their FT_VERIFY sums). */
-static int read_runs(struct ft_offload *o, struct ft_off_trap *x, unsigned char *raw)
+#define NO(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
+
+/* Trap t's bytes from the GPU into raw, and FT_VERIFY's sums of them: 0,
+ * or -1 with why. */
+static int read_runs(struct ft_offload *o, uint32_t t, unsigned char *raw, char *why, uint32_t len)
 {
+	struct ft_off_trap *x = &o->t[t];
+	if (o->gpu && !x->sums && !(x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))
+		NO("out of memory");
 	size_t off = 0;
 	for (uint32_t i = 0; i < x->nruns; i++) {
 		size_t n = x->runs[i].hi - x->runs[i].lo;
 		if (o->real->cuMemcpyDtoH_v2(raw + off, x->runs[i].lo, n))
-			return -1;
+			NO("cannot copy trap %u to the host", t);
 		if (x->sums)
 			x->sums[i] = ft_off_host_checksum(raw + off, n);
 		off += n;
@@ -414,13 +419,18 @@ static int read_runs(struct ft_offload *o, struct ft_off_trap *x, unsigned char 
 	return 0;
 }
 
-#define NO(...) do { snprintf(why, len, __VA_ARGS__); return -1; } while (0)
-
-static uint64_t now_ns(void)
+int ft_off_register(struct ft_offload *o, struct ft_off_trap *x, void *p, size_t n,
+		    unsigned flags)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	const struct ft_real *r = o->real;
+	if (o->copier) /* the copy kernel reads the store through its device mapping */
+		flags |= CU_MEMHOSTREGISTER_DEVICEMAP;
+	if (!o->pageable && r->cuMemHostRegister_v2(p, n, flags))
+		return -1;
+	if (o->copier && (!r->cuMemHostGetDevicePointer_v2 ||
+			  r->cuMemHostGetDevicePointer_v2(&x->dhost, p, 0)))
+		x->dhost = 0; /* its copies in graphs are memcpy nodes */
+	return 0;
 }
 
 /* Trap t's host store: allocated (ft_off_store_alloc), registered,
@@ -428,15 +438,12 @@ static uint64_t now_ns(void)
  * 0 raw, -1 with why. */
 static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *why, uint32_t len)
 {
-	const struct ft_real *r = o->real;
 	struct ft_off_trap *x = &o->t[t];
-	int pinned = !o->pageable, coded = 0;
+	int coded = 0;
 	size_t bytes = x->nchunks * o->chunk;
-	if (o->gpu && !(x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))
-		NO("out of memory");
 	if (bounce) {
-		if (read_runs(o, x, bounce))
-			NO("cannot copy trap %u to the host", t);
+		if (read_runs(o, t, bounce, why, len))
+			return -1;
 		coded = ft_off_code_trap(o, (int)t, bounce, bytes);
 		if (coded < 0) {
 			ft_warn_once("out of host memory while coding the store: the traps it could "
@@ -452,10 +459,8 @@ static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *w
 		     "offload)", bytes >> 20, t);
 	if (!coded)
 		memset(x->host, 0, bytes);
-	/* the copy kernel reads the store through its device mapping, as
-	 * the checksums of a shared store do */
-	unsigned flags = o->copier || o->shm.role ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
-	if (pinned && r->cuMemHostRegister_v2(x->host, held, flags)) {
+	/* the checksums of a shared store read it through its device mapping */
+	if (ft_off_register(o, x, x->host, held, o->shm.role ? CU_MEMHOSTREGISTER_DEVICEMAP : 0)) {
 		if (!coded) {
 			ft_off_store_free(o, x, x->host); /* (a coded image is freed as the store) */
 			x->host = NULL;
@@ -465,13 +470,10 @@ static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *w
 		     "set FT_PINNED_MEMORY=0 (pageable copies, slower), or a larger "
 		     "FT_MAX_GPU_MEM_FRACTION (less to offload)", held >> 20, t);
 	}
-	if (o->copier && (!r->cuMemHostGetDevicePointer_v2 ||
-			  r->cuMemHostGetDevicePointer_v2(&x->dhost, x->host, 0)))
-		x->dhost = 0; /* its copies in graphs are memcpy nodes */
 	if (bounce && !coded)
 		memcpy(x->host, bounce, bytes);
-	else if (!bounce && read_runs(o, x, x->host))
-		NO("cannot copy trap %u to the host", t);
+	else if (!bounce && read_runs(o, t, x->host, why, len))
+		return -1;
 	return coded;
 }
 
@@ -547,10 +549,8 @@ static int spill(struct ft_offload *o, uint32_t t, char *why, uint32_t len)
 	struct ft_off_trap *x = &o->t[t];
 	unsigned char *bounce = ft_off_disk_bounce(o);
 	size_t bytes = x->nchunks * o->chunk;
-	if (o->gpu && !(x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))
-		NO("out of memory");
-	if (read_runs(o, x, bounce))
-		NO("cannot copy trap %u to the host", t);
+	if (read_runs(o, t, bounce, why, len))
+		return -1;
 	if (o->codec && ft_off_code_trap(o, (int)t, bounce, bytes) == 1) {
 		/* the image (smaller) over the raw bytes, and only it kept */
 		memcpy(bounce, x->z.data, x->z.bytes);
@@ -570,13 +570,11 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 	if (r->cuCtxSynchronize())
 		FAIL("the device reported an error before offloading");
 	unsigned char *bounce = NULL;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = ft_off_now_ns();
 	uint32_t coded = 0;
 	uint64_t raw = 0, disk = 0; /* offloaded bytes the store codes; in the file */
 	/* FT_SHM_ENABLED: traps mapped from the segment another process filled */
-	uint32_t mapped = ft_off_shm_begin(o), off = 0;
-	for (uint32_t t = 0; t < o->ntraps; t++)
-		off += o->t[t].block >= 0;
+	ft_off_shm_begin(o);
 	/* FT_NVME_OFFLOAD_ENABLED: the traps beyond the host's share go to a file */
 	unsigned char *on = o->nvme_dir ? calloc(o->ntraps + 1, 1) : NULL;
 	size_t most_disk = on ? disk_traps(o, on) : 0;
@@ -586,12 +584,15 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 		free(on);
 		goto fail;
 	}
-	if (o->codec && mapped < off) {
-		/* coded stores: each trap is read into one pinned buffer and
-		 * coded from it; only the image is kept */
+	if (o->codec) {
+		/* coded stores: each trap filled here (not mapped from a shared
+		 * store, not in the NVMe tier's file, which has its own buffer)
+		 * is read into one pinned buffer and coded from it; only the
+		 * image is kept */
 		size_t most = 0;
 		for (uint32_t t = 0; t < o->ntraps; t++)
-			if (o->t[t].block >= 0 && o->t[t].nchunks * o->chunk > most)
+			if (o->t[t].block >= 0 && !o->t[t].host && !(on && on[t]) &&
+			    o->t[t].nchunks * o->chunk > most)
 				most = o->t[t].nchunks * o->chunk;
 		if (most && r->cuMemAllocHost_v2((void **)&bounce, most)) {
 			free(on);
@@ -637,7 +638,7 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 			(double)o->store_bytes / 1048576.0,
 			(double)raw / 1048576.0,
 			o->store_bytes ? (double)raw / (double)o->store_bytes : 0.0,
-			(double)(now_ns() - t0) / 1e9);
+			(double)(ft_off_now_ns() - t0) / 1e9);
 	}
 	FT_STAT_ADD(o->stats, offload_store_bytes, o->store_bytes);
 	FT_STAT_ADD(o->stats, offload_coded_traps, coded);

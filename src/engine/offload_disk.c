@@ -56,13 +56,6 @@ struct ft_off_disk {
 	struct ft_offload *o;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static size_t up(size_t n, size_t a)
 {
 	return (n + a - 1) / a * a;
@@ -105,11 +98,11 @@ static int pread_all(struct ft_off_disk *d, uint64_t base, size_t off, size_t n,
 static int read_trap(struct ft_offload *o, int t, unsigned char *buf)
 {
 	struct ft_off_disk *d = o->disk;
-	uint64_t t0 = now_ns(), n = d->bytes[t]; /* (x's fields are the executor's) */
+	uint64_t t0 = ft_off_now_ns(), n = d->bytes[t]; /* (x's fields are the executor's) */
 	int rc = pread_all(d, d->off[t], 0, up(n, d->align), buf);
 	FT_STAT_INC(o->stats, nvme_reads);
 	FT_STAT_ADD(o->stats, nvme_read_bytes, n);
-	FT_STAT_ADD(o->stats, nvme_read_ns, now_ns() - t0);
+	FT_STAT_ADD(o->stats, nvme_read_ns, ft_off_now_ns() - t0);
 	return rc;
 }
 
@@ -218,7 +211,9 @@ static void *reader(void *arg)
 	return NULL;
 }
 
-unsigned char *ft_off_disk_get(struct ft_offload *o, int t)
+/* The ring buffer holding trap t, read there and then when the reader is
+ * behind; NULL when the file cannot be read. */
+static unsigned char *get(struct ft_offload *o, int t)
 {
 	struct ft_off_disk *d = o->disk;
 	pthread_mutex_lock(&d->mu);
@@ -286,9 +281,32 @@ void ft_off_disk_loaded(struct ft_offload *o, int t)
 	pthread_mutex_unlock(&d->mu);
 }
 
+unsigned char *ft_off_disk_take(struct ft_offload *o, int t)
+{
+	struct ft_off_trap *x = &o->t[t];
+	if (o->cap_id) {
+		if (ft_off_disk_promote(o, t))
+			ft_error_once("cannot move trap %d from the NVMe tier's file to host memory for "
+				      "a CUDA graph: that graph reads whatever its block holds", t);
+		return NULL;
+	}
+	unsigned char *ring = get(o, t);
+	if (!ring) {
+		ft_error_once("cannot read trap %d from the NVMe tier's file: launches that read it "
+			      "read whatever its block holds; run with FT_NVME_OFFLOAD_ENABLED=0", t);
+		return NULL;
+	}
+	x->host = ring;
+	if (x->z.desc)
+		x->z.data = ring; /* a coded image, read whole */
+	return ring;
+}
+
 void ft_off_disk_put(struct ft_offload *o, int t, CUstream cs)
 {
 	struct ft_off_disk *d = o->disk;
+	o->t[t].host = NULL;
+	o->t[t].z.data = NULL;
 	pthread_mutex_lock(&d->mu);
 	int s = find(d, t);
 	if (s >= 0) {
@@ -343,15 +361,10 @@ int ft_off_disk_promote(struct ft_offload *o, int t)
 	unsigned char *p;
 	if (posix_memalign((void **)&p, 4096, up(bytes, d->align)))
 		return -1;
-	unsigned flags = o->copier ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
-	if (ft_off_disk_read(o, t, 0, bytes, p) ||
-	    (!o->pageable && o->real->cuMemHostRegister_v2(p, bytes, flags))) {
+	if (ft_off_disk_read(o, t, 0, bytes, p) || ft_off_register(o, x, p, bytes, 0)) {
 		free(p);
 		return -1;
 	}
-	if (o->copier && (!o->real->cuMemHostGetDevicePointer_v2 ||
-			  o->real->cuMemHostGetDevicePointer_v2(&x->dhost, p, 0)))
-		x->dhost = 0;
 	pthread_mutex_lock(&d->mu);
 	d->on[t] = 0;
 	pthread_mutex_unlock(&d->mu);
@@ -476,11 +489,11 @@ double ft_off_disk_rate(struct ft_offload *o, int t)
 	struct ft_off_disk *d = o->disk;
 	if (!d->direct)
 		return 0;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = ft_off_now_ns();
 	if (pread_all(d, o->t[t].disk_off, 0, up(o->t[t].disk_bytes, d->align), d->slot[0].buf) ||
 	    !d->direct)
 		return 0;
-	uint64_t ns = now_ns() - t0;
+	uint64_t ns = ft_off_now_ns() - t0;
 	return ns ? (double)o->t[t].disk_bytes / ((double)ns * 1e-9) : 0;
 }
 

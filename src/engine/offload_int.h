@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "ft/codec.h"
 #include "ft/offload.h"
@@ -203,6 +204,18 @@ void ft_off_poison_captured(struct ft_offload *o, uint32_t k, CUstream s);
  * perhaps).  Whether bytes of weight k from address from on left the
  * GPU.  The tail of weight k from a's chunk on comes back to the GPU and
  * the weight ends at a. */
+/* Trap x's store p of n bytes registered with the driver (flags, with a
+ * device mapping for the copy kernel; not a pageable store), and its
+ * device address for that kernel: 0, or -1 (offload.c). */
+int ft_off_register(struct ft_offload *o, struct ft_off_trap *x, void *p, size_t n,
+		    unsigned flags);
+/* CLOCK_MONOTONIC, ns. */
+static inline uint64_t ft_off_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 /* Stream s waits for event e; a refused wait is made good (executor.c). */
 /* n bytes of trap t's store at src to dst on cs (executor.c, copy_in). */
 void ft_off_copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *src, size_t n,
@@ -241,14 +254,14 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a);
 
 /* FT_SHM_ENABLED (offload_shm.c).  Before the store is filled: the segment
  * of this model and settings is opened; when this process follows, the
- * offloaded traps it holds are mapped from it (returns how many: the
- * others are filled privately); when it creates it, it fills the traps
- * into it (returns 0, as when there is none or it was refused, said).  Memory for trap x's store of n
+ * offloaded traps it holds are mapped from it (the others, whose host stays
+ * NULL, are filled privately); when it creates it, it fills the traps into
+ * it (as privately when there is none or it was refused, said).  Memory for trap x's store of n
  * bytes (the segment's while this process creates it, else private), and
  * its release.  After the fill, the creator publishes the segment.  A
  * forked child forgets it; at exit (ft_off_exit) and on failure the
  * engine leaves it (the last user removes it). */
-uint32_t ft_off_shm_begin(struct ft_offload *o);
+void ft_off_shm_begin(struct ft_offload *o);
 uint64_t ft_off_text_key(const char *text);
 unsigned char *ft_off_store_alloc(struct ft_offload *o, struct ft_off_trap *x, size_t n);
 void ft_off_store_free(struct ft_offload *o, struct ft_off_trap *x, void *p);
@@ -261,8 +274,10 @@ void ft_off_shm_end(struct ft_offload *o);
  * (at exit: loads read the file themselves then), not in a forked child
  * (it is the parent's); released.
  * A load takes the ring buffer holding trap t (read there and then when
- * the reader is behind; NULL when the file cannot be read) and gives it
- * back after the copies it enqueued on cs; a load of another trap tells
+ * the reader is behind): x->host (and a coded image) point at it until it
+ * gives it back after the copies it enqueued on cs; in a capture trap t
+ * is promoted instead (NULL; its host store is its own); NULL and host
+ * NULL when neither can be (said).  A load of another trap tells
  * the reader where the loads are (it reads the file's next traps after
  * the latest).  A trap back on the GPU leaves the reader's sight.  The
  * reader's lock, around fork.  Bytes [off, off + n) of t's store read from the file.  Trap t
@@ -278,7 +293,7 @@ double ft_off_disk_rate(struct ft_offload *o, int t);
 void ft_off_disk_stop(struct ft_offload *o);
 void ft_off_disk_after_fork(struct ft_offload *o);
 void ft_off_disk_release(struct ft_offload *o);
-unsigned char *ft_off_disk_get(struct ft_offload *o, int t);
+unsigned char *ft_off_disk_take(struct ft_offload *o, int t);
 void ft_off_disk_put(struct ft_offload *o, int t, CUstream cs);
 void ft_off_disk_loaded(struct ft_offload *o, int t);
 void ft_off_disk_forget(struct ft_offload *o, int t);

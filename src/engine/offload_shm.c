@@ -197,14 +197,14 @@ static int map_trap(struct ft_offload *o, struct ft_off_trap *x, const struct ft
 	const struct ft_real *r = o->real;
 	size_t len = (y->bytes + 4095) & ~(size_t)4095;
 	/* read-only: a stray write in this process must not reach the
-	 * others' weights (where the driver registers read-only memory) */
+	 * others' weights (where the driver registers read-only memory);
+	 * mapped for the device: the check of its bytes */
 	unsigned flags = CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY;
 	unsigned char *p = ft_shm_map(&o->shm, y->off, len, 0);
-	if (p && !o->pageable && r->cuMemHostRegister_v2(p, len, flags)) {
+	if (p && ft_off_register(o, x, p, len, flags)) {
 		munmap(p, len);
 		flags &= ~(unsigned)CU_MEMHOSTREGISTER_READ_ONLY;
-		if ((p = ft_shm_map(&o->shm, y->off, len, 1)) &&
-		    r->cuMemHostRegister_v2(p, len, flags)) {
+		if ((p = ft_shm_map(&o->shm, y->off, len, 1)) && ft_off_register(o, x, p, len, flags)) {
 			munmap(p, len);
 			p = NULL;
 		}
@@ -214,13 +214,9 @@ static int map_trap(struct ft_offload *o, struct ft_off_trap *x, const struct ft
 	}
 	if (!p)
 		return -1;
-	/* mapped for the device: the copy kernel, and the check of its bytes */
 	x->host = p;
 	x->shm_len = len;
 	x->shm_off = y->off;
-	if (o->copier && (!r->cuMemHostGetDevicePointer_v2 ||
-			  r->cuMemHostGetDevicePointer_v2(&x->dhost, p, 0)))
-		x->dhost = 0;
 	if (o->gpu) { /* FT_VERIFY's */
 		if (!(x->sums = malloc((x->nruns + 1) * sizeof(*x->sums))))
 			return -1;
@@ -319,25 +315,25 @@ uint64_t ft_off_text_key(const char *text)
 	return key[0];
 }
 
-uint32_t ft_off_shm_begin(struct ft_offload *o)
+void ft_off_shm_begin(struct ft_offload *o)
 {
 	if (!o->shm_dir)
-		return 0;
+		return;
 	uint64_t key[2];
 	if (run_sums(o) || key_of(o, key)) {
 		ft_warn("FT_SHM_ENABLED: the weights cannot be checksummed on the GPU (the shared "
 			"store's key and check): this process keeps a private store");
-		return 0;
+		return;
 	}
 	char why[512];
 	int role = ft_shm_open(&o->shm, o->shm_dir, o->shm_ns, key, o->shm_wait, why, sizeof(why));
 	if (role < 0) {
 		ft_warn("FT_SHM_ENABLED: %s; this process keeps a private store", why);
-		return 0;
+		return;
 	}
 	if (role == FT_SHM_CREATOR) {
 		ft_info("FT_SHM_ENABLED: this process fills the shared store %s", o->shm.path);
-		return 0;
+		return;
 	}
 	uint32_t off = 0;
 	for (uint32_t t = 0; t < o->ntraps; t++)
@@ -351,7 +347,7 @@ uint32_t ft_off_shm_begin(struct ft_offload *o)
 			o->shm.head->creator,
 			(uint32_t)n < off ? "; the others are not in it (its plan offloads other "
 					    "traps): this process keeps them" : "");
-		return (uint32_t)n;
+		return;
 	}
 	ft_warn("FT_SHM_ENABLED: %s: %s; this process keeps a private store", o->shm.path,
 		n == -2 ? "its bytes differ from what was stored from weights like this process's "
@@ -360,7 +356,6 @@ uint32_t ft_off_shm_begin(struct ft_offload *o)
 			  "ulimit -l)"
 			: "it holds none of this process's offloaded traps (another plan)");
 	ft_shm_close(&o->shm);
-	return 0;
 }
 
 unsigned char *ft_off_store_alloc(struct ft_offload *o, struct ft_off_trap *x, size_t n)

@@ -129,6 +129,22 @@ static void create_follow_last_removes(void **state)
 	assert_int_not_equal(access(path, F_OK), 0); /* the last user removed it */
 }
 
+/* Waits for the n children, whose exit status is their role: one creator,
+ * the others followers. */
+static void one_creator(const pid_t *kids, int n)
+{
+	int creators = 0, followers = 0;
+	for (int i = 0; i < n; i++) {
+		int st;
+		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
+		assert_true(WIFEXITED(st));
+		creators += WEXITSTATUS(st) == FT_SHM_CREATOR;
+		followers += WEXITSTATUS(st) == FT_SHM_FOLLOWER;
+	}
+	assert_int_equal(creators, 1);
+	assert_int_equal(followers, n - 1);
+}
+
 /* Processes starting at once: one creates, the others wait and follow. */
 static void election_race(void **state)
 {
@@ -164,16 +180,7 @@ static void election_race(void **state)
 	}
 	close(go[0]);
 	close(go[1]); /* all at once */
-	int creators = 0, followers = 0;
-	for (int i = 0; i < N; i++) {
-		int st;
-		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
-		assert_true(WIFEXITED(st));
-		creators += WEXITSTATUS(st) == FT_SHM_CREATOR;
-		followers += WEXITSTATUS(st) == FT_SHM_FOLLOWER;
-	}
-	assert_int_equal(creators, 1);
-	assert_int_equal(followers, N - 1);
+	one_creator(kids, N);
 	assert_int_equal(ft_shm_sweep(dir, "race"), 0); /* the last one removed it */
 }
 
@@ -204,9 +211,8 @@ static void creator_dies_many_wait(void **state)
 {
 	(void)state;
 	enum { N = 8 };
-	int ready[2], res[2];
+	int ready[2];
 	assert_int_equal(pipe(ready), 0);
-	assert_int_equal(pipe(res), 0);
 	pid_t c = creator_child("dies", ready[1], 0, 300); /* dies without publishing */
 	char ch;
 	assert_int_equal(read(ready[0], &ch, 1), 1);
@@ -221,22 +227,13 @@ static void creator_dies_many_wait(void **state)
 		int role = ft_shm_open(&s, dir, "dies", key, 0, why, sizeof(why));
 		if (role == FT_SHM_CREATOR && publish_page(&s, 50))
 			_exit(8);
-		/* all alive until every one has its role */
-		if (write(res[1], "x", 1) != 1)
-			_exit(9);
-		usleep(400 * 1000);
+		usleep(400 * 1000); /* all alive until every one has its role */
 		ft_shm_close(&s);
 		_exit(role < 0 ? 7 : role);
 	}
-	int st, creators = 0, followers = 0;
+	int st;
 	waitpid(c, &st, 0);
-	for (int i = 0; i < N; i++) {
-		assert_int_equal(waitpid(kids[i], &st, 0), kids[i]);
-		creators += WEXITSTATUS(st) == FT_SHM_CREATOR;
-		followers += WEXITSTATUS(st) == FT_SHM_FOLLOWER;
-	}
-	assert_int_equal(creators, 1);
-	assert_int_equal(followers, N - 1);
+	one_creator(kids, N);
 	assert_int_equal(ft_shm_sweep(dir, "dies"), 0);
 }
 
