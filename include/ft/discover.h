@@ -161,6 +161,18 @@ const char *ft_disc_reason_name(enum ft_disc_reason r);
  * many (idx malloc'd). */
 uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx);
 
+/* The slices of region i's first `extent` bytes (a weight): the starts,
+ * as offsets from the region's, of the regions inside, when they are the
+ * views the data chooses into a stacked tensor (a routed expert's slice):
+ * two or more, each aligned, read in some completed passes and not all,
+ * never written, with stable contents, their offsets all multiples of at
+ * least FT_DISC_SLICE_MIN bytes (a token's rows are far smaller).  Up to
+ * cap of them into out, ascending; how many there are (0: not sliced, also
+ * when any region inside is something else). */
+#define FT_DISC_SLICE_MIN (1u << 20)
+uint32_t ft_disc_slices(const struct ft_discover *d, uint32_t i, uint64_t extent,
+			uint64_t *out, uint32_t cap);
+
 /* The checksum of the first `bytes` bytes of region r (as
  * ft_gpu_checksums makes it), 0 when it cannot be made. */
 typedef uint64_t (*ft_disc_sum_fn)(void *ctx, const struct ft_disc_region *r, uint64_t bytes);

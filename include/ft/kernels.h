@@ -18,6 +18,8 @@
 #define FT_KERNEL_SLOTS 65536 /* power of two */
 #define FT_MAX_PARAMS 4096
 
+#define FT_KERNEL_WORDS 512
+
 struct ft_kernel {
 	const void *handle;
 	const char *name;       /* mangled, as the driver gives it; "?" if unknown */
@@ -33,10 +35,12 @@ struct ft_kernel {
 	/* Per word, while offloading: references to offloaded traps in
 	 * their turn and out of it (ft_kernel_turn) */
 	_Atomic(_Atomic uint32_t *) turns;  /* 2 x FT_KERNEL_WORDS counters */
+	/* Per word: it reads one slice of a stacked tensor at a time
+	 * (ft_kernel_slicer) */
+	_Atomic uint64_t slicer[FT_KERNEL_WORDS / 64];
 	struct ft_param params[];
 };
 
-#define FT_KERNEL_WORDS 512
 #define FT_KERNEL_COUNTED 1024 /* launches counted per kernel, at most */
 
 
@@ -83,5 +87,9 @@ unsigned ft_kernel_mark_stale(const struct ft_kernel *k, struct ft_refs *refs);
  * kernel does not read through it.  Only a word the kernel really reads
  * through points, mostly, where the pass is. */
 int ft_kernel_turn(struct ft_kernel *k, unsigned w, int in_turn, int count);
+/* Whether word w of k reads one slice of a stacked tensor (a routed
+ * expert) at a time, marked so first when mark is nonzero
+ * (FT_EXPERT_PAGING, offload_slices.c). */
+int ft_kernel_slicer(struct ft_kernel *k, unsigned w, int mark);
 
 #endif

@@ -128,8 +128,12 @@ struct ft_learn {
 		uint8_t movable;      /* bytes of it would leave the GPU with its trap */
 		uint64_t views;       /* bytes from va within which reads inside
 					 it are views of it (ft_disc_region) */
+		uint32_t sl_first, nsl; /* its slices' starts (ft_disc_slices):
+					   slices[sl_first..+nsl); nsl 0: none */
 	} *wmap;                  /* weights sorted by (alloc_id, offset) */
 	uint32_t nwmap;
+	uint64_t *slices;         /* offsets from their weights' va */
+	uint32_t nslices;
 	/* pairs of weights one launch read (first-touch indices, sorted):
 	 * discovery's and profiling's, kept until the weights read all over
 	 * the pass are known (ft_learn_coread) */

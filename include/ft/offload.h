@@ -19,7 +19,9 @@
  * ready event once per load, and the next offloaded traps, cyclically
  * across the pass boundary, are loaded as far as their blocks are free.
  * strategy mode copies on the launch stream itself at first use and
- * prefetches nothing.
+ * prefetches nothing.  FT_EXPERT_PAGING (offload_slices.c): a trap's
+ * weights with slices (a stacked tensor's routed experts) leave them out
+ * of its load; a launch copies the slices it reads.
  *
  * Guards (offload_back.c).  A copy or memset that writes into an offloaded
  * trap's chunks, or a launch that reads two traps of one block, brings a
@@ -78,6 +80,12 @@ struct ft_off_weight {
 				       weight that discovery saw (a token's
 				       row, a routed expert): they read its
 				       trap; 0 or lo: none */
+	const uint64_t *slices;     /* FT_EXPERT_PAGING: the starts of the
+				       views the data chooses into it after its
+				       own (a stacked tensor's routed experts),
+				       offsets from lo, ascending; read by
+				       ft_off_init only */
+	uint32_t nslices;
 };
 
 /* What the engine works with, for ft_off_init. */

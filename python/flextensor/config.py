@@ -36,6 +36,7 @@ FIELDS = {
     "graph_paging": "instantiate",
     "verify": False,
     "hold_ignored": True,
+    "expert_paging": True,
     "vmm_min_bytes": 2097152,
     "vllm_timing_batch": "decode",
     "log_level": "warn",

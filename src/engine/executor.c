@@ -172,10 +172,14 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		ft_off_record(o, e->ts[e->slot], cs);
 	}
 	CUstream rs = cs; /* the stream the block is ready on */
+	size_t dense = SIZE_MAX; /* bytes copied, when not the whole trap */
 	if (x->z.desc) {
 		rs = ft_off_load_coded(o, t, cs);
 		if (timing) /* the copies' end: the decode's tail follows */
 			ft_off_record(o, e->tc[e->slot], cs);
+	} else if (x->nsl && !o->cap_id) {
+		/* FT_EXPERT_PAGING: the slices come when launches read them */
+		dense = ft_off_load_dense(o, t, cs);
 	} else if (o->mode == FT_TM_RAW_BLOCK) {
 		ft_off_copy_in(o, b->va, x->host, x->nchunks * o->chunk, cs, t);
 	} else {
@@ -195,33 +199,54 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		e->coded[e->slot] = x->z.desc != NULL;
 	}
 	b->occupant = t;
+	b->gen = 0;
+	if (dense == SIZE_MAX && !o->cap_id) /* (a capture's load is its graph's) */
+		ft_off_slices_in(o, t);
 	x->loads++;
 	FT_STAT_INC(o->stats, offload_copies);
 	if (!x->z.desc) /* coded loads count the bytes they copy */
-		FT_STAT_ADD(o->stats, offload_copy_bytes, x->nchunks * o->chunk);
+		FT_STAT_ADD(o->stats, offload_copy_bytes,
+			    dense != SIZE_MAX ? dense : x->nchunks * o->chunk);
 }
 
 /* Trap t is read by a launch on stream s: its bytes are in its block before
- * the launch runs, and the block is not reloaded before the launch is done. */
-static void ensure(struct ft_offload *o, int t, CUstream s)
+ * the launch runs, and the block is not reloaded before the launch is done.
+ * A sliced trap (FT_EXPERT_PAGING): its dense part and the slices need
+ * names (NULL: all of them) are; a slice copied now makes every stream
+ * that reads the trap wait once more before it reads. */
+static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_need *need)
 {
+	static const struct ft_off_need all = { .all = 1 };
 	struct ft_off_block *b = &o->b[o->t[t].block];
 	if (b->occupant != t) {
 		load(o, t, o->mode == FT_TM_STRATEGY ? s : o->copy);
 		FT_STAT_INC(o->stats, offload_misses);
 	}
+	if (o->t[t].nsl && !o->cap_id &&
+	    ft_off_load_slices(o, t, need ? need : &all, o->copy)) {
+		ft_off_order(o, b->ready, o->copy);
+		b->gen++;
+	}
 	for (uint32_t k = 0; k < b->nreaders; k++)
-		if (b->readers[k] == s)
+		if (b->readers[k] == s) {
+			if (b->reader_gen[k] != b->gen) {
+				ft_off_wait(o, s, b->ready);
+				b->reader_gen[k] = b->gen;
+			}
 			return;
+		}
 	if (b->nreaders == FT_OFF_READERS) {
 		/* more streams than tracked: the oldest one's work is made to
 		 * precede s's from here on, and s takes its place */
 		ft_off_order(o, b->release[0], b->readers[0]);
 		ft_off_wait(o, s, b->release[0]);
 		memmove(b->readers, b->readers + 1, (FT_OFF_READERS - 1) * sizeof(*b->readers));
+		memmove(b->reader_gen, b->reader_gen + 1,
+			(FT_OFF_READERS - 1) * sizeof(*b->reader_gen));
 		b->nreaders--;
 	}
 	ft_off_wait(o, s, b->ready);
+	b->reader_gen[b->nreaders] = b->gen;
 	b->readers[b->nreaders++] = s;
 }
 
@@ -240,6 +265,10 @@ void ft_off_verify_release(struct ft_offload *o, uint32_t k)
 	struct ft_off_block *b = &o->b[k];
 	struct ft_off_trap *x = &o->t[b->occupant];
 	uint64_t addr[64], bytes[64], sums[64];
+	/* a sliced trap holds the slices launches read (FT_EXPERT_PAGING):
+	 * the rest of its runs is another occupant's bytes or poison, which
+	 * tells nothing; such a block is poisoned unchecked */
+	int check = !x->nsl || ft_off_slices_whole(x);
 	for (uint32_t i = 0; i < x->nruns; i += 64) {
 		uint32_t n = 0;
 		for (uint32_t j = i; j < x->nruns && n < 64; j++)
@@ -249,7 +278,10 @@ void ft_off_verify_release(struct ft_offload *o, uint32_t k)
 			}
 		if (!n)
 			continue;
-		if (ft_gpu_checksums(o->gpu, addr, bytes, n, sums)) {
+		if (!check) {
+			if (o->real->cuCtxSynchronize) /* (the poison comes after its readers) */
+				o->real->cuCtxSynchronize();
+		} else if (ft_gpu_checksums(o->gpu, addr, bytes, n, sums)) {
 			ft_warn_once("FT_VERIFY: cannot checksum blocks; contents are not checked");
 			/* the checksum's synchronisation orders the poison
 			 * after the block's readers; without it, this does */
@@ -365,8 +397,8 @@ static int victim(const struct ft_offload *o, int a, int b)
  * capture's loads and comes back when the capture is over, before any
  * replay (then its own memory holds it wherever the graph reads it).
  * Returns the traps left. */
-static int one_per_block(struct ft_offload *o, int *touched, int *moves, int nt,
-			 const char *kernel)
+static int one_per_block(struct ft_offload *o, int *touched, int *moves,
+			 struct ft_off_need *needs, int nt, const char *kernel)
 {
 	for (int a = 0; a < nt; a++)
 		for (int b = a + 1; b < nt; b++) {
@@ -385,6 +417,7 @@ static int one_per_block(struct ft_offload *o, int *touched, int *moves, int nt,
 				int drop = v == ta ? a : b;
 				touched[drop] = touched[--nt];
 				moves[drop] = moves[nt];
+				needs[drop] = needs[nt];
 			}
 			a = -1; /* again, from the start */
 			break;
@@ -392,13 +425,19 @@ static int one_per_block(struct ft_offload *o, int *touched, int *moves, int nt,
 	return nt;
 }
 
-/* Adds trap t to touched[0..nt) (moves: whether it places the pass). */
-static int touch(struct ft_offload *o, int *touched, int *moves, int nt, int t, int move)
+/* Adds trap t to touched[0..nt) (moves: whether it places the pass; needs:
+ * its slices the launch reads, from slice first on, count of them, or
+ * FT_SL_DENSE or FT_SL_ALL). */
+static int touch(struct ft_offload *o, int *touched, int *moves, struct ft_off_need *needs,
+		 int nt, int t, int move, int first, uint32_t count)
 {
 	int seen = among(touched, nt, t);
 	if (seen >= 0) {
 		moves[seen] |= move;
+		ft_off_need_add(&needs[seen], o, t, first, count);
 	} else if (nt < FT_OFF_TOUCHED) {
+		needs[nt] = (struct ft_off_need){ 0 };
+		ft_off_need_add(&needs[nt], o, t, first, count);
 		touched[nt] = t, moves[nt++] = move;
 	} else if (o->t[t].block >= 0) {
 		FT_STAT_INC(o->stats, offload_stuck);
@@ -421,12 +460,13 @@ static int linked_offloaded(const struct ft_offload *o, int k)
 	return k + 1;
 }
 
-static int follow_link(struct ft_offload *o, int k, int *touched, int *moves, int nt)
+static int follow_link(struct ft_offload *o, int k, int *touched, int *moves,
+		       struct ft_off_need *needs, int nt)
 {
 	int l = linked_offloaded(o, k);
 	int t = l < 0 ? -1 : (int)o->w[l].trap;
-	if (t >= 0 && !(o->cap_id && o->t[t].pending))
-		nt = touch(o, touched, moves, nt, t, 0);
+	if (t >= 0 && !(o->cap_id && o->t[t].pending)) /* (a read runs on into it: all) */
+		nt = touch(o, touched, moves, needs, nt, t, 0, FT_SL_ALL, 0);
 	return nt;
 }
 
@@ -466,7 +506,7 @@ static int settled(struct ft_offload *o, int t, CUstream s)
  * capture (every block is unknown there: a hold would be a copy).  The
  * first traps not held are logged. */
 static int hold(struct ft_offload *o, CUstream s, const int *ignored, int ni, int *touched,
-		int *moves, int nt, const char *kernel)
+		int *moves, struct ft_off_need *needs, int nt, const char *kernel)
 {
 	static _Atomic int reports;
 	for (int i = 0; i < ni; i++) {
@@ -478,7 +518,12 @@ static int hold(struct ft_offload *o, CUstream s, const int *ignored, int ni, in
 		for (int k = 0; k < nt; k++)
 			busy |= o->t[touched[k]].block == b;
 		int in = t == o->cur ? o->b[b].occupant == t : settled(o, t, s);
+		/* a sliced trap's block holds the slices launches read so far:
+		 * a word judged wrongly may read another, which holding it
+		 * would not bring (FT_EXPERT_PAGING) */
+		in = in && (!o->t[t].nsl || ft_off_slices_whole(&o->t[t]));
 		if (in && !busy && nt < FT_OFF_TOUCHED) {
+			needs[nt] = (struct ft_off_need){ 0 }; /* (what is in its block) */
 			touched[nt] = t, moves[nt++] = t == o->cur;
 			FT_STAT_INC(o->stats, offload_held);
 			continue;
@@ -527,15 +572,38 @@ static void ignored_pass(struct ft_offload *o)
 			o->ignored_kernel ? o->ignored_kernel : "?");
 }
 
+/* References judged stale (addr[n..n + nstale)) or roaming (bits of
+ * roamed) into sliced traps the launch reads anyway (FT_EXPERT_PAGING):
+ * the slices they refer to come with it, so that a wrong judgement reads
+ * the right bytes, as it would with the trap loaded whole. */
+static void ignored_slices(struct ft_offload *o, const uint64_t *addr, unsigned n,
+			   unsigned nstale, uint64_t roamed, const int *touched,
+			   struct ft_off_need *needs, int nt)
+{
+	for (unsigned i = 0; i < n + nstale; i++) {
+		if (i < n && !(i < 64 && roamed >> i & 1))
+			continue;
+		int k = weight_of(o, addr[i]);
+		if (k < 0 || o->wsl[k].first == UINT32_MAX)
+			continue;
+		int j = among(touched, nt, (int)o->w[k].trap);
+		uint32_t count = 0;
+		int first = j < 0 ? FT_SL_DENSE : ft_off_slice_of(o, k, addr[i], &count);
+		if (j >= 0)
+			ft_off_need_add(&needs[j], o, touched[j], first, count);
+	}
+}
+
 /* The traps a launch reads, at most FT_OFF_TOUCHED, into touched[0..):
  * moves[k] says whether a reference to touched[k] places the pass.  The
  * traps linked to the weights read come last: they cannot crowd out the
  * ones read directly.  Under o->lock. */
 static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const uint16_t *words,
 		  unsigned n, unsigned nstale, struct ft_kernel *kern, const char *kernel,
-		  int *touched, int *moves, int *nread)
+		  int *touched, int *moves, struct ft_off_need *needs, int *nread)
 {
 	int nt = 0, nl = 0, linked[FT_OFF_TOUCHED], ni = 0, ignored[FT_OFF_TOUCHED];
+	uint64_t roamed = 0; /* bit i: addr[i] was judged roaming */
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k < 0)
@@ -559,10 +627,12 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 			 * views, where discovery saw the data choose views
 			 * into the weight (a token's row, a routed expert),
 			 * it is one: read as the weight is, below */
+			uint32_t count = 0;
+			int first = ft_off_slice_at(o, k, o->w[k].lo, NULL, NULL, 0, &count);
 			if (ft_off_foreign(o, addr[i], k))
 				ft_off_return_tail(o, t, k, addr[i]);
 			else if (ft_off_weight_offloaded(o, k, addr[i]))
-				nt = touch(o, touched, moves, nt, t, 0);
+				nt = touch(o, touched, moves, needs, nt, t, 0, first, count);
 			continue;
 		}
 		/* a weight that stayed on the GPU whole (a small one in a
@@ -579,6 +649,8 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 			if (o->t[t].block >= 0) {
 				FT_STAT_INC(o->stats, offload_roaming_refs);
 				ni = ignore(o, ignored, ni, t);
+				if (i < 64)
+					roamed |= 1ull << i;
 			}
 			continue;
 		}
@@ -586,20 +658,25 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 		 * in its free tail; the pass is not placed by it */
 		if (o->t[t].block < 0 && addr[i] != o->w[k].lo)
 			where = 0;
-		nt = touch(o, touched, moves, nt, t, where > 0);
+		uint32_t count = 0;
+		int first = o->t[t].nsl ? ft_off_slice_at(o, k, addr[i], kern, words, i, &count)
+					: FT_SL_DENSE;
+		nt = touch(o, touched, moves, needs, nt, t, where > 0, first, count);
 		if (o->w[k].link && nl < FT_OFF_TOUCHED)
 			linked[nl++] = k;
 	}
 	for (int i = 0; i < nl; i++)
-		nt = follow_link(o, linked[i], touched, moves, nt);
+		nt = follow_link(o, linked[i], touched, moves, needs, nt);
 	for (unsigned i = n; i < n + nstale; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k >= 0 && o->w[k].trap < o->ntraps && o->t[o->w[k].trap].block >= 0)
 			ni = ignore(o, ignored, ni, (int)o->w[k].trap);
 	}
-	nt = one_per_block(o, touched, moves, nt, kernel);
+	nt = one_per_block(o, touched, moves, needs, nt, kernel);
+	if (o->wsl)
+		ignored_slices(o, addr, n, nstale, roamed, touched, needs, nt);
 	*nread = nt; /* the traps read; those held come after them */
-	return hold(o, s, ignored, ni, touched, moves, nt, kernel);
+	return hold(o, s, ignored, ni, touched, moves, needs, nt, kernel);
 }
 
 /* The pass's position after the launch: the furthest trap a placing
@@ -623,8 +700,8 @@ static int position(const struct ft_offload *o, const int *touched, const int *m
 
 /* Every offloaded trap read is in its block before the launch on s runs,
  * with the timing events around the waits.  Under o->lock. */
-static void serve(struct ft_offload *o, CUstream s, const int *touched, int nt,
-		  const char *kernel, int timing, int nread)
+static void serve(struct ft_offload *o, CUstream s, const int *touched,
+		  const struct ft_off_need *needs, int nt, const char *kernel, int timing, int nread)
 {
 	for (int k = 0; k < nt; k++) {
 		int t = touched[k];
@@ -636,7 +713,7 @@ static void serve(struct ft_offload *o, CUstream s, const int *touched, int nt,
 		if (o->t[t].block >= 0) {
 			if (enter)
 				ft_off_record(o, e->ws, s);
-			ensure(o, t, s);
+			ensure(o, t, s, &needs[k]);
 			if (enter) {
 				ft_off_record(o, e->we, s);
 				e->waited = 1;
@@ -723,18 +800,21 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	if (!o->active || !(n + nstale || o->gpu))
 		return;
 	int touched[FT_OFF_TOUCHED], moves[FT_OFF_TOUCHED];
+	struct ft_off_need needs[FT_OFF_TOUCHED];
 	ft_off_lock(o);
 	ft_off_demote_pending(o); /* traps that had to come back while a capture was under way */
 	int nread;
-	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, &nread);
+	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, needs, &nread);
 	if (!nt) {
 		pthread_mutex_unlock(&o->lock);
 		return;
 	}
 	verify_others(o, s, touched, nt);
 	int cur = position(o, touched, moves, nt);
-	if (!o->cap_id && o->cur >= 0 && cur < o->cur)
+	if (!o->cap_id && o->cur >= 0 && cur < o->cur) {
 		ignored_pass(o); /* a pass begins */
+		o->passes++;
+	}
 	for (int k = 0; !o->cap_id && o->seen && k < nread; k++)
 		o->seen[touched[k]] |= 1;
 	if (o->cap_id && o->cap_first < 0)
@@ -742,7 +822,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	int timing = ft_off_timing_now(o, ft_off_capturing(o));
 	if (timing)
 		ft_off_timing_before(o, s, touched, nread, cur);
-	serve(o, s, touched, nt, kernel, timing, nread);
+	serve(o, s, touched, needs, nt, kernel, timing, nread);
 	if (o->mode != FT_TM_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
 	o->cur = cur;
@@ -819,7 +899,7 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 		const struct ft_off_weight *w = &o->w[k];
 		if (w->trap < o->ntraps && o->t[w->trap].block >= 0 &&
 		    ft_off_live(&o->t[w->trap], src, src + sbytes))
-			ensure(o, (int)w->trap, s);
+			ensure(o, (int)w->trap, s, NULL);
 	}
 	pthread_mutex_unlock(&o->lock);
 }

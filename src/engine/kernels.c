@@ -199,6 +199,16 @@ int ft_kernel_turn(struct ft_kernel *k, unsigned w, int in_turn, int count)
 	return out >= 4 && out > in ? -1 : in >= 4 && in >= out ? 1 : 0;
 }
 
+int ft_kernel_slicer(struct ft_kernel *k, unsigned w, int mark)
+{
+	if (w >= FT_KERNEL_WORDS)
+		return 0;
+	uint64_t bit = 1ull << (w % 64);
+	if (mark)
+		atomic_fetch_or_explicit(&k->slicer[w / 64], bit, memory_order_relaxed);
+	return !!(atomic_load_explicit(&k->slicer[w / 64], memory_order_relaxed) & bit);
+}
+
 void ft_kernel_count(struct ft_kernel *k, const struct ft_refs *refs)
 {
 	if (!refs->n || atomic_load_explicit(&k->launches, memory_order_relaxed) >= FT_KERNEL_COUNTED)

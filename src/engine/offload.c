@@ -168,6 +168,7 @@ static void release_all(struct ft_offload *o)
 	const struct ft_real *r = o->real;
 	ft_off_disk_release(o); /* its reader reads the traps */
 	ft_off_codec_release(o);
+	ft_off_slices_release(o);
 	for (uint32_t t = 0; o->t && t < o->ntraps; t++) {
 		free(o->t[t].runs);
 		free(o->t[t].dead);
@@ -358,6 +359,8 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 			x->block = -1;
 	}
 	ft_off_links(o);
+	if (ft_off_slices_init(o))
+		FAIL("out of memory");
 	for (uint32_t t = 0; t < ntraps; t++)
 		if (o->t[t].block >= 0 && o->t[t].nchunks > o->b[o->t[t].block].nchunks)
 			o->b[o->t[t].block].nchunks = o->t[t].nchunks;
@@ -642,6 +645,7 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 	}
 	FT_STAT_ADD(o->stats, offload_store_bytes, o->store_bytes);
 	FT_STAT_ADD(o->stats, offload_coded_traps, coded);
+	ft_off_slices_staged(o);
 	/* re-back: chunk j of a trap onto chunk j of its block */
 	for (uint32_t t = 0; t < o->ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];

@@ -65,6 +65,8 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 			o->saved[k].occupant = b->occupant;
 			o->saved[k].nreaders = b->nreaders;
 			memcpy(o->saved[k].readers, b->readers, sizeof(b->readers));
+			memcpy(o->saved[k].reader_gen, b->reader_gen, sizeof(b->reader_gen));
+			o->saved[k].gen = b->gen;
 			b->occupant = -1;
 			b->nreaders = 0;
 			swap_ready(b);
@@ -118,6 +120,8 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 			b->occupant = o->saved[k].occupant;
 			b->nreaders = o->saved[k].nreaders;
 			memcpy(b->readers, o->saved[k].readers, sizeof(b->readers));
+			memcpy(b->reader_gen, o->saved[k].reader_gen, sizeof(b->reader_gen));
+			b->gen = o->saved[k].gen;
 			swap_ready(b);
 		}
 		o->cur = o->saved_cur;

@@ -54,6 +54,12 @@ struct ft_off_trap {
 	struct ft_z_image z;                /* the coded store; z.data NULL: raw */
 	CUdeviceptr zdesc;                  /* z's descriptors on the GPU */
 	CUdeviceptr dhost;                  /* its device mapping (copier); 0: none */
+	/* FT_EXPERT_PAGING (offload_slices.c): its weights' slices, ascending,
+	 * and a bit per slice: copied into the block since the trap's load
+	 * (the rest of its runs, its dense part, is copied by the load) */
+	struct ft_off_slice *sl;
+	uint32_t nsl;                       /* 0: the trap loads whole */
+	uint64_t *sl_in;
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	uint64_t loads;                     /* copies into its block so far */
 	int pending;                        /* comes back to the GPU for good when no
@@ -75,6 +81,29 @@ struct ft_off_ring {
 #define FT_OFF_READERS 8
 #define FT_OFF_TOUCHED 8 /* traps one launch reads, at most */
 
+/* FT_EXPERT_PAGING (offload_slices.c).  A slice of a trap: [lo, hi).  A
+ * weight's slices: o->t[its trap].sl[first..first + n) (first UINT32_MAX:
+ * none).  What a launch reads of a sliced trap beyond its dense part:
+ * ranges of slices (first, count), or all of them. */
+struct ft_off_slice {
+	uint64_t lo, hi;
+};
+struct ft_off_wsl {
+	uint32_t first, n;
+	/* the last reference to one of its slices' starts: kernel, word,
+	 * slice, in which eager pass (ft_off_slice_at) */
+	uint64_t kid, pass;
+	uint32_t word, slice;
+};
+#define FT_OFF_NEED 8
+struct ft_off_need {
+	int all;
+	uint32_t n;
+	uint32_t first[FT_OFF_NEED], count[FT_OFF_NEED];
+};
+#define FT_SL_DENSE (-1) /* a weight that is not sliced: the dense part */
+#define FT_SL_ALL (-2)   /* every slice of the trap */
+
 struct ft_off_block {
 	uint32_t nchunks;
 	CUmemGenericAllocationHandle *h;
@@ -87,6 +116,9 @@ struct ft_off_block {
 	CUevent ready_cap;
 	uint32_t nreaders;
 	CUstream readers[FT_OFF_READERS];   /* streams that waited for this occupant */
+	uint32_t gen;                       /* slices copied in since the occupant's
+					       load (ready covers them) */
+	uint32_t reader_gen[FT_OFF_READERS];/* the gen each reader waited for */
 	CUevent release[FT_OFF_READERS];
 	const char *last_kernel;            /* the latest launch that read the occupant */
 };
@@ -131,6 +163,7 @@ struct ft_offload {
 		int occupant;
 		uint32_t nreaders;
 		CUstream readers[FT_OFF_READERS];
+		uint32_t gen, reader_gen[FT_OFF_READERS];
 	} *saved;
 	const _Atomic int *captures;        /* captures in progress, any thread */
 	int active, mode;
@@ -167,7 +200,9 @@ struct ft_offload {
 	double pass_ms;                     /* the plan's predicted pass, 0 unknown */
 	uint32_t nw;
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
+	struct ft_off_wsl *wsl;             /* per weight: its slices (FT_EXPERT_PAGING) */
 	int cur;                            /* trap of the latest launch that read one */
+	uint64_t passes;                    /* eager passes begun (the position wrapped) */
 	unsigned char *seen;                /* per trap, this pass: 1 read, 2 referred to
 					       only by ignored references while not in
 					       its block (executor.c) */
@@ -300,6 +335,33 @@ void ft_off_disk_forget(struct ft_offload *o, int t);
 void ft_off_disk_lock(struct ft_offload *o, int lock);
 int ft_off_disk_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out);
 int ft_off_disk_promote(struct ft_offload *o, int t);
+
+/* FT_EXPERT_PAGING (offload_slices.c).  The traps' slices from the
+ * weights' (after their runs are known): 0, or -1 out of memory.  After
+ * staging: traps that load whole anyway (coded, NVMe, strategy mode) give
+ * theirs up; said.  Freed.  The slices a reference at a into weight k
+ * (from word words[i] of kern; NULL: unknown) reads: the first, and
+ * *count of them; FT_SL_DENSE when k is not sliced (the reference is
+ * remembered: a word that refers to two slices of k in one pass reads one
+ * at a time).  The slices a reference at a into weight k would read if it
+ * read: the one beginning there, else all of k's (nothing learnt).  Added to a launch's
+ * needs of trap t (FT_SL_ALL: all).  A load's dense part into the block
+ * (no slice in it any more): bytes copied.  Every slice of t in its block
+ * (a whole load).  Whether all are.  The slices n names that are not in
+ * the block yet copied on cs: bytes copied (counted). */
+int ft_off_slices_init(struct ft_offload *o);
+void ft_off_slices_staged(struct ft_offload *o);
+void ft_off_slices_release(struct ft_offload *o);
+int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, struct ft_kernel *kern,
+		    const uint16_t *words, unsigned i, uint32_t *count);
+int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count);
+void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
+		     uint32_t count);
+size_t ft_off_load_dense(struct ft_offload *o, int t, CUstream cs);
+void ft_off_slices_in(struct ft_offload *o, int t);
+int ft_off_slices_whole(const struct ft_off_trap *x);
+size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need *n,
+			  CUstream cs);
 
 /* Timing (offload_timing.c).  Trap t's events where the executor works
  * now: the timed capture's, else the eager passes'. */

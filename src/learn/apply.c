@@ -186,6 +186,10 @@ static int engine_weights(struct ft_learn *L, struct ft_off_weight *w)
 		w[i] = (struct ft_off_weight){ .lo = L->wmap[i].va,
 					       .hi = L->wmap[i].va + L->wmap[i].extent,
 					       .views = L->wmap[i].va + L->wmap[i].views, .trap = t };
+		if (L->env.opt->expert_paging && L->wmap[i].nsl) {
+			w[i].slices = L->slices + L->wmap[i].sl_first;
+			w[i].nslices = L->wmap[i].nsl;
+		}
 		if (t >= p->ntraps)
 			continue;
 		/* read all over the pass: offloading it with its trap would

@@ -130,6 +130,9 @@ static void drop_discovery(struct ft_learn *L)
 	free(p->coread);
 	free(p->shared);
 	free(L->wmap);
+	free(L->slices);
+	L->slices = NULL;
+	L->nslices = 0;
 	free(L->wpairs);
 	L->wpairs = NULL;
 	L->nwpairs = 0;
@@ -247,6 +250,22 @@ static void classify(struct ft_learn *L, unsigned *reasons)
 
 /* The weights, regions idx[0..n) in first-touch order, into the profile
  * and L->wmap (in that order for now); their bytes. */
+/* The slices of weight m (discovery's region i) into L->slices, when the
+ * data chooses views into it (ft_disc_slices): the executor can load one
+ * routed expert of a stacked tensor rather than all of it. */
+static void take_slices(struct ft_learn *L, struct ft_wmap *m, uint32_t i)
+{
+	uint32_t n = ft_disc_slices(&L->disc, i, m->extent, NULL, 0);
+	uint64_t *s = n ? realloc(L->slices, (L->nslices + n) * sizeof(*s)) : NULL;
+	if (!s)
+		return; /* (out of memory: the weight loads whole) */
+	L->slices = s;
+	ft_disc_slices(&L->disc, i, m->extent, s + L->nslices, n);
+	m->sl_first = L->nslices;
+	m->nsl = n;
+	L->nslices += n;
+}
+
 static uint64_t take_weights(struct ft_learn *L, const uint32_t *idx, uint32_t n)
 {
 	struct ft_profile *p = &L->prof;
@@ -269,8 +288,9 @@ static uint64_t take_weights(struct ft_learn *L, const uint32_t *idx, uint32_t n
 			p->sums = NULL;
 		}
 		L->wmap[k] = (struct ft_wmap){ r->alloc_id, r->offset, r->alloc_base + r->offset,
-					      r->extent, 0, k, 1, r->views };
+					      r->extent, 0, k, 1, r->views, 0, 0 };
 		total += r->extent;
+		take_slices(L, &L->wmap[k], idx[k]);
 	}
 	p->nweights = p->weights && L->wmap ? n : 0;
 	p->fingerprint = ft_profile_fingerprint(p->weights, p->nweights);

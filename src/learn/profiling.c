@@ -15,12 +15,25 @@
 #include "ft/traps.h"
 #include "learn_int.h"
 
-/* The weight at (id, off) (index into L->wmap), -1 when none. */
+/* The weight a read at (id, off) reads (index into L->wmap): the one that
+ * begins there, or one of whose views discovery saw the data choose (a
+ * routed expert's slice: a launch that reads only those reads the weight's
+ * trap, whose compute it is); -1 when none. */
 static int weight_at(struct ft_learn *L, uint64_t id, uint64_t off)
 {
-	struct ft_wmap key = { .alloc_id = id, .offset = off };
-	const struct ft_wmap *w = bsearch(&key, L->wmap, L->nwmap, sizeof(*L->wmap), ft_learn_wmap_cmp);
-	return w ? (int)(w - L->wmap) : -1;
+	uint32_t lo = 0, hi = L->nwmap;
+	while (lo < hi) { /* the first weight after (id, off) */
+		uint32_t mid = (lo + hi) / 2;
+		const struct ft_wmap *w = &L->wmap[mid];
+		if (w->alloc_id < id || (w->alloc_id == id && w->offset <= off))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	const struct ft_wmap *w = lo ? &L->wmap[lo - 1] : NULL;
+	if (!w || w->alloc_id != id || (off != w->offset && off - w->offset >= w->views))
+		return -1;
+	return (int)lo - 1;
 }
 
 /* Events come from a free stack; created on demand, recycled after each

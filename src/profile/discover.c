@@ -279,6 +279,42 @@ static uint64_t views_in(const struct ft_discover *d, uint32_t i, uint64_t end)
 	return v < end ? v : end;
 }
 
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t r = a % b;
+		a = b;
+		b = r;
+	}
+	return a;
+}
+
+uint32_t ft_disc_slices(const struct ft_discover *d, uint32_t i, uint64_t extent,
+			uint64_t *out, uint32_t cap)
+{
+	const struct ft_disc_region *r = &d->r[i];
+	uint64_t all = all_passes(d), g = 0;
+	uint32_t n = 0;
+	if (d->passes_done < 2) /* one pass tells no view from a tensor */
+		return 0;
+	for (uint32_t j = i + 1; j < d->n && d->r[j].alloc_id == r->alloc_id &&
+				 d->r[j].offset < r->offset + extent; j++) {
+		const struct ft_disc_region *v = &d->r[j];
+		uint64_t off = v->offset - r->offset;
+		if (!(v->touched & all))
+			continue; /* read in the pass under way only: no start (the
+				     slice before it runs on over it) */
+		if (v->offset % FT_DISC_ALIGN || v->written || v->sums_differ ||
+		    (v->touched & all) == all)
+			return 0;
+		g = gcd64(g, off);
+		if (n < cap)
+			out[n] = off;
+		n++;
+	}
+	return n >= 2 && g >= FT_DISC_SLICE_MIN ? n : 0;
+}
+
 int ft_disc_declared(const struct ft_discover *d, uint64_t va)
 {
 	uint32_t lo = 0, hi = d->ndecl;

@@ -71,6 +71,11 @@
  *   allocation, chosen by the step (a mixture-of-experts layer whose
  *   experts are modules of their own): they are no weights (not read
  *   every pass), stay on the GPU, said at warn; outputs must match.
+ *   stacked: after layer 1, two of sixteen experts of one stacked tensor
+ *   (one allocation, an expert's slice a tensor each, every byte of it
+ *   set), read through their slices' addresses, chosen by the step (a
+ *   mixture-of-experts layer as transformers stacks it): the tensor is one
+ *   weight; FT_EXPERT_PAGING loads the routed slices only.
  *   OFFLOAD_LINGER=dir: the process waits at the end (linger()).
  *   stray: a kernel launched after every layer carries, in the word that
  *   is null after the others, layer 4's first weight after layer 0, every
@@ -105,6 +110,14 @@ static int grouped;     /* grouped: a kernel reads the weight the one before it 
 #define EXPERTS 16
 static int experts;     /* experts: two of EXPERTS, each its own allocation, read per forward */
 static CUdeviceptr ex[EXPERTS];
+static int stacked;     /* stacked: two of EXPERTS slices of one allocation, per forward */
+static CUdeviceptr xs;
+
+/* The i-th (0, 1) expert the step routes to. */
+static unsigned routed(int step, int i)
+{
+	return ((unsigned)step * 7u + (i ? 11u : 3u)) % EXPERTS;
+}
 static CUdeviceptr gtable[LAYERS]; /* its tables: each layer's second weight's address */
 static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out, zero;
 static CUstream stream; /* NULL, or the captured stream */
@@ -145,8 +158,15 @@ static void forward(int step)
 		if (experts && l == 1) {
 			/* a mixture-of-experts layer: two of sixteen experts,
 			 * routed by the step, each weight its own allocation */
-			vec_add(h, ex[((unsigned)step * 7u + 3u) % EXPERTS], h);
-			vec_add(h, ex[((unsigned)step * 7u + 11u) % EXPERTS], h);
+			vec_add(h, ex[routed(step, 0)], h);
+			vec_add(h, ex[routed(step, 1)], h);
+		}
+		for (int i = 0; stacked && l == 1 && i < 2; i++) {
+			/* (the first forward reads the tensor's start: a region
+			 * that starts later and grows downwards is not checked
+			 * twice at one extent in discovery's few passes here) */
+			unsigned e = ((unsigned)step * 5u + (i ? 7u : 0u)) % EXPERTS;
+			vec_add(h, xs + (CUdeviceptr)e * N * sizeof(float), h);
 		}
 		if (grouped) {
 			/* the weight just read, again, through its address in
@@ -350,6 +370,7 @@ int main(int argc, char **argv)
 	stray = argc > 2 && !strcmp(argv[2], "stray");
 	grouped = argc > 2 && !strcmp(argv[2], "grouped");
 	experts = argc > 2 && !strcmp(argv[2], "experts");
+	stacked = argc > 2 && !strcmp(argv[2], "stacked");
 	roam = argc > 2 && !strcmp(argv[2], "roam");
 	if (argc > 2 && !strcmp(argv[2], "tail"))
 		tail_from = 12;
@@ -379,6 +400,16 @@ int main(int argc, char **argv)
 	for (int e = 0; experts && e < EXPERTS; e++) {
 		cuMemAlloc_v2(&ex[e], N * sizeof(float));
 		fill(ex[e], 0.125f * (float)(e + 1));
+	}
+	if (stacked) {
+		float *x = malloc((size_t)N * EXPERTS * sizeof(*x));
+		if (!x)
+			return 2;
+		for (size_t i = 0; i < (size_t)N * EXPERTS; i++)
+			x[i] = 0.0625f * (float)(i / (size_t)N + 1) + (float)(i % 1013) * 0.0001f;
+		cuMemAlloc_v2(&xs, (size_t)N * EXPERTS * sizeof(float));
+		cuMemcpyHtoD_v2(xs, x, (size_t)N * EXPERTS * sizeof(float));
+		free(x);
 	}
 	for (int l = 0; grouped && l < LAYERS; l++) {
 		cuMemAlloc_v2(&gtable[l], 64);

@@ -51,7 +51,10 @@
 # one's writes to its weights do not reach the other (shm-modify), and one
 # refuses a damaged store (shm-damaged); the NVMe tier reads the traps
 # beyond the host's share from a file (nvme, nvme-raw, nvme-verify,
-# nvme-pieces, nvme-early).
+# nvme-pieces, nvme-early); a stacked expert tensor read through routed
+# experts' slices is paged per slice, in each block mode and under
+# FT_VERIFY, with fewer bytes a load than whole (stacked, stacked-raw,
+# stacked-verify).
 # usage: offload_case.sh <libflextensor.so> <offload> <case>
 set -u
 . "$(dirname "$0")/trace_stat.sh"
@@ -651,6 +654,33 @@ experts)
 	run experts experts
 	same plain-experts experts
 	logs experts "a mixture-of-experts model's experts"
+	;;
+stacked | stacked-raw | stacked-verify)
+	# a stacked expert tensor read through two routed experts' slices a
+	# forward: one weight, paged per slice (FT_EXPERT_PAGING); the same
+	# outputs, fewer bytes copied than with the whole tensor loaded.  Four
+	# discovery passes: in the first, the experts it routes to are read in
+	# every pass so far (no views yet), and the tensor's extent changes
+	# when they become views: it must be checked twice after that
+	plain plain-stacked stacked
+	case $case in
+	stacked) x=FT_TRANSFER_MODE=allocation_block_transfer ;;
+	stacked-raw) x=FT_TRANSFER_MODE=raw_block_transfer ;;
+	stacked-verify) x=FT_VERIFY=1 ;;
+	esac
+	run "$case" stacked "$x" FT_DISCOVERY_ITERS=4
+	same plain-stacked "$case"
+	is "$case" offload_slice_copies -gt 0
+	is "$case" verify_failures -eq 0
+	logs "$case" "FT_EXPERT_PAGING: 1 offloaded traps hold"
+	run whole stacked FT_EXPERT_PAGING=0 "$x" FT_DISCOVERY_ITERS=4
+	same plain-stacked whole
+	is whole offload_slice_copies -eq 0
+	a=$(($(stat "$case" offload_copy_bytes) / $(stat "$case" offload_copies)))
+	b=$(($(stat whole offload_copy_bytes) / $(stat whole offload_copies)))
+	[ "$a" -lt "$b" ] || no "$case: $a bytes copied a load, $b with whole traps"
+	echo "$case: $a bytes copied a load ($(stat "$case" offload_slice_copies) slices," \
+		"$(stat "$case" offload_slice_wholes) whole), $b with whole traps"
 	;;
 roam)
 	# a new kernel whose word always points three layers on: four loads (a

@@ -190,7 +190,7 @@ int main(int argc, char **argv)
 		int id = (int)num(x, "id");
 		uint64_t o = (uint64_t)num(x, "off");
 		uint32_t t = (uint32_t)num(x, "trap");
-		w[nw++] = (struct ft_off_weight){ ptr_of[id] + o, ptr_of[id] + o + extent(id, o), t, 0, 0 };
+		w[nw++] = (struct ft_off_weight){ ptr_of[id] + o, ptr_of[id] + o + extent(id, o), t, 0, 0, NULL, 0 };
 		if (t + 1 > ntraps)
 			ntraps = t + 1;
 	}

@@ -276,7 +276,55 @@ static void views_chosen_by_data_are_parts(void **state)
 	assert_int_equal(ex->views, 7 * expert);
 	assert_int_equal(d.r[idx[2]].alloc_id, NEXT);
 	assert_int_equal(ft_disc_classify(&d, find(&d, EXPERTS, 6 * expert)), FT_DISC_PART);
+	/* the experts' slices (FT_EXPERT_PAGING): the routed experts read
+	 * after the lowest, each from its start to the next one read; the
+	 * table's token rows (8 KiB apart, one misaligned) are no slices, and
+	 * a weight without views has none */
+	uint64_t sl[8] = { 0 };
+	assert_int_equal(ft_disc_slices(&d, idx[1], ex->extent, sl, 8), 4);
+	assert_int_equal(sl[0], expert);
+	assert_int_equal(sl[1], 4 * expert);
+	assert_int_equal(sl[2], 5 * expert);
+	assert_int_equal(sl[3], 6 * expert);
+	assert_int_equal(ft_disc_slices(&d, idx[1], ex->extent, sl, 2), 4); /* (capped) */
+	assert_int_equal(ft_disc_slices(&d, idx[0], emb->extent, sl, 8), 0);
+	assert_int_equal(ft_disc_slices(&d, idx[2], d.r[idx[2]].extent, sl, 8), 0);
 	free(idx);
+	ft_disc_destroy(&d);
+}
+
+/* Slices are views of one kind only: a stacked tensor with a region inside
+ * read in every pass (no routed expert's) has none, nor one whose views
+ * start less than 1 MiB apart (rows of a table, not experts). */
+static void slices_are_views_a_mebibyte_apart(void **state)
+{
+	(void)state;
+	enum { A = 1, B = 2 };
+	const uint64_t expert = 4 * MB, row = 512 * 1024;
+	static const int routed[4][2] = { { 1, 2 }, { 2, 3 }, { 3, 1 }, { 1, 3 } };
+	struct ft_discover d;
+	ft_disc_init(&d, 5);
+	for (int pass = 0; pass < 4; pass++) {
+		ft_disc_read(&d, A, 0, 0, 8 * expert);
+		ft_disc_read(&d, B, 0, 0, 8 * expert);
+		for (int e = 0; e < 2; e++) {
+			ft_disc_read(&d, A, (uint64_t)routed[pass][e] * expert, 0, 8 * expert);
+			ft_disc_read(&d, B, (uint64_t)routed[pass][e] * row, 0, 8 * expert);
+		}
+		ft_disc_read(&d, A, 5 * expert, 0, 8 * expert); /* every pass */
+		ft_disc_pass_end(&d);
+		ft_disc_extents(&d);
+		for (uint32_t i = 0; i < d.n; i++)
+			ft_disc_sum(&d, i, 100 + d.r[i].offset);
+	}
+	uint64_t sl[8];
+	uint32_t a = find(&d, A, 0), b = find(&d, B, 0);
+	assert_int_equal(ft_disc_slices(&d, a, 8 * expert, sl, 8), 0);
+	assert_int_equal(ft_disc_slices(&d, b, 8 * expert, sl, 8), 0);
+	/* within the region's first 5 experts, before the one read every
+	 * pass, they are slices */
+	assert_int_equal(ft_disc_slices(&d, a, 5 * expert, sl, 8), 3);
+	assert_int_equal(sl[2], 3 * expert);
 	ft_disc_destroy(&d);
 }
 
@@ -611,6 +659,7 @@ int main(void)
 		cmocka_unit_test(one_checksum_is_not_proof),
 		cmocka_unit_test(tail_buffer_restarts_sampling),
 		cmocka_unit_test(views_chosen_by_data_are_parts),
+		cmocka_unit_test(slices_are_views_a_mebibyte_apart),
 		cmocka_unit_test(a_misaligned_word_alone_is_a_part),
 		cmocka_unit_test(reads_after_a_late_boundary_move),
 		cmocka_unit_test(writes_and_boundaries),

@@ -65,6 +65,9 @@ enum { OP_KERNEL, OP_COPY };
 
 struct op {
 	int kind, stream, block, trap;  /* copy: into block, holding trap */
+	uint64_t lo, hi;                /* copy: the bytes written (alloc mode) */
+	uint64_t at[4];                 /* kernel: the address of each read (0: the
+					   trap's, as check() sees it) */
 	int reads[4], nreads;           /* kernel: traps read */
 	int rblock[4];                  /* kernel: their blocks when it was launched */
 	uint32_t clock[NS];
@@ -79,6 +82,7 @@ static struct sim {
 	int ntraps;
 	uint64_t base[64];              /* trap t's run: [base, base + CHUNK) */
 	int capturing;                  /* a capture is in progress */
+	uint64_t captured_bytes;        /* copied into captures */
 	char captured[NEV];             /* the event was last recorded in one */
 } S;
 
@@ -133,13 +137,19 @@ static struct ft_offload *O;
 static CUresult f_copy(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
 	(void)src;
-	(void)n;
-	if (S.capturing)
+	if (S.capturing) {
+		S.captured_bytes += n;
 		return CUDA_SUCCESS;
-	struct op o = { .kind = OP_COPY, .stream = stream_id(s), .trap = -1 };
-	for (int t = 0; t < S.ntraps; t++)
+	}
+	struct op o = { .kind = OP_COPY, .stream = stream_id(s), .trap = -1, .lo = dst,
+			.hi = dst + n };
+	for (int t = 0; t < S.ntraps; t++) {
 		if (dst == S.base[t])
 			o.trap = t;
+		for (uint32_t i = 0; o.trap < 0 && i < O->t[t].nruns; i++)
+			if (dst >= O->t[t].runs[i].lo && dst < O->t[t].runs[i].hi)
+				o.trap = t; /* a part of a trap's run: a slice */
+	}
 	assert_true(o.trap >= 0);
 	o.block = O->t[o.trap].block;
 	add_op(&o);
@@ -176,7 +186,7 @@ static uint32_t layout(int ntraps, struct ft_off_weight *w, struct ft_span *allo
 {
 	for (int t = 0; t < ntraps; t++) {
 		S.base[t] = (uint64_t)(t + 1) * 16 * MB;
-		w[t] = (struct ft_off_weight){ S.base[t], S.base[t] + CHUNK, (uint32_t)t, 0, 0 };
+		w[t] = (struct ft_off_weight){ S.base[t], S.base[t] + CHUNK, (uint32_t)t, 0, 0, NULL, 0 };
 		allocs[t] = (struct ft_span){ S.base[t], S.base[t] + CHUNK };
 	}
 	return (uint32_t)ntraps;
@@ -354,7 +364,7 @@ static void activations_in_a_resident_weights_extent(void **state)
 {
 	(void)state;
 	uint64_t norm = 10 * 16 * MB + 4 * CHUNK; /* beside trap 9's weight, in no allocation */
-	const struct ft_off_weight small = { norm, norm + CHUNK, 9, 0, 0 };
+	const struct ft_off_weight small = { norm, norm + CHUNK, 9, 0, 0, NULL, 0 };
 	struct ft_offload *o = engine_edit(10, round_robin4, 4, &small, 1, NULL);
 	for (int pass = 0; pass < 5; pass++)
 		for (int t = 0; t < 10; t++) {
@@ -593,8 +603,8 @@ static void a_link_is_followed_from_its_weight_only(void **state)
 	/* trap 0's v_proj: the chunk before trap 1's weight, one allocation;
 	 * a small region of trap 0 (biases) in none */
 	uint64_t v0 = 2 * 16 * MB - CHUNK, bias = 16 * MB + 4 * CHUNK;
-	const struct ft_off_weight extra[] = { { v0, v0 + CHUNK, 0, 0, 0 },
-					       { bias, bias + CHUNK, 0, 0, 0 } };
+	const struct ft_off_weight extra[] = { { v0, v0 + CHUNK, 0, 0, 0, NULL, 0 },
+					       { bias, bias + CHUNK, 0, 0, 0, NULL, 0 } };
 	struct ft_offload *o = engine_edit(10, blocks, 4, extra, 2, v_proj_segment);
 	for (uint32_t i = 0; i < o->nw; i++) /* only v_proj runs on into trap 1 */
 		assert_int_equal(o->w[i].link, o->w[i].lo == v0 ? 2 : 0);
@@ -912,8 +922,8 @@ static void a_view_inside_a_weight_loads_its_trap(void **state)
 static uint32_t small_segment(struct ft_off_weight *w, uint32_t nw, struct ft_span *a, uint32_t na)
 {
 	uint64_t seg = 12 * 16 * MB;
-	w[nw++] = (struct ft_off_weight){ seg + 4096, seg + 65536, 1, 0, 0 };
-	w[nw++] = (struct ft_off_weight){ seg + 65536, seg + CHUNK, 0, 0, 0 };
+	w[nw++] = (struct ft_off_weight){ seg + 4096, seg + 65536, 1, 0, 0, NULL, 0 };
+	w[nw++] = (struct ft_off_weight){ seg + 65536, seg + CHUNK, 0, 0, 0, NULL, 0 };
 	a[na++] = (struct ft_span){ seg, seg + CHUNK };
 	return na;
 }
@@ -968,7 +978,7 @@ static uint32_t abut(struct ft_off_weight *w, uint32_t nw, struct ft_span *a, ui
 	uint64_t at = 3 * 16 * MB + CHUNK; /* where trap 2's weight ends */
 	for (uint32_t i = 0; i < nw; i++)
 		if (w[i].trap == 7)
-			w[i] = (struct ft_off_weight){ at, at + CHUNK, 7, 0, 0 };
+			w[i] = (struct ft_off_weight){ at, at + CHUNK, 7, 0, 0, NULL, 0 };
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < na; i++) {
 		if (a[i].lo == 8 * 16 * MB)
@@ -1018,9 +1028,9 @@ static uint32_t abut_kept(struct ft_off_weight *w, uint32_t nw, struct ft_span *
 	const uint64_t at = 40 * 16 * MB, end = at + 16 * CHUNK;
 	for (uint32_t i = 0; i < nw; i++)
 		if (w[i].trap == 2)
-			w[i] = (struct ft_off_weight){ at, end, UINT32_MAX, 0, 0 };
+			w[i] = (struct ft_off_weight){ at, end, UINT32_MAX, 0, 0, NULL, 0 };
 		else if (w[i].trap == 7)
-			w[i] = (struct ft_off_weight){ end, end + tail_chunks * CHUNK, 7, 0, 0 };
+			w[i] = (struct ft_off_weight){ end, end + tail_chunks * CHUNK, 7, 0, 0, NULL, 0 };
 	uint32_t k = 0;
 	for (uint32_t i = 0; i < na; i++)
 		if (a[i].lo != S.base[2] && a[i].lo != S.base[7])
@@ -1253,6 +1263,269 @@ static void random_sequences(void **state)
 	}
 }
 
+/* ------------------------------------------------- FT_EXPERT_PAGING */
+
+/* Trap 1 holds, after its own weight (one chunk), a stacked tensor of four
+ * experts of a chunk each in the same allocation: slices at 1, 2 and 3
+ * chunks past the tensor's start (discovery's ft_disc_slices). */
+#define EXPERTS (2 * 16 * MB + CHUNK)
+static const uint64_t expert_starts[] = { CHUNK, 2 * CHUNK, 3 * CHUNK };
+static const struct ft_off_weight stacked = { EXPERTS, EXPERTS + 4 * CHUNK, 1, 0,
+					      EXPERTS + 4 * CHUNK, expert_starts, 3 };
+
+static uint32_t experts_allocation(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
+				   uint32_t na)
+{
+	(void)w;
+	(void)nw;
+	a[1].hi = EXPERTS + 4 * CHUNK;
+	return na;
+}
+
+static struct ft_offload *moe_engine(void)
+{
+	return engine_edit(10, round_robin4, 4, &stacked, 1, experts_allocation);
+}
+
+/* A launch on stream s of kern (NULL: none known) reading the addresses
+ * a[0..n) of traps r[0..n), through its parameter words 0, 1, ... */
+static void kernel_reads(struct ft_offload *o, int s, const uint64_t *a, const int *r, int n,
+			 struct ft_kernel *kern)
+{
+	static const uint16_t words[4] = { 0, 1, 2, 3 };
+	struct op k = { .kind = OP_KERNEL, .stream = s, .nreads = n };
+	memcpy(k.reads, r, (size_t)n * sizeof(*r));
+	memcpy(k.at, a, (size_t)n * sizeof(*a));
+	ft_off_launch(o, (CUstream)(uintptr_t)s, a, kern ? words : NULL, (unsigned)n, 0, kern,
+		      "expert");
+	launched(&k);
+}
+
+/* Expert e of trap 1 read on stream s through word 0 of kern. */
+static void expert(struct ft_offload *o, int s, int e, struct ft_kernel *kern)
+{
+	uint64_t a = EXPERTS + (uint64_t)e * CHUNK;
+	kernel_reads(o, s, &a, (const int[]){ 1 }, 1, kern);
+}
+
+/* The bytes each kernel reads at an address of its own (op.at) were
+ * copied, since the last copy of another trap into the block, by a copy
+ * that happens before the kernel. */
+static void check_bytes(void)
+{
+	for (int i = 0; i < S.nops; i++) {
+		const struct op *k = &S.op[i];
+		for (int r = 0; k->kind == OP_KERNEL && r < k->nreads; r++) {
+			int t = k->reads[r], b = k->rblock[r];
+			uint64_t a = k->at[r];
+			if (!a || b < 0)
+				continue;
+			int other = -1, ok = 0;
+			for (int j = 0; j < i; j++)
+				if (S.op[j].kind == OP_COPY && S.op[j].block == b && S.op[j].trap != t)
+					other = j;
+			for (int j = other + 1; j < i && !ok; j++)
+				ok = S.op[j].kind == OP_COPY && S.op[j].trap == t && S.op[j].lo <= a &&
+				     a < S.op[j].hi && hb(&S.op[j], k);
+			if (!ok)
+				fail_msg("kernel %d reads 0x%llx of trap %d, which no copy that "
+					 "happens before it put in block %d", i, (unsigned long long)a,
+					 t, b);
+		}
+	}
+}
+
+/* A kernel (its parameter word 0) new to the executor. */
+static struct ft_kernel *new_kernel(void)
+{
+	static uint64_t id;
+	struct ft_kernel *k = calloc(1, sizeof(*k));
+	assert_non_null(k);
+	k->id = ++id;
+	return k;
+}
+
+/* Decode steps route two of the four experts a pass, read by one GEMM
+ * through one word (transformers' loop over routed experts): the trap's
+ * load moves its dense part and each routed expert comes on its own, the
+ * unrouted ones never move -- once the word has referred to two experts
+ * in one pass; its first reference loads them all. */
+static void experts_are_loaded_one_at_a_time(void **state)
+{
+	(void)state;
+	struct ft_offload *o = moe_engine();
+	struct ft_kernel *gemm = new_kernel();
+	assert_int_equal(o->t[1].nsl, 4);
+	static const int routed[4][2] = { { 1, 2 }, { 0, 3 }, { 2, 0 }, { 3, 1 } };
+	for (int pass = 0; pass < 4; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			for (int i = 0; t == 1 && i < 2; i++)
+				expert(o, 1, routed[pass][i], gemm);
+		}
+	check();
+	check_bytes();
+	assert_int_equal(stats.v[FT_STAT_offload_slice_copies], 4 + 3 * 2);
+	assert_int_equal(stats.v[FT_STAT_offload_slice_bytes], 10 * CHUNK);
+	assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], 1);
+	/* one chunk a trap a load, and the slices */
+	assert_int_equal(stats.v[FT_STAT_offload_copy_bytes],
+			 stats.v[FT_STAT_offload_copies] * CHUNK + 10 * CHUNK);
+	free(gemm);
+	done(o);
+}
+
+/* A word that refers to one expert a pass (transformers' grouped GEMM is
+ * handed the first routed expert and reads the others through a pointer
+ * array in device memory) loads every expert, every pass.  So does a
+ * reference inside the tensor at no start discovery saw, even from a word
+ * that reads one expert at a time.  Nothing is copied twice. */
+static void a_word_that_refers_to_one_expert_a_pass_loads_them_all(void **state)
+{
+	(void)state;
+	struct ft_offload *o = moe_engine();
+	struct ft_kernel *grouped = new_kernel(), *gemm = new_kernel();
+	for (int pass = 0; pass < 4; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (t == 1)
+				expert(o, 1, pass, grouped);
+		}
+	assert_int_equal(stats.v[FT_STAT_offload_slice_copies], 4 * 4);
+	assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], 4);
+	for (int pass = 0; pass < 2; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (t == 1) {
+				uint64_t a = EXPERTS + CHUNK + 4096;
+				expert(o, 1, 1 + 2 * pass, gemm);
+				expert(o, 1, 2, gemm);
+				kernel_reads(o, 1, &a, (const int[]){ 1 }, 1, gemm);
+			}
+		}
+	/* the first pass: every expert at gemm's first reference, then
+	 * nothing; the second: expert 3, expert 2, then the other two */
+	assert_int_equal(stats.v[FT_STAT_offload_slice_copies], 16 + 4 + 4);
+	assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], 4 + 1 + 1);
+	check();
+	check_bytes();
+	free(grouped);
+	free(gemm);
+	done(o);
+}
+
+/* Two streams read trap 1: stream 2 waited for one expert, then stream 1's
+ * read of another copies it; stream 2's read of that one must wait for
+ * the copy too, though it already waited for the trap. */
+static void a_slice_copied_later_is_waited_for_by_every_stream(void **state)
+{
+	(void)state;
+	struct ft_offload *o = moe_engine();
+	struct ft_kernel *gemm = new_kernel();
+	for (int pass = 0; pass < 3; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (t == 1) {
+				expert(o, 1, 1 + pass, gemm);
+				expert(o, 2, 1 + pass, gemm);
+				expert(o, 1, 3 - pass, gemm);
+				expert(o, 2, 3 - pass, gemm);
+			}
+		}
+	assert_int_equal(stats.v[FT_STAT_offload_slice_copies], 4 + 1 + 2);
+	check();
+	check_bytes();
+	free(gemm);
+	done(o);
+}
+
+/* A capture loads the sliced trap whole (a graph's replays route
+ * differently), and leaves the eager state's slices as they were: an
+ * eager read after it of an expert the eager pass did not load copies it. */
+static void a_capture_loads_every_expert_and_eager_slices_stay(void **state)
+{
+	(void)state;
+	struct ft_offload *o = moe_engine();
+	struct ft_kernel *gemm = new_kernel();
+	for (int t = 0; t < 10; t++) {
+		kernel(o, 1, &t, 1);
+		if (t == 1) {
+			expert(o, 1, 1, gemm);
+			expert(o, 1, 2, gemm);
+		}
+	}
+	kernel(o, 1, (const int[]){ 0 }, 1);
+	kernel(o, 1, (const int[]){ 1 }, 1);
+	expert(o, 1, 2, gemm);
+	uint64_t before = stats.v[FT_STAT_offload_slice_copies];
+	S.capturing = 1;
+	for (int t = 0; t < 10; t++) {
+		uint64_t a = t == 1 ? EXPERTS + 3 * CHUNK : S.base[t];
+		static const uint16_t w0[1];
+		ft_off_capture_launch(o, (CUstream)(uintptr_t)1, 5, &a, w0, 1, 0, gemm, "k");
+	}
+	ft_off_capture_end(o, (CUstream)(uintptr_t)1, 5);
+	S.capturing = 0;
+	/* nine traps of a chunk, and trap 1: its own chunk and four experts */
+	assert_int_equal(S.captured_bytes, 9 * CHUNK + 5 * CHUNK);
+	expert(o, 1, 3, gemm);
+	expert(o, 1, 2, gemm);
+	assert_int_equal(stats.v[FT_STAT_offload_slice_copies] - before, 1);
+	for (int t = 2; t < 10; t++)
+		kernel(o, 1, &t, 1);
+	check();
+	check_bytes();
+	free(gemm);
+	done(o);
+}
+
+/* Stale words into trap 1 while its block holds some of its experts: a
+ * launch that reads trap 1 anyway copies the expert its word points to (a
+ * wrong judgement reads the right bytes, as with the trap loaded whole);
+ * one that does not is not held on trap 1 (holding would not bring that
+ * expert), until every expert is in. */
+static void a_stale_word_into_missing_experts(void **state)
+{
+	(void)state;
+	copies_done = CUDA_SUCCESS;
+	struct ft_offload *o = moe_engine();
+	real.cuEventQuery = f_query;
+	struct ft_kernel *gemm = new_kernel();
+	for (int pass = 0; pass < 2; pass++) {
+		for (int t = 0; t < 2; t++)
+			kernel(o, 1, &t, 1);
+		expert(o, 1, 1, gemm);
+		expert(o, 1, 2, gemm);
+		for (int t = 2; t < 10; t++)
+			kernel(o, 1, &t, 1);
+	}
+	kernel(o, 1, (const int[]){ 0 }, 1);
+	kernel(o, 1, (const int[]){ 1 }, 1);
+	expert(o, 1, 2, gemm);
+	assert_false(ft_off_slices_whole(&o->t[1]));
+	uint64_t copies = stats.v[FT_STAT_offload_slice_copies];
+	uint64_t a[2] = { S.base[1], EXPERTS + 3 * CHUNK };
+	struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 2, .reads = { 1, 1 },
+			.at = { S.base[1], EXPERTS + 3 * CHUNK } };
+	ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 1, 1, NULL, "k");
+	launched(&k);
+	assert_int_equal(stats.v[FT_STAT_offload_slice_copies] - copies, 1);
+	uint64_t b[2] = { S.base[0], EXPERTS };
+	ft_off_launch(o, (CUstream)(uintptr_t)1, b, NULL, 1, 1, NULL, "k");
+	ft_off_launched(o);
+	assert_int_equal(stats.v[FT_STAT_offload_held], 0);
+	for (int e = 0; e < 4; e++)
+		expert(o, 1, e, gemm);
+	assert_true(ft_off_slices_whole(&o->t[1]));
+	ft_off_launch(o, (CUstream)(uintptr_t)1, b, NULL, 1, 1, NULL, "k");
+	ft_off_launched(o);
+	assert_int_equal(stats.v[FT_STAT_offload_held], 1);
+	check();
+	check_bytes();
+	free(gemm);
+	done(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1282,6 +1555,11 @@ int main(void)
 		cmocka_unit_test(a_tail_tensor_in_a_capture_brings_the_trap_back_after_it),
 		cmocka_unit_test(a_conflict_while_another_thread_captures_waits_for_its_end),
 		cmocka_unit_test(a_capture_that_begins_while_traps_come_back),
+		cmocka_unit_test(experts_are_loaded_one_at_a_time),
+		cmocka_unit_test(a_word_that_refers_to_one_expert_a_pass_loads_them_all),
+		cmocka_unit_test(a_slice_copied_later_is_waited_for_by_every_stream),
+		cmocka_unit_test(a_capture_loads_every_expert_and_eager_slices_stay),
+		cmocka_unit_test(a_stale_word_into_missing_experts),
 		cmocka_unit_test(strategy_mode),
 		cmocka_unit_test(random_sequences),
 	};

@@ -1,0 +1,254 @@
+/* FT_EXPERT_PAGING: the slices of a stacked tensor (a mixture-of-experts
+ * layer's experts, one tensor of E experts) that launches read one at a
+ * time are loaded one at a time, on demand, so that a decode step moves
+ * its routed experts' bytes and not every expert of the layer.
+ *
+ * Discovery gives each such weight the starts of the views the data chose
+ * into it (ft_disc_slices: read in some passes, not all, their offsets
+ * multiples of at least 1 MiB).  Slice i of a weight runs from its i-th
+ * start (the weight's own start first) to the next, the last to the
+ * weight's end: a kernel handed a slice's start reads within it, since the
+ * next start seen is the next expert's or another tensor's.  A trap's load
+ * (and prefetch) copies its dense part, the runs outside its slices; a
+ * launch that refers to a slice's start, from a parameter word that reads
+ * one slice at a time, copies that slice when it is not in the block yet,
+ * on the copy stream, and waits for it.  A word reads one slice at a time
+ * once it has referred to two slices of one tensor in turn (a loop over
+ * routed experts, ft_kernel_slicer); until then, and from a word that
+ * refers to one slice per tensor (transformers' grouped GEMM is handed the
+ * tensor, and reads the routed experts through a pointer array in device
+ * memory), a reference loads every slice of the weight, as does one
+ * anywhere else in it (a start discovery never saw, a launch without a
+ * known layout): a wrong guess costs a copy, not results.
+ * Captures, coded and NVMe traps, and strategy mode load traps whole. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "ft/kernels.h"
+#include "ft/log.h"
+#include "offload_int.h"
+
+int ft_off_slices_init(struct ft_offload *o)
+{
+	o->wsl = calloc(o->nw + 1, sizeof(*o->wsl));
+	if (!o->wsl)
+		return -1;
+	for (uint32_t k = 0; k < o->nw; k++) {
+		const struct ft_off_weight *w = &o->w[k];
+		o->wsl[k].first = UINT32_MAX;
+		if (!w->nslices || w->trap >= o->ntraps || o->t[w->trap].block < 0)
+			continue;
+		struct ft_off_trap *x = &o->t[w->trap];
+		uint32_t n = w->nslices + 1;
+		struct ft_off_slice *sl = realloc(x->sl, (x->nsl + n) * sizeof(*sl));
+		if (!sl)
+			return -1;
+		x->sl = sl;
+		for (uint32_t i = 0; i < n; i++) {
+			uint64_t lo = i ? w->lo + w->slices[i - 1] : w->lo;
+			uint64_t hi = i + 1 < n ? w->lo + w->slices[i] : w->hi;
+			sl[x->nsl + i] = (struct ft_off_slice){ lo, hi < lo ? lo : hi };
+		}
+		o->wsl[k] = (struct ft_off_wsl){ .first = x->nsl, .n = n, .kid = UINT64_MAX };
+		x->nsl += n;
+	}
+	for (uint32_t t = 0; t < o->ntraps; t++) {
+		struct ft_off_trap *x = &o->t[t];
+		if (x->nsl && !(x->sl_in = calloc((x->nsl + 63) / 64, sizeof(*x->sl_in))))
+			return -1;
+	}
+	return 0;
+}
+
+/* Trap t loads whole from now on. */
+static void unslice(struct ft_offload *o, uint32_t t)
+{
+	struct ft_off_trap *x = &o->t[t];
+	free(x->sl);
+	free(x->sl_in);
+	x->sl = NULL;
+	x->sl_in = NULL;
+	x->nsl = 0;
+	for (uint32_t k = 0; k < o->nw; k++)
+		if (o->w[k].trap == t)
+			o->wsl[k].first = UINT32_MAX;
+}
+
+void ft_off_slices_staged(struct ft_offload *o)
+{
+	uint32_t traps = 0, slices = 0;
+	uint64_t bytes = 0;
+	for (uint32_t t = 0; t < o->ntraps; t++) {
+		struct ft_off_trap *x = &o->t[t];
+		if (!x->nsl)
+			continue;
+		/* a coded store decodes whole pieces, the NVMe tier reads
+		 * whole traps, strategy mode copies at first use anyway */
+		if (x->block < 0 || x->z.desc || x->disk_bytes || o->mode == FT_TM_STRATEGY) {
+			unslice(o, t);
+			continue;
+		}
+		traps++;
+		slices += x->nsl;
+		for (uint32_t i = 0; i < x->nsl; i++)
+			bytes += x->sl[i].hi - x->sl[i].lo;
+	}
+	if (traps)
+		ft_info("FT_EXPERT_PAGING: %u offloaded traps hold %u slices of stacked tensors "
+			"(routed experts, %.1f MiB): a launch loads the slices it reads, the rest "
+			"of a trap is loaded and prefetched as a whole", traps, slices,
+			(double)bytes / 1048576.0);
+}
+
+void ft_off_slices_release(struct ft_offload *o)
+{
+	for (uint32_t t = 0; o->t && t < o->ntraps; t++) {
+		free(o->t[t].sl);
+		free(o->t[t].sl_in);
+	}
+	free(o->wsl);
+	o->wsl = NULL;
+}
+
+/* The slice of weight k that begins at a (its index in w's trap), or
+ * w->n when none does. */
+static uint32_t slice_from(const struct ft_offload *o, const struct ft_off_wsl *w, uint64_t a,
+			   int k)
+{
+	const struct ft_off_slice *sl = o->t[o->w[k].trap].sl + w->first;
+	uint32_t lo = 0, hi = w->n;
+	while (lo < hi) { /* the first slice starting at or after a */
+		uint32_t mid = (lo + hi) / 2;
+		if (sl[mid].lo < a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < w->n && sl[lo].lo == a ? lo : w->n;
+}
+
+int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count)
+{
+	const struct ft_off_wsl *w = o->wsl ? &o->wsl[k] : NULL;
+	if (!w || w->first == UINT32_MAX)
+		return FT_SL_DENSE;
+	uint32_t i = slice_from(o, w, a, k);
+	*count = i < w->n ? 1 : w->n;
+	return (int)(w->first + (i < w->n ? i : 0));
+}
+
+int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, struct ft_kernel *kern,
+		    const uint16_t *words, unsigned i, uint32_t *count)
+{
+	struct ft_off_wsl *w = o->wsl ? &o->wsl[k] : NULL;
+	if (!w || w->first == UINT32_MAX)
+		return FT_SL_DENSE;
+	uint32_t lo = slice_from(o, w, a, k);
+	*count = w->n; /* the whole weight, unless: */
+	if (lo == w->n || !kern || !words)
+		return (int)w->first;
+	/* a loop over routed experts refers to two of this tensor's slices
+	 * in one pass through one word; a kernel handed one expert that
+	 * reads the others through device memory refers to one a pass */
+	if (w->kid == kern->id && w->word == words[i] && w->pass == o->passes && w->slice != lo)
+		ft_kernel_slicer(kern, words[i], 1);
+	w->kid = kern->id;
+	w->word = words[i];
+	w->slice = lo;
+	w->pass = o->passes;
+	if (!ft_kernel_slicer(kern, words[i], 0))
+		return (int)w->first;
+	*count = 1;
+	return (int)(w->first + lo);
+}
+
+void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
+		     uint32_t count)
+{
+	if (first == FT_SL_DENSE || n->all || !o->t[t].nsl)
+		return;
+	if (first == FT_SL_ALL || n->n == FT_OFF_NEED) {
+		n->all = 1;
+		return;
+	}
+	for (uint32_t i = 0; i < n->n; i++)
+		if (n->first[i] == (uint32_t)first && n->count[i] >= count)
+			return;
+	n->first[n->n] = (uint32_t)first;
+	n->count[n->n++] = count;
+}
+
+/* The bytes of [lo, hi) in trap t's runs that leave the GPU, from its
+ * store into its block on cs; how many. */
+static size_t copy_span(struct ft_offload *o, int t, uint64_t lo, uint64_t hi, CUstream cs)
+{
+	const struct ft_off_trap *x = &o->t[t];
+	size_t off = 0, moved = 0;
+	for (uint32_t i = 0; i < x->nruns && lo < hi; i++) {
+		const struct ft_span *r = &x->runs[i];
+		uint64_t a = lo > r->lo ? lo : r->lo, e = hi < r->hi ? hi : r->hi;
+		if (a < e && !x->dead[i]) {
+			size_t at = off + (size_t)(a - r->lo);
+			CUdeviceptr dst = o->mode == FT_TM_RAW_BLOCK ? o->b[x->block].va + at : a;
+			ft_off_copy_in(o, dst, x->host + at, (size_t)(e - a), cs, t);
+			moved += (size_t)(e - a);
+		}
+		off += (size_t)(r->hi - r->lo);
+	}
+	return moved;
+}
+
+size_t ft_off_load_dense(struct ft_offload *o, int t, CUstream cs)
+{
+	struct ft_off_trap *x = &o->t[t];
+	size_t moved = 0;
+	uint64_t from = 0;
+	for (uint32_t i = 0; i <= x->nsl; i++) {
+		uint64_t to = i < x->nsl ? x->sl[i].lo : UINT64_MAX;
+		if (from < to)
+			moved += copy_span(o, t, from, to, cs);
+		if (i < x->nsl && x->sl[i].hi > from)
+			from = x->sl[i].hi;
+	}
+	memset(x->sl_in, 0, (x->nsl + 63) / 64 * sizeof(*x->sl_in));
+	return moved;
+}
+
+void ft_off_slices_in(struct ft_offload *o, int t)
+{
+	struct ft_off_trap *x = &o->t[t];
+	if (x->nsl)
+		memset(x->sl_in, 0xff, (x->nsl + 63) / 64 * sizeof(*x->sl_in));
+}
+
+int ft_off_slices_whole(const struct ft_off_trap *x)
+{
+	for (uint32_t i = 0; i < x->nsl; i++)
+		if (!(x->sl_in[i / 64] >> (i % 64) & 1))
+			return 0;
+	return 1;
+}
+
+size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need *n, CUstream cs)
+{
+	struct ft_off_trap *x = &o->t[t];
+	size_t moved = 0;
+	uint32_t copies = 0;
+	for (uint32_t r = 0; r < (n->all ? 1 : n->n); r++) {
+		uint32_t first = n->all ? 0 : n->first[r], count = n->all ? x->nsl : n->count[r];
+		uint32_t before = copies;
+		for (uint32_t i = first; i < first + count && i < x->nsl; i++) {
+			if (x->sl_in[i / 64] >> (i % 64) & 1)
+				continue;
+			x->sl_in[i / 64] |= 1ull << (i % 64);
+			moved += copy_span(o, t, x->sl[i].lo, x->sl[i].hi, cs);
+			copies++;
+		}
+		if (count > 1 && copies > before)
+			FT_STAT_INC(o->stats, offload_slice_wholes);
+	}
+	FT_STAT_ADD(o->stats, offload_slice_copies, copies);
+	FT_STAT_ADD(o->stats, offload_slice_bytes, moved);
+	FT_STAT_ADD(o->stats, offload_copy_bytes, moved);
+	return moved;
+}
