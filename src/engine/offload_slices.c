@@ -93,6 +93,7 @@ void ft_off_slices_staged(struct ft_offload *o)
 		for (uint32_t i = 0; i < x->nsl; i++)
 			bytes += x->sl[i].hi - x->sl[i].lo;
 	}
+	FT_STAT_ADD(o->stats, offload_sliced_bytes, bytes);
 	if (traps)
 		ft_info("FT_EXPERT_PAGING: %u offloaded traps hold %u slices of stacked tensors "
 			"(routed experts, %.1f MiB): a launch loads the slices it reads, the rest "

@@ -39,13 +39,17 @@ TIMED = 10  # the last TIMED prefills and decode steps are timed
 STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_copies",
          "offload_misses", "offload_conflicts", "offload_demoted", "offload_tails",
          "offload_roaming_refs", "verify_failures", "plan_budget_bytes", "vmm_host_bytes",
-         "hidden_readers", "offload_ignored_refs", "offload_held")
+         "hidden_readers", "offload_ignored_refs", "offload_held", "offload_sliced_bytes",
+         "offload_slice_copies", "offload_slice_bytes", "offload_slice_wholes")
 
 # family -> (config class, model class, config[, options]); sizes that make
 # offloading matter on a 141 GB GPU at a small fraction. Options: compile
 # (the model's forward under torch.compile, default mode: Triton kernels),
 # decode_first (the decode steps before the prefills, so that the library
-# learns from passes that read only the experts routed to one token)
+# learns from passes that read only the experts routed to one token),
+# experts (transformers' experts backend: "eager" loops over the routed
+# experts, one GEMM each; the default, grouped_mm, reads them through a
+# pointer array))
 MODELS = {
     # Qwen2-7B's shape: q/k/v biases, large vocabulary, untied head (15.2 GB)
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM",
@@ -75,6 +79,14 @@ MODELS = {
                      num_experts_per_tok=2, vocab_size=32000, max_position_embeddings=4096,
                      tie_word_embeddings=False),
                 dict(decode_first=True)),
+    # the same, its experts run by transformers' loop over routed experts:
+    # FT_EXPERT_PAGING loads the routed ones only
+    "mixtral-loop": ("MixtralConfig", "MixtralForCausalLM",
+                     dict(hidden_size=2048, intermediate_size=7168, num_hidden_layers=8,
+                          num_attention_heads=16, num_key_value_heads=8, num_local_experts=8,
+                          num_experts_per_tok=2, vocab_size=32000, max_position_embeddings=4096,
+                          tie_word_embeddings=False),
+                     dict(decode_first=True, experts="eager")),
     # Llama-3-8B's width at 8 layers under torch.compile (5.6 GB)
     "llama-compiled": ("LlamaConfig", "LlamaForCausalLM",
                        dict(hidden_size=4096, intermediate_size=14336, num_hidden_layers=8,
@@ -115,6 +127,34 @@ def options(name):
     return MODELS[name][3] if len(MODELS[name]) > 3 else {}
 
 
+def routing(m, torch):
+    """A list that the top-k expert indices of every MoE layer's forward are
+    appended to, with the layer's expert count (transformers' *Experts
+    modules); it stays empty for a dense model."""
+    seen = []
+
+    def hook(mod, args, kwargs):
+        for v in list(args) + list(kwargs.values()):
+            if torch.is_tensor(v) and v.dtype in (torch.int64, torch.int32):
+                seen.append((v, mod.num_experts))
+                return
+
+    for mod in m.modules():
+        if type(mod).__name__.endswith("Experts") and hasattr(mod, "num_experts"):
+            mod.register_forward_pre_hook(hook, with_kwargs=True)
+    return seen
+
+
+def routed_share(seen, torch):
+    """The share of the experts a forward routed to, over its MoE layers
+    (None for a dense model); empties seen."""
+    if not seen:
+        return None
+    r = sum(int(torch.unique(i).numel()) for i, _ in seen) / sum(n for _, n in seen)
+    seen.clear()
+    return r
+
+
 def decoder_bytes(m):
     """The bytes of the model's largest ModuleList (its decoder layers,
     whatever the family calls them)."""
@@ -132,6 +172,14 @@ def run(name, tag, out):
     lib = Lib()
     bw = h2d_bandwidth(torch)
     m, cfg = build(name, torch)
+    opts = options(name)
+    if opts.get("experts"):
+        # (transformers 5: without the method, the model's own loop runs)
+        if hasattr(m, "set_experts_implementation"):
+            m.set_experts_implementation(opts["experts"])
+        else:
+            print(f"{name}: transformers has no experts backends; its default runs")
+    seen = routing(m, torch)
     params = sum(p.numel() * p.element_size() for p in m.parameters())
     g = torch.Generator(device="cpu").manual_seed(1)
     gd = torch.Generator(device="cpu").manual_seed(2)  # decode's prompt: any PREFILLS
@@ -142,6 +190,7 @@ def run(name, tag, out):
     def forward(kind, fn):
         c0 = lib.stat("offload_copy_bytes")
         s0 = lib.stat("launches")
+        seen.clear()
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         lg = fn()
@@ -149,10 +198,10 @@ def run(name, tag, out):
         ms = (time.perf_counter() - t0) * 1e3
         windows.append({"kind": kind, "first": s0, "end": lib.stat("launches")})
         rec[kind].append({"ms": ms, "copied": lib.stat("offload_copy_bytes") - c0,
-                          "phase": lib.phase(), "logits": lg.float().cpu()})
+                          "phase": lib.phase(), "logits": lg.float().cpu(),
+                          "routed": routed_share(seen, torch)})
         return lg
 
-    opts = options(name)
     if "declare" in tag:
         # the Python package: the model's tensors declared, its forwards
         # marked (python/flextensor; PYTHONPATH has it)
@@ -271,8 +320,50 @@ def report(out):
                          f"{st.get('offload_conflicts', 0)} | {st.get('offload_demoted', 0)} | "
                          f"{st.get('offload_ignored_refs', 0)} ({st.get('offload_held', 0)}) | "
                          f"{st.get('verify_failures', 0)} | {at if at else '-'} |")
+    lines += moe_table(out)
     write_table(out, "zoo.md", lines)
     return 0 if ok else 1
+
+
+def moe_table(out):
+    """Mixture-of-experts runs against two floors: every offloaded byte once
+    a forward (all experts of the offloaded layers), and only the routed
+    experts' (the offloaded bytes less the sliced experts' share that the
+    forward did not route to: offload_sliced_bytes x (1 - routed share));
+    runs without slices (FT_EXPERT_PAGING=0, graphs, coded stores) get the
+    first only."""
+    import torch
+
+    lines = ["", "## Mixture-of-experts: the floors of all experts and of the routed ones", "",
+             "routed = the share of a layer's experts a forward routes to (median); floor "
+             "(routed) = (offloaded - sliced x (1 - routed)) / H2D; slices = "
+             "offload_slice_copies (of them, whole: offload_slice_wholes)", "",
+             "| model | run | forward | ms | resident | floor (all) | ratio | routed | "
+             "floor (routed) | ratio (routed) | MB copied | slices (whole) |",
+             "|" + "---|" * 12]
+    for plain_path in sorted(glob.glob(os.path.join(out, "*-plain.pt"))):
+        plain = torch.load(plain_path)
+        name = plain["model"]
+        if plain["rec"]["decode"][-1].get("routed") is None:
+            continue
+        for path in sorted(glob.glob(os.path.join(out, f"{name}-*.pt"))):
+            r = torch.load(path)
+            st = r["stats"]
+            if r["tag"].startswith("plain") or "verify" in r["tag"]:
+                continue
+            off, sliced = st.get("offloaded_bytes", 0), st.get("offload_sliced_bytes", 0)
+            for kind in ("prefill", "decode"):
+                ms, copied = timing(r, kind)
+                res, _ = timing(plain, kind)
+                routed = median([x["routed"] for x in r["rec"][kind][-TIMED:]])
+                fa = off / r["bw"] * 1e3
+                fb = (off - sliced * (1 - routed)) / r["bw"] * 1e3
+                rb = f"{fb:.2f} | {ms / max(res, fb):.3f}" if sliced else "- | -"
+                lines.append(f"| {name} | {r['tag']} | {kind} | {ms:.2f} | {res:.2f} | "
+                             f"{fa:.2f} | {ms / max(res, fa):.3f} | {routed:.2f} | {rb} | "
+                             f"{copied / 1e6:.1f} | {st.get('offload_slice_copies', 0)} "
+                             f"({st.get('offload_slice_wholes', 0)}) |")
+    return lines
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
 # which library runs, default "alloc raw alloc-verify raw-verify"; a run
 # named with "declare" (alloc-declare) calls the Python package's offload()
 # on the model first, from PYTHONPATH; one with "zip" (alloc-zip) codes the
-# store, FT_TRANSFER_COMPRESSION=always;
+# store, FT_TRANSFER_COMPRESSION=always; one with "noexp" (alloc-noexp)
+# loads stacked experts with their layer, FT_EXPERT_PAGING=0;
 # ZOO_TRACE=1 keeps each library run's FT_TRACE; ZOO_VERIFY_PREFILLS and
 # ZOO_VERIFY_DECODE, default 10 and 6: the FT_VERIFY runs' forwards)
 set -u
@@ -34,6 +35,9 @@ for m in $models; do
 		esac
 		case $run in
 		*zip*) set -- "$@" FT_TRANSFER_COMPRESSION=always ;;
+		esac
+		case $run in
+		*noexp*) set -- "$@" FT_EXPERT_PAGING=0 ;;
 		esac
 		case $run in
 		*verify) set -- "$@" FT_VERIFY=1 ZOO_PREFILLS="${ZOO_VERIFY_PREFILLS:-10}" \

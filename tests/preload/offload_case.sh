@@ -671,6 +671,7 @@ stacked | stacked-raw | stacked-verify)
 	run "$case" stacked "$x" FT_DISCOVERY_ITERS=4
 	same plain-stacked "$case"
 	is "$case" offload_slice_copies -gt 0
+	is "$case" offload_sliced_bytes -gt 0
 	is "$case" verify_failures -eq 0
 	logs "$case" "FT_EXPERT_PAGING: 1 offloaded traps hold"
 	run whole stacked FT_EXPERT_PAGING=0 "$x" FT_DISCOVERY_ITERS=4
