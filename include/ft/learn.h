@@ -117,6 +117,7 @@ struct ft_learn {
 	uint32_t watch_found;     /* the most weights a try found */
 	uint64_t watch_tried_at;  /* watch_launches at the last try */
 	int sums_refused;         /* a region checksum was refused: a capture began */
+	uint32_t disc_extra;      /* discovery passes added for unsettled regions */
 	/* the plan was ready while a capture was under way (staging waits for
 	 * the device): it is applied at the first launch or replay after */
 	_Atomic int offload_deferred;

@@ -225,6 +225,23 @@ static uint32_t keep_movable(struct ft_learn *L, uint32_t (*pairs)[2], uint32_t 
 	return k;
 }
 
+int ft_learn_unsettled(struct ft_learn *L)
+{
+	uint64_t weights = 0, once = 0;
+	ft_disc_extents(&L->disc);
+	for (uint32_t i = 0; i < L->disc.n; i++) {
+		const struct ft_disc_region *r = &L->disc.r[i];
+		enum ft_disc_reason why = ft_disc_classify(&L->disc, i);
+		if (r->extent < FT_WEIGHT_MIN_BYTES || !alive(L, r))
+			continue;
+		if (why == FT_DISC_WEIGHT)
+			weights += r->extent;
+		else if (why == FT_DISC_UNCHECKED && r->nsums && r->sum_extent == r->extent)
+			once += r->extent;
+	}
+	return once && once >= (weights + once) / 32;
+}
+
 /* Every region's verdict, counted in reasons; the bytes of the regions
  * whose content could not be checked (they stay, and count against the
  * budget); large regions that are not weights are named. */

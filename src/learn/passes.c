@@ -124,6 +124,23 @@ static void start_discovery(struct ft_learn *L, int source, uint64_t at)
 }
 
 
+/* Discovery's last pass ends with regions checked once only, at an
+ * extent that changed (ft_learn_unsettled): up to DISC_EXTRA more passes,
+ * said at info, so that they are checked twice at it (or found changing)
+ * before the weights are taken; otherwise they would stay on the GPU. */
+#define DISC_EXTRA 4
+static void extend_discovery(struct ft_learn *L)
+{
+	if (L->phases.in_phase + 1 < L->phases.discovery || L->disc_extra >= DISC_EXTRA ||
+	    !ft_learn_unsettled(L))
+		return;
+	L->phases.discovery++;
+	L->disc_extra++;
+	ft_info("discovery: regions whose extent changed in the last pass (views became parts "
+		"of them: routed experts' slices of a stacked tensor?) were checked once only: "
+		"one more pass (%u of at most %u)", L->disc_extra, DISC_EXTRA);
+}
+
 void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
 {
 	static const int stat[] = { 0, FT_STAT_passes_eager, FT_STAT_passes_graph,
@@ -145,6 +162,7 @@ void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
 				L->phases.total++;
 				goto trace;
 			}
+			extend_discovery(L);
 		} else if (phase == FT_PHASE_PROFILING) {
 			ft_learn_analyse(L, source == FT_PASS_EAGER ? start : UINT64_MAX);
 		}

@@ -162,9 +162,9 @@ static void forward(int step)
 			vec_add(h, ex[routed(step, 1)], h);
 		}
 		for (int i = 0; stacked && l == 1 && i < 2; i++) {
-			/* (the first forward reads the tensor's start: a region
-			 * that starts later and grows downwards is not checked
-			 * twice at one extent in discovery's few passes here) */
+			/* (the first forward reads the tensor's start: the
+			 * weight begins at the lowest slice read, and a slice
+			 * read lower later would move it once more) */
 			unsigned e = ((unsigned)step * 5u + (i ? 7u : 0u)) % EXPERTS;
 			vec_add(h, xs + (CUdeviceptr)e * N * sizeof(float), h);
 		}
