@@ -470,13 +470,24 @@ static int follow_link(struct ft_offload *o, int k, int *touched, int *moves,
 	return nt;
 }
 
-/* A reference into offloaded trap t is judged stale or roaming: counted,
- * and t noted in ignored[0..ni) for hold(). */
-static int ignore(struct ft_offload *o, int *ignored, int ni, int t)
+/* A reference at a into weight k of offloaded trap t is judged stale or
+ * roaming: counted, and t noted in ignored[0..ni) for hold(), with the
+ * slices the reference would read if it read (ineeds, FT_EXPERT_PAGING). */
+static int ignore(struct ft_offload *o, int *ignored, struct ft_off_need *ineeds, int ni, int t,
+		  int k, uint64_t a)
 {
 	FT_STAT_INC(o->stats, offload_ignored_refs);
-	if (among(ignored, ni, t) < 0 && ni < FT_OFF_TOUCHED)
+	int j = among(ignored, ni, t);
+	if (j < 0 && ni < FT_OFF_TOUCHED) {
+		ineeds[ni] = (struct ft_off_need){ 0 };
+		j = ni;
 		ignored[ni++] = t;
+	}
+	uint32_t count = 0;
+	if (j >= 0 && o->t[t].nsl) {
+		int first = ft_off_slice_of(o, k, a, &count);
+		ft_off_need_add(&ineeds[j], o, t, first, count);
+	}
 	return ni;
 }
 
@@ -505,8 +516,9 @@ static int settled(struct ft_offload *o, int t, CUstream s)
  * under FT_VERIFY (its poisoned blocks must show such a read) or in a
  * capture (every block is unknown there: a hold would be a copy).  The
  * first traps not held are logged. */
-static int hold(struct ft_offload *o, CUstream s, const int *ignored, int ni, int *touched,
-		int *moves, struct ft_off_need *needs, int nt, const char *kernel)
+static int hold(struct ft_offload *o, CUstream s, const int *ignored,
+		const struct ft_off_need *ineeds, int ni, int *touched, int *moves,
+		struct ft_off_need *needs, int nt, const char *kernel)
 {
 	static _Atomic int reports;
 	for (int i = 0; i < ni; i++) {
@@ -519,9 +531,9 @@ static int hold(struct ft_offload *o, CUstream s, const int *ignored, int ni, in
 			busy |= o->t[touched[k]].block == b;
 		int in = t == o->cur ? o->b[b].occupant == t : settled(o, t, s);
 		/* a sliced trap's block holds the slices launches read so far:
-		 * a word judged wrongly may read another, which holding it
-		 * would not bring (FT_EXPERT_PAGING) */
-		in = in && (!o->t[t].nsl || ft_off_slices_whole(&o->t[t]));
+		 * holding it brings no other, so only when those the words
+		 * point to are in (FT_EXPERT_PAGING) */
+		in = in && ft_off_slices_have(&o->t[t], &ineeds[i]);
 		if (in && !busy && nt < FT_OFF_TOUCHED) {
 			needs[nt] = (struct ft_off_need){ 0 }; /* (what is in its block) */
 			touched[nt] = t, moves[nt++] = t == o->cur;
@@ -572,25 +584,23 @@ static void ignored_pass(struct ft_offload *o)
 			o->ignored_kernel ? o->ignored_kernel : "?");
 }
 
-/* References judged stale (addr[n..n + nstale)) or roaming (bits of
- * roamed) into sliced traps the launch reads anyway (FT_EXPERT_PAGING):
- * the slices they refer to come with it, so that a wrong judgement reads
- * the right bytes, as it would with the trap loaded whole. */
-static void ignored_slices(struct ft_offload *o, const uint64_t *addr, unsigned n,
-			   unsigned nstale, uint64_t roamed, const int *touched,
+/* References judged stale or roaming into sliced traps the launch reads
+ * anyway (ignored[0..ni), the slices they point to in ineeds): those
+ * slices come with it, so that a wrong judgement reads the right bytes, as
+ * it would with the trap loaded whole (FT_EXPERT_PAGING). */
+static void ignored_slices(struct ft_offload *o, const int *ignored,
+			   const struct ft_off_need *ineeds, int ni, const int *touched,
 			   struct ft_off_need *needs, int nt)
 {
-	for (unsigned i = 0; i < n + nstale; i++) {
-		if (i < n && !(i < 64 && roamed >> i & 1))
+	for (int i = 0; i < ni; i++) {
+		int j = among(touched, nt, ignored[i]);
+		const struct ft_off_need *n = &ineeds[i];
+		if (j < 0 || !o->t[ignored[i]].nsl)
 			continue;
-		int k = weight_of(o, addr[i]);
-		if (k < 0 || o->wsl[k].first == UINT32_MAX)
-			continue;
-		int j = among(touched, nt, (int)o->w[k].trap);
-		uint32_t count = 0;
-		int first = j < 0 ? FT_SL_DENSE : ft_off_slice_of(o, k, addr[i], &count);
-		if (j >= 0)
-			ft_off_need_add(&needs[j], o, touched[j], first, count);
+		if (n->all)
+			ft_off_need_add(&needs[j], o, touched[j], FT_SL_ALL, 0);
+		for (uint32_t r = 0; !n->all && r < n->n; r++)
+			ft_off_need_add(&needs[j], o, touched[j], (int)n->first[r], n->count[r]);
 	}
 }
 
@@ -603,7 +613,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 		  int *touched, int *moves, struct ft_off_need *needs, int *nread)
 {
 	int nt = 0, nl = 0, linked[FT_OFF_TOUCHED], ni = 0, ignored[FT_OFF_TOUCHED];
-	uint64_t roamed = 0; /* bit i: addr[i] was judged roaming */
+	struct ft_off_need ineeds[FT_OFF_TOUCHED];
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k < 0)
@@ -627,12 +637,10 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 			 * views, where discovery saw the data choose views
 			 * into the weight (a token's row, a routed expert),
 			 * it is one: read as the weight is, below */
-			uint32_t count = 0;
-			int first = ft_off_slice_at(o, k, o->w[k].lo, NULL, NULL, 0, &count);
 			if (ft_off_foreign(o, addr[i], k))
 				ft_off_return_tail(o, t, k, addr[i]);
 			else if (ft_off_weight_offloaded(o, k, addr[i]))
-				nt = touch(o, touched, moves, needs, nt, t, 0, first, count);
+				nt = touch(o, touched, moves, needs, nt, t, 0, FT_SL_ALL, 0);
 			continue;
 		}
 		/* a weight that stayed on the GPU whole (a small one in a
@@ -648,9 +656,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 		if (where < 0) {
 			if (o->t[t].block >= 0) {
 				FT_STAT_INC(o->stats, offload_roaming_refs);
-				ni = ignore(o, ignored, ni, t);
-				if (i < 64)
-					roamed |= 1ull << i;
+				ni = ignore(o, ignored, ineeds, ni, t, k, addr[i]);
 			}
 			continue;
 		}
@@ -659,8 +665,10 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 		if (o->t[t].block < 0 && addr[i] != o->w[k].lo)
 			where = 0;
 		uint32_t count = 0;
-		int first = o->t[t].nsl ? ft_off_slice_at(o, k, addr[i], kern, words, i, &count)
+		int first = o->t[t].nsl ? ft_off_slice_at(o, k, addr[i], s, kern, words, i, &count)
 					: FT_SL_DENSE;
+		if (o->w[k].views <= o->w[k].lo && !o->cap_id)
+			o->slice_epoch++; /* a weight read whole: the layer's own work */
 		nt = touch(o, touched, moves, needs, nt, t, where > 0, first, count);
 		if (o->w[k].link && nl < FT_OFF_TOUCHED)
 			linked[nl++] = k;
@@ -670,13 +678,13 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 	for (unsigned i = n; i < n + nstale; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k >= 0 && o->w[k].trap < o->ntraps && o->t[o->w[k].trap].block >= 0)
-			ni = ignore(o, ignored, ni, (int)o->w[k].trap);
+			ni = ignore(o, ignored, ineeds, ni, (int)o->w[k].trap, k, addr[i]);
 	}
 	nt = one_per_block(o, touched, moves, needs, nt, kernel);
 	if (o->wsl)
-		ignored_slices(o, addr, n, nstale, roamed, touched, needs, nt);
+		ignored_slices(o, ignored, ineeds, ni, touched, needs, nt);
 	*nread = nt; /* the traps read; those held come after them */
-	return hold(o, s, ignored, ni, touched, moves, needs, nt, kernel);
+	return hold(o, s, ignored, ineeds, ni, touched, moves, needs, nt, kernel);
 }
 
 /* The pass's position after the launch: the furthest trap a placing
@@ -811,10 +819,8 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	}
 	verify_others(o, s, touched, nt);
 	int cur = position(o, touched, moves, nt);
-	if (!o->cap_id && o->cur >= 0 && cur < o->cur) {
+	if (!o->cap_id && o->cur >= 0 && cur < o->cur)
 		ignored_pass(o); /* a pass begins */
-		o->passes++;
-	}
 	for (int k = 0; !o->cap_id && o->seen && k < nread; k++)
 		o->seen[touched[k]] |= 1;
 	if (o->cap_id && o->cap_first < 0)

@@ -76,6 +76,7 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 		o->saved_last_stream = o->last_stream;
 		o->cur = -1;
 		o->cap_first = -1;
+		o->slice_epoch++; /* (FT_EXPERT_PAGING: the position is lost) */
 		/* fork: the copy stream joins the capture (where the driver
 		 * refuses, the loads would run outside it: the capture is
 		 * broken) */
@@ -125,6 +126,7 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 			swap_ready(b);
 		}
 		o->cur = o->saved_cur;
+		o->slice_epoch++; /* (FT_EXPERT_PAGING: the position is lost) */
 		o->cur_stream = o->saved_cur_stream;
 		o->last_stream = o->saved_last_stream;
 		o->cap_id = 0;
@@ -197,7 +199,9 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 		b->readers[0] = s;
 		b->nreaders = 1;
 	}
-	if (after)
+	if (after) {
 		o->cur = -1;
+		o->slice_epoch++; /* (FT_EXPERT_PAGING: the position is lost) */
+	}
 	pthread_mutex_unlock(&o->lock);
 }

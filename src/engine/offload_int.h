@@ -91,8 +91,9 @@ struct ft_off_slice {
 struct ft_off_wsl {
 	uint32_t first, n;
 	/* the last reference to one of its slices' starts: kernel, word,
-	 * slice, in which eager pass (ft_off_slice_at) */
-	uint64_t kid, pass;
+	 * stream, slice, and the epoch it was in (ft_off_slice_at) */
+	uint64_t kid, epoch;
+	CUstream stream;
 	uint32_t word, slice;
 };
 #define FT_OFF_NEED 8
@@ -202,7 +203,11 @@ struct ft_offload {
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
 	struct ft_off_wsl *wsl;             /* per weight: its slices (FT_EXPERT_PAGING) */
 	int cur;                            /* trap of the latest launch that read one */
-	uint64_t passes;                    /* eager passes begun (the position wrapped) */
+	/* FT_EXPERT_PAGING: bumped by every eager reference to a weight that
+	 * is read whole (no views: a layer's dense weights), and wherever the
+	 * eager position is lost (captures, replays): a loop over routed
+	 * experts refers to two slices of one tensor within one epoch */
+	uint64_t slice_epoch;
 	unsigned char *seen;                /* per trap, this pass: 1 read, 2 referred to
 					       only by ignored references while not in
 					       its block (executor.c) */
@@ -341,10 +346,12 @@ int ft_off_disk_promote(struct ft_offload *o, int t);
  * staging: traps that load whole anyway (coded, NVMe, strategy mode) give
  * theirs up; said.  Freed.  The slices a reference at a into weight k
  * (from word words[i] of kern; NULL: unknown) reads: the first, and
- * *count of them; FT_SL_DENSE when k is not sliced (the reference is
- * remembered: a word that refers to two slices of k in one pass reads one
- * at a time).  The slices a reference at a into weight k would read if it
- * read: the one beginning there, else all of k's (nothing learnt).  Added to a launch's
+ * *count of them, or FT_SL_ALL (every slice of its trap); FT_SL_DENSE
+ * when k is not sliced.  The reference is remembered: a word that refers
+ * to two slices of k from one stream in one epoch (o->slice_epoch) reads
+ * one at a time.  The slices a reference at a into weight k would read if
+ * it read (a reference judged stale): the one beginning there, else
+ * FT_SL_ALL (nothing learnt).  Whether x's block holds what n names.  Added to a launch's
  * needs of trap t (FT_SL_ALL: all).  A load's dense part into the block
  * (no slice in it any more): bytes copied.  Every slice of t in its block
  * (a whole load).  Whether all are.  The slices n names that are not in
@@ -352,9 +359,10 @@ int ft_off_disk_promote(struct ft_offload *o, int t);
 int ft_off_slices_init(struct ft_offload *o);
 void ft_off_slices_staged(struct ft_offload *o);
 void ft_off_slices_release(struct ft_offload *o);
-int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, struct ft_kernel *kern,
-		    const uint16_t *words, unsigned i, uint32_t *count);
+int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
+		    struct ft_kernel *kern, const uint16_t *words, unsigned i, uint32_t *count);
 int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count);
+int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n);
 void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
 		     uint32_t count);
 size_t ft_off_load_dense(struct ft_offload *o, int t, CUstream cs);

@@ -13,13 +13,15 @@
  * launch that refers to a slice's start, from a parameter word that reads
  * one slice at a time, copies that slice when it is not in the block yet,
  * on the copy stream, and waits for it.  A word reads one slice at a time
- * once it has referred to two slices of one tensor in turn (a loop over
- * routed experts, ft_kernel_slicer); until then, and from a word that
- * refers to one slice per tensor (transformers' grouped GEMM is handed the
- * tensor, and reads the routed experts through a pointer array in device
- * memory), a reference loads every slice of the weight, as does one
- * anywhere else in it (a start discovery never saw, a launch without a
- * known layout): a wrong guess costs a copy, not results.
+ * once it has referred to two slices of one tensor in turn: from one
+ * stream, with no weight read whole in between (o->slice_epoch: a loop
+ * over routed experts, ft_kernel_slicer).  Until then, and from a word
+ * that refers to one slice a layer (transformers' grouped GEMM is handed
+ * one expert, and reads the routed others through a pointer array in
+ * device memory), a reference loads every slice of the trap (a stacked
+ * tensor discovery split in two lies in one trap), as does one anywhere
+ * else in a sliced weight (a start discovery never saw, a launch without
+ * a known layout, a capture): a wrong guess costs a copy, not results.
  * Captures, coded and NVMe traps, and strategy mode load traps whole. */
 #include <stdlib.h>
 #include <string.h>
@@ -134,31 +136,38 @@ int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *cou
 	if (!w || w->first == UINT32_MAX)
 		return FT_SL_DENSE;
 	uint32_t i = slice_from(o, w, a, k);
-	*count = i < w->n ? 1 : w->n;
-	return (int)(w->first + (i < w->n ? i : 0));
+	*count = 1;
+	return i < w->n ? (int)(w->first + i) : FT_SL_ALL;
 }
 
-int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, struct ft_kernel *kern,
-		    const uint16_t *words, unsigned i, uint32_t *count)
+int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
+		    struct ft_kernel *kern, const uint16_t *words, unsigned i, uint32_t *count)
 {
 	struct ft_off_wsl *w = o->wsl ? &o->wsl[k] : NULL;
 	if (!w || w->first == UINT32_MAX)
 		return FT_SL_DENSE;
 	uint32_t lo = slice_from(o, w, a, k);
-	*count = w->n; /* the whole weight, unless: */
-	if (lo == w->n || !kern || !words)
-		return (int)w->first;
-	/* a loop over routed experts refers to two of this tensor's slices
-	 * in one pass through one word; a kernel handed one expert that
-	 * reads the others through device memory refers to one a pass */
-	if (w->kid == kern->id && w->word == words[i] && w->pass == o->passes && w->slice != lo)
+	/* every slice of the trap, unless the reference can read one only: a
+	 * kernel handed a slice may read others through device memory (a
+	 * grouped GEMM's pointer array), also those of a weight beside it in
+	 * the trap (one stacked tensor that discovery split in two) */
+	if (lo == w->n || !kern || !words || o->cap_id)
+		return FT_SL_ALL;
+	/* a loop over routed experts refers to two slices of this tensor
+	 * through one word, from one stream, with no whole weight read in
+	 * between (the layer's own work); a kernel handed one expert that
+	 * reads the others through device memory refers to one a layer, and
+	 * other layers' weights come between */
+	if (w->kid == kern->id && w->word == words[i] && w->stream == s &&
+	    w->epoch == o->slice_epoch && w->slice != lo)
 		ft_kernel_slicer(kern, words[i], 1);
 	w->kid = kern->id;
 	w->word = words[i];
+	w->stream = s;
 	w->slice = lo;
-	w->pass = o->passes;
+	w->epoch = o->slice_epoch;
 	if (!ft_kernel_slicer(kern, words[i], 0))
-		return (int)w->first;
+		return FT_SL_ALL;
 	*count = 1;
 	return (int)(w->first + lo);
 }
@@ -220,6 +229,19 @@ void ft_off_slices_in(struct ft_offload *o, int t)
 	struct ft_off_trap *x = &o->t[t];
 	if (x->nsl)
 		memset(x->sl_in, 0xff, (x->nsl + 63) / 64 * sizeof(*x->sl_in));
+}
+
+int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n)
+{
+	if (!x->nsl)
+		return 1;
+	if (n->all)
+		return ft_off_slices_whole(x);
+	for (uint32_t r = 0; r < n->n; r++)
+		for (uint32_t i = n->first[r]; i < n->first[r] + n->count[r] && i < x->nsl; i++)
+			if (!(x->sl_in[i / 64] >> (i % 64) & 1))
+				return 0;
+	return 1;
 }
 
 int ft_off_slices_whole(const struct ft_off_trap *x)

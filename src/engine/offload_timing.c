@@ -249,6 +249,7 @@ void ft_off_timing_flush(struct ft_offload *o)
 	ft_off_lock(o);
 	end_eager(o);
 	o->cur = -1; /* the next launch begins a pass */
+	o->slice_epoch++; /* (FT_EXPERT_PAGING: the position is lost) */
 	update(o);
 	pthread_mutex_unlock(&o->lock);
 }

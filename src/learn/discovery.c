@@ -236,8 +236,9 @@ int ft_learn_unsettled(struct ft_learn *L)
 			continue;
 		if (why == FT_DISC_WEIGHT)
 			weights += r->extent;
-		else if (why == FT_DISC_UNCHECKED && r->nsums && r->sum_extent == r->extent)
-			once += r->extent;
+		else if (why == FT_DISC_UNCHECKED && r->views && r->nsums &&
+			 r->sum_extent == r->extent)
+			once += r->extent; /* (a region read through views) */
 	}
 	return once && once >= (weights + once) / 32;
 }

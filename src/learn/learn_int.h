@@ -28,11 +28,12 @@ enum ft_disc_end { FT_END_PASSES, FT_END_SIZES, FT_END_CONTENT };
  * did not match, else 0.  The order of L->wmap. */
 void ft_learn_feed(struct ft_discover *d, const struct ft_region_ref *r, unsigned n, int launch);
 void ft_learn_sample(struct ft_learn *L);
-/* After a discovery pass's sample: whether regions of a 32nd or more of
- * the candidate weights' bytes were checked once only, at an extent that
- * changed (views became parts of them: a stacked expert tensor read
- * through routed experts' slices, whose first pass made each slice a
- * region of its own).  One more pass would check them again. */
+/* After a discovery pass's sample: whether regions read through views,
+ * of a 32nd or more of the candidate weights' bytes, were checked once
+ * only, at an extent that changed (views became parts of them: a stacked
+ * expert tensor read through routed experts' slices, whose first pass made
+ * each slice a region of its own).  One more pass would check them
+ * again. */
 int ft_learn_unsettled(struct ft_learn *L);
 /* ft_disc_sum_fn (ctx: L): a checksum of a region's first bytes, on the
  * GPU; 0 when its allocation is gone or the GPU cannot make it, or while a

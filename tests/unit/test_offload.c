@@ -1345,6 +1345,13 @@ static struct ft_kernel *new_kernel(void)
 	return k;
 }
 
+static void free_kernel(struct ft_kernel *k)
+{
+	free((void *)atomic_load(&k->turns));
+	free((void *)atomic_load(&k->hits));
+	free(k);
+}
+
 /* Decode steps route two of the four experts a pass, read by one GEMM
  * through one word (transformers' loop over routed experts): the trap's
  * load moves its dense part and each routed expert comes on its own, the
@@ -1371,7 +1378,7 @@ static void experts_are_loaded_one_at_a_time(void **state)
 	/* one chunk a trap a load, and the slices */
 	assert_int_equal(stats.v[FT_STAT_offload_copy_bytes],
 			 stats.v[FT_STAT_offload_copies] * CHUNK + 10 * CHUNK);
-	free(gemm);
+	free_kernel(gemm);
 	done(o);
 }
 
@@ -1409,14 +1416,16 @@ static void a_word_that_refers_to_one_expert_a_pass_loads_them_all(void **state)
 	assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], 4 + 1 + 1);
 	check();
 	check_bytes();
-	free(grouped);
-	free(gemm);
+	free_kernel(grouped);
+	free_kernel(gemm);
 	done(o);
 }
 
 /* Two streams read trap 1: stream 2 waited for one expert, then stream 1's
  * read of another copies it; stream 2's read of that one must wait for
- * the copy too, though it already waited for the trap. */
+ * the copy too, though it already waited for the trap.  (The GEMM's word
+ * is learnt on stream 1 alone: references from two streams in turn teach
+ * nothing, as two threads' forwards might interleave.) */
 static void a_slice_copied_later_is_waited_for_by_every_stream(void **state)
 {
 	(void)state;
@@ -1425,17 +1434,20 @@ static void a_slice_copied_later_is_waited_for_by_every_stream(void **state)
 	for (int pass = 0; pass < 3; pass++)
 		for (int t = 0; t < 10; t++) {
 			kernel(o, 1, &t, 1);
-			if (t == 1) {
-				expert(o, 1, 1 + pass, gemm);
-				expert(o, 2, 1 + pass, gemm);
+			if (t == 1 && !pass) {
+				expert(o, 1, 1, gemm);
+				expert(o, 1, 3, gemm);
+			} else if (t == 1) {
+				expert(o, 1, pass, gemm);
+				expert(o, 2, pass, gemm);
 				expert(o, 1, 3 - pass, gemm);
 				expert(o, 2, 3 - pass, gemm);
 			}
 		}
-	assert_int_equal(stats.v[FT_STAT_offload_slice_copies], 4 + 1 + 2);
+	assert_int_equal(stats.v[FT_STAT_offload_slice_copies], 4 + 2 + 2);
 	check();
 	check_bytes();
-	free(gemm);
+	free_kernel(gemm);
 	done(o);
 }
 
@@ -1475,7 +1487,7 @@ static void a_capture_loads_every_expert_and_eager_slices_stay(void **state)
 		kernel(o, 1, &t, 1);
 	check();
 	check_bytes();
-	free(gemm);
+	free_kernel(gemm);
 	done(o);
 }
 
@@ -1522,7 +1534,91 @@ static void a_stale_word_into_missing_experts(void **state)
 	assert_int_equal(stats.v[FT_STAT_offload_held], 1);
 	check();
 	check_bytes();
-	free(gemm);
+	free_kernel(gemm);
+	done(o);
+}
+
+/* A word that refers to one expert a layer (a grouped GEMM) is not taken
+ * for a loop over experts when nothing read whole comes between two of
+ * its references: after a graph replay, from another stream, or inside a
+ * capture.  It loads every slice of the trap each time. */
+static void replays_and_streams_teach_no_slicer(void **state)
+{
+	(void)state;
+	struct ft_offload *o = moe_engine();
+	struct ft_kernel *grouped = new_kernel();
+	for (int pass = 0; pass < 4; pass++) {
+		/* the trap's own weight read first, then one expert */
+		for (int t = 0; t < 2; t++)
+			kernel(o, 1, &t, 1);
+		expert(o, 1 + pass % 2, pass, grouped);
+		replay(o, 3);
+	}
+	S.capturing = 1;
+	uint64_t a[2] = { EXPERTS + CHUNK, EXPERTS + 2 * CHUNK };
+	static const uint16_t w0[1];
+	for (int i = 0; i < 2; i++)
+		ft_off_capture_launch(o, (CUstream)(uintptr_t)1, 9, &a[i], w0, 1, 0, grouped, "k");
+	ft_off_capture_end(o, (CUstream)(uintptr_t)1, 9);
+	S.capturing = 0;
+	assert_false(ft_kernel_slicer(grouped, 0, 0));
+	assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], 4);
+	free_kernel(grouped);
+	done(o);
+}
+
+/* One stacked tensor that discovery split in two weights of one trap (an
+ * expert read in every pass began a weight of its own): a reference not
+ * trusted with one slice loads every slice of the trap, the other
+ * weight's too (a grouped GEMM handed an expert of the first reads the
+ * second's through its pointer array). */
+static const uint64_t half_starts[] = { CHUNK };
+static const struct ft_off_weight halves[] = {
+	{ EXPERTS, EXPERTS + 2 * CHUNK, 1, 0, EXPERTS + 2 * CHUNK, half_starts, 1 },
+	{ EXPERTS + 2 * CHUNK, EXPERTS + 4 * CHUNK, 1, 0, EXPERTS + 4 * CHUNK, half_starts, 1 },
+};
+
+static void an_untrusted_reference_loads_the_whole_trap(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, halves, 2, experts_allocation);
+	struct ft_kernel *grouped = new_kernel();
+	assert_int_equal(o->t[1].nsl, 4);
+	kernel(o, 1, (const int[]){ 0 }, 1);
+	kernel(o, 1, (const int[]){ 1 }, 1);
+	expert(o, 1, 1, grouped);
+	assert_true(ft_off_slices_whole(&o->t[1]));
+	struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 1, .reads = { 1 },
+			.at = { EXPERTS + 3 * CHUNK } };
+	launched(&k); /* (what its pointer array reads) */
+	check();
+	check_bytes();
+	free_kernel(grouped);
+	done(o);
+}
+
+/* A stale word into trap 1's own (dense) weight while the pass is in it
+ * and experts are missing from its block: held, as without slices. */
+static void a_stale_word_into_a_dense_weight_holds_a_sliced_trap(void **state)
+{
+	(void)state;
+	struct ft_offload *o = moe_engine();
+	struct ft_kernel *gemm = new_kernel();
+	for (int t = 0; t < 2; t++)
+		kernel(o, 1, &t, 1);
+	expert(o, 1, 1, gemm);
+	expert(o, 1, 2, gemm);
+	for (int t = 2; t < 10; t++)
+		kernel(o, 1, &t, 1);
+	kernel(o, 1, (const int[]){ 0 }, 1);
+	kernel(o, 1, (const int[]){ 1 }, 1);
+	expert(o, 1, 2, gemm);
+	assert_false(ft_off_slices_whole(&o->t[1]));
+	uint64_t a[2] = { S.base[0], S.base[1] };
+	ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 1, 1, NULL, "k");
+	ft_off_launched(o);
+	assert_int_equal(stats.v[FT_STAT_offload_held], 1);
+	free_kernel(gemm);
 	done(o);
 }
 
@@ -1560,6 +1656,9 @@ int main(void)
 		cmocka_unit_test(a_slice_copied_later_is_waited_for_by_every_stream),
 		cmocka_unit_test(a_capture_loads_every_expert_and_eager_slices_stay),
 		cmocka_unit_test(a_stale_word_into_missing_experts),
+		cmocka_unit_test(replays_and_streams_teach_no_slicer),
+		cmocka_unit_test(an_untrusted_reference_loads_the_whole_trap),
+		cmocka_unit_test(a_stale_word_into_a_dense_weight_holds_a_sliced_trap),
 		cmocka_unit_test(strategy_mode),
 		cmocka_unit_test(random_sequences),
 	};
