@@ -157,6 +157,11 @@ int ft_off_graph_timed(struct ft_offload *o, const uint64_t *addr, unsigned n);
 int ft_off_graphs_timed(struct ft_offload *o);
 /* Whether FT_OFFLOAD_TIMING's store is attached (ft_off_timing). */
 int ft_off_timed(const struct ft_offload *o);
+/* FT_NVME_OFFLOAD_ENABLED, before the plan: the read rate, bytes/s, of a
+ * 64 MiB file written to dir and read back as the NVMe tier reads
+ * (O_DIRECT where the file system takes it, else after dropping its
+ * pages); 0 when it cannot be measured. */
+double ft_off_disk_probe(const char *dir, size_t align);
 /* Bytes moved to the host store, bytes of the blocks, and the blocks. */
 void ft_off_sizes(const struct ft_offload *o, uint64_t *offloaded, uint64_t *blocks,
 		  uint32_t *nblocks);

@@ -18,7 +18,10 @@
  * whose copies hide best until the peak fits, spreads that many evenly over
  * the pass when that fits and is predicted no slower, then takes the block
  * count with the shortest predicted pass; latency mode offloads a trap only when its copy
- * fits in the previous trap's compute time x scale.
+ * fits in the previous trap's compute time x scale.  With an NVMe tier, the
+ * store beyond the host's share is read from the disk each pass: a pass
+ * lasts at least those reads, and latency mode offloads no more than the
+ * disk can read in the pass's compute time x scale.
  */
 #ifndef FT_PLAN_H
 #define FT_PLAN_H
@@ -37,6 +40,11 @@ struct ft_plan_input {
 	int raw;                  /* raw_block_transfer: one copy per trap, else one per weight */
 	int one_block;            /* strategy: every offloaded trap shares one block (the
 	                           * executor loads a trap when a launch first reads it) */
+	/* the NVMe tier (FT_NVME_OFFLOAD_ENABLED): the store beyond host_bytes
+	 * is read from a file at disk_rate bytes/s, once a pass (the reader
+	 * runs ahead of the copies); 0: no tier */
+	double disk_rate;
+	uint64_t host_bytes;
 };
 
 /* 0, or -1 with why: the budget cannot be met (what to change is said).

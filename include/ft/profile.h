@@ -61,7 +61,8 @@ struct ft_plan {
 	double pass_ms;           /* predicted, steady state */
 	double stall_ms;
 	double compute_ms;        /* all traps resident */
-	double floor_ms;          /* max(compute, copies of what is offloaded) */
+	double floor_ms;          /* max(compute, copies of what is offloaded, disk) */
+	double disk_ms;           /* the NVMe tier's reads a pass (0: none) */
 	/* recorded with it: the budget the traps were planned for (0: latency
 	 * mode) and the FT_* settings it was made under (it is applied again
 	 * only under the same) */

@@ -398,6 +398,47 @@ static int open_file(struct ft_off_disk *d, const char *dir)
 	return d->fd < 0 ? -1 : 0;
 }
 
+double ft_off_disk_probe(const char *dir, size_t align)
+{
+	enum { PIECE = 8 << 20, PIECES = 8 };
+	struct ft_off_disk d;
+	memset(&d, 0, sizeof(d));
+	d.align = align ? align : 4096;
+	unsigned char *buf = NULL;
+	double rate = 0;
+	if (open_file(&d, dir))
+		return 0;
+	if (posix_memalign((void **)&buf, d.align > 4096 ? d.align : 4096, PIECE))
+		goto out;
+	memset(buf, 0x5a, PIECE); /* (bytes a file system cannot leave sparse) */
+	for (size_t i = 0; i < PIECES; i++)
+		for (size_t done = 0; done < PIECE;) {
+			ssize_t k = pwrite(d.fd, buf + done, PIECE - done, (off_t)(i * PIECE + done));
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k < 0 && errno == EINVAL && d.direct && !buffered(&d))
+				continue;
+			if (k <= 0)
+				goto out;
+			done += (size_t)k;
+		}
+	/* from the disk, not the page cache (a tmpfs reads at memory speed:
+	 * so it is) */
+	if (fdatasync(d.fd) ||
+	    (!d.direct && posix_fadvise(d.fd, 0, (off_t)PIECES * PIECE, POSIX_FADV_DONTNEED)))
+		goto out;
+	uint64_t t0 = ft_off_now_ns();
+	for (size_t i = 0; i < PIECES; i++)
+		if (pread_all(&d, 0, i * PIECE, PIECE, buf))
+			goto out;
+	uint64_t ns = ft_off_now_ns() - t0;
+	rate = ns ? (double)PIECES * PIECE / ((double)ns * 1e-9) : 0;
+out:
+	free(buf);
+	close(d.fd);
+	return rate;
+}
+
 int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len)
 {
 	struct ft_off_disk *d = calloc(1, sizeof(*d));

@@ -69,6 +69,26 @@ static void plan_settings(struct ft_learn *L, char *buf, size_t n)
 		 (long)o->min_blocks, o->transfer_budget_scale);
 }
 
+/* FT_NVME_OFFLOAD_ENABLED: the disk's read rate, measured now, and the
+ * host's share of the store, for the planner (a pass lasts at least the
+ * disk's reads).  Not measured: the planner leaves the disk out (said). */
+static void disk_rate(struct ft_learn *L, struct ft_plan_input *in)
+{
+	const struct ft_options *o = L->env.opt;
+	if (!o->nvme_offload_enabled)
+		return;
+	in->disk_rate = ft_off_disk_probe(o->nvme_offload_path, (size_t)o->nvme_alignment_bytes);
+	in->host_bytes = (uint64_t)o->nvme_host_bytes;
+	if (in->disk_rate > 0)
+		ft_info("FT_NVME_OFFLOAD_PATH=%s reads at %.2f GB/s (64 MiB written and read "
+			"back): the plan counts the disk's reads", o->nvme_offload_path,
+			in->disk_rate / 1e9);
+	else
+		ft_warn("FT_NVME_OFFLOAD_PATH=%s: cannot measure the disk's read rate: the plan "
+			"leaves it out (the pass may be slower than predicted)",
+			o->nvme_offload_path);
+}
+
 /* A new plan, into profile.json: what can leave the GPU is what whole
  * chunks of VMM-backed allocations hold (cov[t] per trap), so the planner
  * sees those bytes as the traps' and the rest as staying resident. */
@@ -110,6 +130,7 @@ static void make_plan(struct ft_learn *L, const uint64_t *cov)
 		.raw = L->env.opt->transfer_mode == FT_TM_RAW_BLOCK,
 		.one_block = L->env.opt->transfer_mode == FT_TM_STRATEGY,
 	};
+	disk_rate(L, &in);
 	struct ft_plan plan;
 	char why[512];
 	int rc = ft_plan_make(&in, &plan, why, sizeof(why));
@@ -125,6 +146,12 @@ static void make_plan(struct ft_learn *L, const uint64_t *cov)
 		in.budget ? "memory" : "latency", (double)plan.offloaded_bytes / 1048576.0,
 		(double)weights / 1048576.0, plan.nblocks, plan.pass_ms, plan.compute_ms,
 		plan.floor_ms);
+	if (plan.disk_ms > 0)
+		ft_info("plan: the NVMe tier reads %.1f MiB a pass beyond the host's %.1f MiB, "
+			"%.3f ms at %.2f GB/s%s", (double)(plan.offloaded_bytes - in.host_bytes) /
+			1048576.0, (double)in.host_bytes / 1048576.0, plan.disk_ms,
+			in.disk_rate / 1e9, plan.disk_ms >= plan.pass_ms - 1e-9 ?
+			": the disk sets the pass" : "");
 	if (L->env.opt->enable_diagnostics)
 		diagnostics(p, cov, &plan);
 	p->plan = malloc(sizeof(*p->plan));

@@ -119,9 +119,30 @@ static int assign(struct ft_plan *p, const struct ft_profile *pr, uint32_t b)
 	return 0;
 }
 
-/* Three passes of the execution model; the last one is reported. */
-static void simulate(struct ft_plan *p, const struct ft_profile *pr)
+/* The NVMe tier's reads a pass, ms, for the offloaded bytes: those beyond
+ * the host's share (0 without a tier). */
+static double disk_ms(const struct ft_plan_input *in, uint64_t offloaded)
 {
+	if (in->disk_rate <= 0 || offloaded <= in->host_bytes)
+		return 0;
+	return (double)(offloaded - in->host_bytes) / in->disk_rate * 1e3;
+}
+
+/* The bytes of the traps p offloads. */
+static uint64_t offloaded_bytes(const struct ft_plan *p, const struct ft_profile *pr)
+{
+	uint64_t n = 0;
+	for (uint32_t i = 0; i < p->ntraps; i++)
+		if (p->t[i].offloaded)
+			n += pr->traps[i].bytes;
+	return n;
+}
+
+/* Three passes of the execution model; the last one is reported. */
+static void simulate(struct ft_plan *p, const struct ft_profile *pr,
+		     const struct ft_plan_input *in)
+{
+	p->disk_ms = disk_ms(in, offloaded_bytes(p, pr));
 	double block_free[FT_PLAN_MAX_BLOCKS] = { 0 }, copy_free = 0, end = 0, pass_start = 0, copies = 0;
 	for (int pass = 0; pass < 3; pass++) {
 		pass_start = end;
@@ -155,6 +176,12 @@ static void simulate(struct ft_plan *p, const struct ft_profile *pr)
 		if (p->t[i].block >= 0)
 			copies += p->t[i].copy_ms;
 	p->floor_ms = copies > p->compute_ms ? copies : p->compute_ms;
+	/* the disk's reads run ahead of the copies, in parallel with them:
+	 * a pass is no shorter than they are */
+	if (p->disk_ms > p->pass_ms)
+		p->pass_ms = p->disk_ms;
+	if (p->disk_ms > p->floor_ms)
+		p->floor_ms = p->disk_ms;
 }
 
 /* Memory mode, once the greedy choice fits: the same number of traps
@@ -167,7 +194,8 @@ static void simulate(struct ft_plan *p, const struct ft_profile *pr)
  * its blocks were full (a contiguous half of Llama-3-8B's layers ran decode
  * at 1.4x the transfer floor on the H200, the baseline that spreads them
  * at 1.03x). */
-static void spread(struct ft_plan *p, const struct ft_profile *pr, uint32_t b, uint64_t budget)
+static void spread(struct ft_plan *p, const struct ft_profile *pr, uint32_t b,
+		   const struct ft_plan_input *in)
 {
 	uint32_t n = p->ntraps, m = 0, nc = 0;
 	uint64_t big = 0;
@@ -189,15 +217,15 @@ static void spread(struct ft_plan *p, const struct ft_profile *pr, uint32_t b, u
 			c[nc++] = i;
 	}
 	if (nc > m) {
-		simulate(p, pr);
+		simulate(p, pr, in);
 		double before = p->pass_ms;
 		for (uint32_t i = 0; i < n; i++)
 			p->t[i].offloaded = 0;
 		for (uint32_t k = 0; k < m; k++)
 			p->t[c[(uint64_t)(2 * k + 1) * nc / (2 * m)]].offloaded = 1;
-		int keep = !assign(p, pr, b) && p->peak_bytes <= budget;
+		int keep = !assign(p, pr, b) && p->peak_bytes <= in->budget;
 		if (keep) {
-			simulate(p, pr);
+			simulate(p, pr, in);
 			keep = p->pass_ms <= before + 1e-9;
 		}
 		if (!keep) {
@@ -301,6 +329,11 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 			uint32_t i = order[k];
 			if (!in->budget && ratio[i] > 1.0)
 				break;
+			/* latency mode: no more than the disk reads in the
+			 * pass's compute (a smaller trap may still fit) */
+			if (!in->budget && disk_ms(in, offloaded_bytes(&cand, pr) + pr->traps[i].bytes) >
+						   scale * cand.compute_ms)
+				continue;
 			cand.t[i].offloaded = 1;
 			ok = !assign(&cand, pr, b) && (!in->budget || cand.peak_bytes <= in->budget);
 		}
@@ -315,10 +348,10 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 		if (!ok && in->budget)
 			continue;
 		if (in->budget)
-			spread(&cand, pr, b, in->budget);
+			spread(&cand, pr, b, in);
 		if (assign(&cand, pr, b))
 			continue;
-		simulate(&cand, pr);
+		simulate(&cand, pr, in);
 		if (best_ms < 0 || cand.pass_ms < best_ms - 1e-9) {
 			best_ms = cand.pass_ms;
 			best_b = b;
@@ -336,6 +369,6 @@ int ft_plan_make(const struct ft_plan_input *in, struct ft_plan *out, char *why,
 	memcpy(out->t, best, n * sizeof(*best));
 	free(best);
 	assign(out, pr, best_b);
-	simulate(out, pr);
+	simulate(out, pr, in);
 	return 0;
 }

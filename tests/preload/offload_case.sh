@@ -340,7 +340,8 @@ nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early | nvme-zip | nvme-zip-v
 	# (read from the file as eager loads are); a graph captured before the
 	# plan copies its traps inside itself: they move to host memory
 	# (promoted).  With a coded store (nvme-zip*) the file holds the coded
-	# images: fewer bytes to read.  The file has no name: nothing is left
+	# images: fewer bytes to read.  The disk's read rate is measured before
+	# the plan, which counts the disk's reads.  The file has no name: nothing is left
 	# in the directory.
 	w="" m=allocation_block_transfer h=30000000 v=0 z=none
 	case $case in
@@ -379,6 +380,9 @@ nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early | nvme-zip | nvme-zip-v
 	fi
 	[ -z "$(ls "$tmp/nvme")" ] || no "$case: files left in FT_NVME_OFFLOAD_PATH"
 	logs "$case" "FT_NVME_OFFLOAD_ENABLED: .* MiB of the store in a file"
+	# the disk's rate, measured before the plan, which counts its reads
+	logs "$case" "FT_NVME_OFFLOAD_PATH=.* reads at .* GB/s" &&
+		logs "$case" "plan: the NVMe tier reads .* MiB a pass beyond the host's"
 	echo "$case: $(stat "$case" nvme_bytes) bytes in the file, $(stat "$case" nvme_reads) reads, $(stat "$case" nvme_misses) misses, $(stat "$case" nvme_promoted) promoted"
 	;;
 mixed-kernel)

@@ -5,6 +5,7 @@
  * budget, no two consecutive transfers (the pass wraps) share a block, every
  * offloaded trap's copy lands before the trap starts, and the predicted pass
  * is never faster than max(resident, transfer floor). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -91,7 +92,7 @@ static void budgets(void **state)
 			for (size_t ki = 0; ki < 4; ki++) {
 				for (int raw = 0; raw < 2; raw++) {
 					struct ft_plan_input in = { &p, (uint64_t)(keep[ki] * (double)total(&p)),
-								    4, 2, 1.0, raw, 0 };
+								    4, 2, 1.0, raw, 0, 0, 0 };
 					struct ft_plan pl;
 					char why[512];
 					if (ft_plan_make(&in, &pl, why, sizeof(why)))
@@ -119,7 +120,7 @@ static void offloaded_layers_spread(void **state)
 	(void)state;
 	struct ft_profile p;
 	make(&p, 32, 4096, 14336, 1024, 3.3e9);
-	struct ft_plan_input in = { &p, total(&p) / 2, 4, 2, 1.0, 0, 0 };
+	struct ft_plan_input in = { &p, total(&p) / 2, 4, 2, 1.0, 0, 0, 0, 0 };
 	struct ft_plan pl;
 	char why[512];
 	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
@@ -146,7 +147,7 @@ static void latency_mode(void **state)
 	(void)state;
 	struct ft_profile p;
 	make(&p, 32, 4096, 14336, 1024, 3.3e7); /* compute-heavy: much hides */
-	struct ft_plan_input in = { &p, 0, 4, 2, 1.0, 0, 0 };
+	struct ft_plan_input in = { &p, 0, 4, 2, 1.0, 0, 0, 0, 0 };
 	struct ft_plan pl;
 	char why[256];
 	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
@@ -175,7 +176,7 @@ static void nothing_left_to_copy(void **state)
 	for (int latency = 0; latency < 2; latency++) {
 		make(&p, 32, 4096, 14336, 1024, latency ? 3.3e7 : 3.3e9);
 		p.traps[0].bytes = 0;
-		struct ft_plan_input in = { &p, latency ? 0 : total(&p) / 2, 4, 2, 1.0, 0, 0 };
+		struct ft_plan_input in = { &p, latency ? 0 : total(&p) / 2, 4, 2, 1.0, 0, 0, 0, 0 };
 		struct ft_plan pl;
 		char why[512];
 		assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
@@ -199,7 +200,7 @@ static void traps_read_together_get_blocks_of_their_own(void **state)
 		assert_int_equal(ft_coread_add(&p, 5, 1), 1);
 		for (uint32_t t = 1; t + 2 < p.ntraps; t += 3)
 			ft_coread_add(&p, t, t + 2);
-		struct ft_plan_input in = { &p, latency ? 0 : total(&p) / 2, 4, 2, 1.0, 0, 0 };
+		struct ft_plan_input in = { &p, latency ? 0 : total(&p) / 2, 4, 2, 1.0, 0, 0, 0, 0 };
 		struct ft_plan pl;
 		char why[512];
 		assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
@@ -218,7 +219,7 @@ static void traps_read_together_get_blocks_of_their_own(void **state)
 	 * traps 1 and 5 in one */
 	make(&p, 8, 4096, 14336, 1024, 3.3e7);
 	ft_coread_add(&p, 1, 5);
-	struct ft_plan_input all = { &p, 0, 4, 4, 1000.0, 0, 0 };
+	struct ft_plan_input all = { &p, 0, 4, 4, 1000.0, 0, 0, 0, 0 };
 	struct ft_plan one;
 	char w[512];
 	assert_int_equal(ft_plan_make(&all, &one, w, sizeof(w)), 0);
@@ -230,7 +231,7 @@ static void traps_read_together_get_blocks_of_their_own(void **state)
 	/* three traps pairwise read together, all offloaded: not two blocks */
 	make(&p, 4, 4096, 14336, 1024, 3.3e7);
 	ft_coread_add(&p, 1, 2), ft_coread_add(&p, 2, 3), ft_coread_add(&p, 1, 3);
-	struct ft_plan_input in = { &p, 0, 3, 2, 1000.0, 0, 0 };
+	struct ft_plan_input in = { &p, 0, 3, 2, 1000.0, 0, 0, 0, 0 };
 	struct ft_plan pl;
 	char why[512];
 	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
@@ -244,7 +245,7 @@ static void traps_read_together_get_blocks_of_their_own(void **state)
 	 * same (it once failed whole, so nothing was offloaded) */
 	make(&p, 32, 4096, 14336, 1024, 3.3e9);
 	ft_coread_add(&p, 1, 2), ft_coread_add(&p, 2, 3), ft_coread_add(&p, 1, 3);
-	struct ft_plan_input two = { &p, total(&p) / 4, 2, 2, 1.0, 0, 0 };
+	struct ft_plan_input two = { &p, total(&p) / 4, 2, 2, 1.0, 0, 0, 0, 0 };
 	assert_int_equal(ft_plan_make(&two, &pl, why, sizeof(why)), 0);
 	check(&pl, &p, two.budget);
 	assert_true(pl.t[1].block < 0 || pl.t[2].block < 0 || pl.t[3].block < 0);
@@ -265,7 +266,7 @@ static void one_block(void **state)
 	make(&p, 32, 4096, 14336, 1024, 3.3e9);
 	for (uint32_t t = 1; t + 1 < p.ntraps; t += 2)
 		ft_coread_add(&p, t, t + 1);
-	struct ft_plan_input in = { &p, total(&p) * 3 / 5, 4, 2, 1.0, 0, 1 };
+	struct ft_plan_input in = { &p, total(&p) * 3 / 5, 4, 2, 1.0, 0, 1, 0, 0 };
 	struct ft_plan pl;
 	char why[512];
 	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
@@ -298,7 +299,7 @@ static void refusals(void **state)
 	make(&p, 32, 4096, 14336, 1024, 3.3e9);
 	struct ft_plan pl;
 	char why[512];
-	struct ft_plan_input in = { &p, 100 << 20, 4, 2, 1.0, 0, 0 };
+	struct ft_plan_input in = { &p, 100 << 20, 4, 2, 1.0, 0, 0, 0, 0 };
 	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), -1);
 	assert_non_null(strstr(why, "below the minimum of 256 MiB"));
 	in.budget = 1ULL << 30; /* 1 GiB: two 1002 MiB traps need two blocks at least */
@@ -313,9 +314,52 @@ static void refusals(void **state)
 	ft_profile_free(&p);
 }
 
+/* An NVMe tier beyond a host share: latency mode offloads no more than the
+ * disk reads in the pass's compute (x scale), memory mode predicts a pass
+ * no shorter than the disk's reads. */
+static void disk_bandwidth(void **state)
+{
+	(void)state;
+	struct ft_profile p;
+	make(&p, 16, 4096, 14336, 1024, 3.3e7); /* prefill-like: every copy hides */
+	struct ft_plan_input in = { &p, 0, 4, 2, 1.0, 0, 0, 0, 0 };
+	struct ft_plan all, pl;
+	char why[512];
+	assert_int_equal(ft_plan_make(&in, &all, why, sizeof(why)), 0);
+	check(&all, &p, 0);
+	assert_true(all.disk_ms == 0);
+	/* a disk that reads a quarter of the bytes offloaded before in the
+	 * pass's compute, beyond a host share of a quarter of them */
+	in.host_bytes = all.offloaded_bytes / 4;
+	in.disk_rate = (double)all.offloaded_bytes / 4 / all.compute_ms * 1e3;
+	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
+	check(&pl, &p, 0);
+	assert_true(pl.offloaded_bytes < all.offloaded_bytes);
+	assert_true(pl.offloaded_bytes <= in.host_bytes + all.offloaded_bytes / 4 + 1);
+	assert_true(pl.offloaded_bytes > in.host_bytes);
+	assert_true(pl.disk_ms <= pl.compute_ms * 1.000001);
+	ft_plan_free(&pl);
+	/* memory mode at half the model, the disk slower than the pass: the
+	 * pass is the disk's */
+	in.budget = total(&p) / 2;
+	in.host_bytes = 0;
+	in.disk_rate = (double)total(&p) / 8 / all.compute_ms * 1e3;
+	assert_int_equal(ft_plan_make(&in, &pl, why, sizeof(why)), 0);
+	check(&pl, &p, in.budget);
+	double ms = (double)pl.offloaded_bytes / in.disk_rate * 1e3;
+	assert_true(fabs(pl.disk_ms - ms) < 1e-6 * ms);
+	assert_true(pl.pass_ms >= pl.disk_ms - 1e-9);
+	assert_true(pl.floor_ms >= pl.disk_ms - 1e-9);
+	assert_true(pl.disk_ms > pl.compute_ms);
+	ft_plan_free(&pl);
+	ft_plan_free(&all);
+	ft_profile_free(&p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(disk_bandwidth),
 		cmocka_unit_test(budgets),
 		cmocka_unit_test(offloaded_layers_spread),
 		cmocka_unit_test(latency_mode),
