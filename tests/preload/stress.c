@@ -2,9 +2,13 @@
  * Stress: THREADS threads run a small model's forward on streams of their
  * own (own activations, shared weights).  Thread 0 alone runs the first
  * GO forwards, marking its passes (ft_mark_pass), so the library learns
- * one thread's passes; the others start as it marks the pass that ends
- * profiling, so the plan is applied while they launch (GO_LATE=k: k
- * forwards later, once the plan is in effect).  Every forward's first outputs go to OUT
+ * one thread's passes; the others start right after it marks the pass
+ * that ends profiling, the plan just applied (GO_LATE=k: k forwards
+ * later).  (They once started just before that mark: on a loaded machine
+ * their launches fell into the last profiled pass, their reads of early
+ * layers' weights looked like revisits, and those weights stayed on the
+ * GPU as shared: nothing offloaded, in CI now and then.)  Every forward's
+ * first outputs go to OUT
  * (a file), thread by thread: offload_case-style comparison with a run
  * without the library (stress.sh).  The fake driver runs a kernel inside
  * its launch call, so a block reloaded for one thread while another
@@ -77,10 +81,10 @@ static void *run(void *ud)
 		vec_add(s, h, head, out);
 		cuStreamSynchronize(s);
 		cuMemcpyDtoH_v2(kept[id][step], out, sizeof(kept[id][step]));
-		if (!id && step == GO + GO_LATE)
-			atomic_store(&go, 1);
 		if (!id && mark)
 			mark();
+		if (!id && step == GO + GO_LATE)
+			atomic_store(&go, 1);
 	}
 	return NULL;
 }

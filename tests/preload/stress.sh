@@ -1,8 +1,8 @@
 #!/bin/sh
 # stress.c, ROUNDS (5) times: without the library, then under it in each
 # block mode with every trap offloaded (latency mode, stalls accepted):
-# outputs byte-identical, the plan applied while other threads launched
-# (offloaded_bytes > 0), no crash or hang.
+# outputs byte-identical, the plan applied (offloaded_bytes > 0) and the
+# other threads launching with it in effect, no crash or hang.
 # (STRESS_MODES: the block modes, default both; STRESS_ANY=1: a run that
 # offloads nothing passes too, as when TSan's slowness changes which
 # launches discovery sees)
