@@ -12,7 +12,8 @@
 # on the model first, from PYTHONPATH; one with "zip" (alloc-zip) codes the
 # store, FT_TRANSFER_COMPRESSION=always; one with "noexp" (alloc-noexp)
 # loads stacked experts with their layer, FT_EXPERT_PAGING=0;
-# ZOO_TRACE=1 keeps each library run's FT_TRACE; ZOO_VERIFY_PREFILLS and
+# ZOO_TRACE=1 keeps each library run's FT_TRACE; ZOO_FT: more FT_*=value
+# settings for every library run; ZOO_VERIFY_PREFILLS and
 # ZOO_VERIFY_DECODE, default 10 and 6: the FT_VERIFY runs' forwards)
 set -u
 lib=$1 out=$2
@@ -29,7 +30,7 @@ for m in $models; do
 		{ echo "$m plain failed:"; tail -20 "$out/$m-plain.out"; exit 1; }
 	f=$("$py" "$here/zoo.py" fraction "$m" "$out" "${ZOO_SHARE:-0.5}") || exit 1
 	for run in ${ZOO_RUNS:-alloc raw alloc-verify raw-verify}; do
-		set -- FT_MAX_GPU_MEM_FRACTION="$f"
+		set -- FT_MAX_GPU_MEM_FRACTION="$f" ${ZOO_FT:-}
 		case $run in
 		raw*) set -- "$@" FT_TRANSFER_MODE=raw_block_transfer ;;
 		esac
