@@ -93,6 +93,26 @@ static int pread_all(struct ft_off_disk *d, uint64_t base, size_t off, size_t n,
 	return 0;
 }
 
+/* n bytes of buf (aligned where the file is written directly) to the file
+ * at off: 0, or -1 with errno (0: a short write). */
+static int pwrite_all(struct ft_off_disk *d, uint64_t off, size_t n, const unsigned char *buf)
+{
+	for (size_t done = 0; done < n;) {
+		ssize_t k = pwrite(d->fd, buf + done, n - done, (off_t)(off + done));
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0 && errno == EINVAL && d->direct && !buffered(d))
+			continue; /* O_DIRECT refused after all: again, buffered */
+		if (k <= 0) {
+			if (!k)
+				errno = 0;
+			return -1;
+		}
+		done += (size_t)k;
+	}
+	return 0;
+}
+
 /* A whole trap into a ring buffer (its aligned length: O_DIRECT reads
  * whole blocks). */
 static int read_trap(struct ft_offload *o, int t, unsigned char *buf)
@@ -412,16 +432,8 @@ double ft_off_disk_probe(const char *dir, size_t align)
 		goto out;
 	memset(buf, 0x5a, PIECE); /* (bytes a file system cannot leave sparse) */
 	for (size_t i = 0; i < PIECES; i++)
-		for (size_t done = 0; done < PIECE;) {
-			ssize_t k = pwrite(d.fd, buf + done, PIECE - done, (off_t)(i * PIECE + done));
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k < 0 && errno == EINVAL && d.direct && !buffered(&d))
-				continue;
-			if (k <= 0)
-				goto out;
-			done += (size_t)k;
-		}
+		if (pwrite_all(&d, i * PIECE, PIECE, buf))
+			goto out;
 	/* from the disk, not the page cache (a tmpfs reads at memory speed:
 	 * so it is) */
 	if (fdatasync(d.fd) ||
@@ -504,18 +516,10 @@ int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *buf, siz
 	struct ft_off_trap *x = &o->t[t];
 	size_t n = up(bytes, d->align);
 	x->disk_off = d->end;
-	for (size_t done = 0; done < n;) {
-		ssize_t k = pwrite(d->fd, buf + done, n - done, (off_t)(d->end + done));
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k < 0 && errno == EINVAL && d->direct && !buffered(d))
-			continue;
-		if (k <= 0) {
-			snprintf(why, len, "cannot write trap %d to the NVMe tier's file in %s: %s", t,
-				 o->nvme_dir, k < 0 ? strerror(errno) : "short write");
-			return -1;
-		}
-		done += (size_t)k;
+	if (pwrite_all(d, d->end, n, buf)) {
+		snprintf(why, len, "cannot write trap %d to the NVMe tier's file in %s: %s", t,
+			 o->nvme_dir, errno ? strerror(errno) : "short write");
+		return -1;
 	}
 	d->end += n;
 	x->disk_bytes = bytes;

@@ -74,9 +74,8 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 		o->saved_cur = o->cur;
 		o->saved_cur_stream = o->cur_stream;
 		o->saved_last_stream = o->last_stream;
-		o->cur = -1;
+		ft_off_position_lost(o);
 		o->cap_first = -1;
-		o->slice_epoch++; /* (FT_EXPERT_PAGING: the position is lost) */
 		/* fork: the copy stream joins the capture (where the driver
 		 * refuses, the loads would run outside it: the capture is
 		 * broken) */
@@ -199,9 +198,7 @@ void ft_off_replay(struct ft_offload *o, CUstream s, int after, uint32_t tag)
 		b->readers[0] = s;
 		b->nreaders = 1;
 	}
-	if (after) {
-		o->cur = -1;
-		o->slice_epoch++; /* (FT_EXPERT_PAGING: the position is lost) */
-	}
+	if (after)
+		ft_off_position_lost(o);
 	pthread_mutex_unlock(&o->lock);
 }

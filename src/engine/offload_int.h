@@ -222,6 +222,15 @@ struct ft_offload {
 };
 
 
+/* The eager pass's position is no longer known (a capture begins, a
+ * replay ran, the timing flushed): the next launch places it, and
+ * FT_EXPERT_PAGING's slicer learning starts a new epoch. */
+static inline void ft_off_position_lost(struct ft_offload *o)
+{
+	o->cur = -1;
+	o->slice_epoch++;
+}
+
 /* Synchronising calls would invalidate a capture in progress (any
  * thread's, in global mode): the steps that need one wait for none. */
 static inline int ft_off_capturing(const struct ft_offload *o)

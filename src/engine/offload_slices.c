@@ -23,11 +23,13 @@
  * else in a sliced weight (a start discovery never saw, a launch without
  * a known layout, a capture): a wrong guess costs a copy, not results.
  * Captures, coded and NVMe traps, and strategy mode load traps whole. */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ft/kernels.h"
 #include "ft/log.h"
+#include "ft/search.h"
 #include "offload_int.h"
 
 int ft_off_slices_init(struct ft_offload *o)
@@ -113,21 +115,14 @@ void ft_off_slices_release(struct ft_offload *o)
 	o->wsl = NULL;
 }
 
-/* The slice of weight k that begins at a (its index in w's trap), or
- * w->n when none does. */
+/* The slice of weight k that begins at a (its index among k's slices),
+ * or w->n when none does. */
 static uint32_t slice_from(const struct ft_offload *o, const struct ft_off_wsl *w, uint64_t a,
 			   int k)
 {
 	const struct ft_off_slice *sl = o->t[o->w[k].trap].sl + w->first;
-	uint32_t lo = 0, hi = w->n;
-	while (lo < hi) { /* the first slice starting at or after a */
-		uint32_t mid = (lo + hi) / 2;
-		if (sl[mid].lo < a)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < w->n && sl[lo].lo == a ? lo : w->n;
+	uint32_t i = ft_upper_bound(sl, w->n, sizeof(*sl), offsetof(struct ft_off_slice, lo), a);
+	return i && sl[i - 1].lo == a ? i - 1 : w->n;
 }
 
 int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count)

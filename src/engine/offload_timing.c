@@ -248,8 +248,7 @@ void ft_off_timing_flush(struct ft_offload *o)
 		return;
 	ft_off_lock(o);
 	end_eager(o);
-	o->cur = -1; /* the next launch begins a pass */
-	o->slice_epoch++; /* (FT_EXPERT_PAGING: the position is lost) */
+	ft_off_position_lost(o); /* the next launch begins a pass */
 	update(o);
 	pthread_mutex_unlock(&o->lock);
 }

@@ -260,9 +260,22 @@ def timing(r, kind):
     return median([x["ms"] for x in xs]), median([x["copied"] for x in xs])
 
 
-def report(out):
+def runs(out):
+    """Every library run in OUT with its model's plain run: (plain, run)
+    pairs, by model and tag."""
     import torch
 
+    pairs = []
+    for plain_path in sorted(glob.glob(os.path.join(out, "*-plain.pt"))):
+        plain = torch.load(plain_path)
+        for path in sorted(glob.glob(os.path.join(out, f"{plain['model']}-*.pt"))):
+            r = torch.load(path)
+            if not r["tag"].startswith("plain"):
+                pairs.append((plain, r))
+    return pairs
+
+
+def report(out):
     ok = True
     lines = ["# Model zoo on the GPU", "",
              "ratio = median of the last %d forwards / max(resident, floor); floor = the "
@@ -274,66 +287,60 @@ def report(out):
              "late loads | conflicts | demoted | ignored refs (held) | verify failures | "
              "INFERENCE after |",
              "|" + "---|" * 20]
-    for plain_path in sorted(glob.glob(os.path.join(out, "*-plain.pt"))):
-        plain = torch.load(plain_path)
+    pairs = runs(out)
+    for plain, r in pairs:
         name = plain["model"]
         pre_res, _ = timing(plain, "prefill")
         dec_res, _ = timing(plain, "decode")
-        for path in sorted(glob.glob(os.path.join(out, f"{name}-*.pt"))):
-            r = torch.load(path)
-            if r["tag"].startswith("plain"):
+        cols = []
+        for kind in ("prefill", "decode"):
+            # a shorter run (FT_VERIFY: slow) is compared with the
+            # plain run's first forwards
+            a, b = r["rec"][kind], plain["rec"][kind]
+            bad = [i for i, (x, y) in enumerate(zip(a, b)) if not same(x["logits"], y["logits"])]
+            good = 0 < len(a) <= len(b) and not bad
+            ok &= good
+            cols.append(f"yes ({len(a)})" if good else
+                        f"NO ({len(bad)} of {len(a)}, first {bad[:1]})")
+        inference = all(x["phase"] == 2 for k in ("prefill", "decode")
+                        for x in r["rec"][k][-1:])
+        ok &= inference
+        nums = []
+        st = r["stats"]
+        off = st.get("offloaded_bytes", 0)
+        for kind, res_ms in (("prefill", pre_res), ("decode", dec_res)):
+            if "verify" in r["tag"]:
+                nums += ["-"] * 5  # FT_VERIFY: nothing prefetched, blocks checked
                 continue
-            cols = []
-            for kind in ("prefill", "decode"):
-                # a shorter run (FT_VERIFY: slow) is compared with the
-                # plain run's first forwards
-                a, b = r["rec"][kind], plain["rec"][kind]
-                bad = [i for i, (x, y) in enumerate(zip(a, b)) if not same(x["logits"], y["logits"])]
-                good = 0 < len(a) <= len(b) and not bad
-                ok &= good
-                cols.append(f"yes ({len(a)})" if good else
-                            f"NO ({len(bad)} of {len(a)}, first {bad[:1]})")
-            inference = all(x["phase"] == 2 for k in ("prefill", "decode")
-                            for x in r["rec"][k][-1:])
-            ok &= inference
-            nums = []
-            st = r["stats"]
-            off = st.get("offloaded_bytes", 0)
-            for kind, res_ms in (("prefill", pre_res), ("decode", dec_res)):
-                if "verify" in r["tag"]:
-                    nums += ["-"] * 5  # FT_VERIFY: nothing prefetched, blocks checked
-                    continue
-                ms, copied = timing(r, kind)
-                floor = off / r["bw"] * 1e3
-                nums += [f"{ms:.2f}", f"{res_ms:.2f}", f"{floor:.2f}",
-                         f"{ms / max(res_ms, floor):.3f}",
-                         f"{copied / off:.2f}" if off else "-"]
-            fwd = len(r["rec"]["prefill"]) + len(r["rec"]["decode"])
-            # recorded forwards (in the order run) until the phase read
-            # after one was INFERENCE
-            order = (("decode", "prefill") if options(name).get("decode_first")
-                     else ("prefill", "decode"))
-            seq = [x["phase"] for k in order for x in r["rec"][k]]
-            at = next((i + 1 for i, ph in enumerate(seq) if ph == 2), None)
-            lines.append(f"| {name} | {r['tag']}{'' if inference else ' (not in INFERENCE)'} | "
-                         + " | ".join(cols + nums) + f" | {st.get('offload_misses', 0)} in {fwd} | "
-                         f"{st.get('offload_conflicts', 0)} | {st.get('offload_demoted', 0)} | "
-                         f"{st.get('offload_ignored_refs', 0)} ({st.get('offload_held', 0)}) | "
-                         f"{st.get('verify_failures', 0)} | {at if at else '-'} |")
-    lines += moe_table(out)
+            ms, copied = timing(r, kind)
+            floor = off / r["bw"] * 1e3
+            nums += [f"{ms:.2f}", f"{res_ms:.2f}", f"{floor:.2f}",
+                     f"{ms / max(res_ms, floor):.3f}",
+                     f"{copied / off:.2f}" if off else "-"]
+        fwd = len(r["rec"]["prefill"]) + len(r["rec"]["decode"])
+        # recorded forwards (in the order run) until the phase read
+        # after one was INFERENCE
+        order = (("decode", "prefill") if options(name).get("decode_first")
+                 else ("prefill", "decode"))
+        seq = [x["phase"] for k in order for x in r["rec"][k]]
+        at = next((i + 1 for i, ph in enumerate(seq) if ph == 2), None)
+        lines.append(f"| {name} | {r['tag']}{'' if inference else ' (not in INFERENCE)'} | "
+                     + " | ".join(cols + nums) + f" | {st.get('offload_misses', 0)} in {fwd} | "
+                     f"{st.get('offload_conflicts', 0)} | {st.get('offload_demoted', 0)} | "
+                     f"{st.get('offload_ignored_refs', 0)} ({st.get('offload_held', 0)}) | "
+                     f"{st.get('verify_failures', 0)} | {at if at else '-'} |")
+    lines += moe_table(pairs)
     write_table(out, "zoo.md", lines)
     return 0 if ok else 1
 
 
-def moe_table(out):
+def moe_table(pairs):
     """Mixture-of-experts runs against two floors: every offloaded byte once
     a forward (all experts of the offloaded layers), and only the routed
     experts' (the offloaded bytes less the sliced experts' share that the
     forward did not route to: offload_sliced_bytes x (1 - routed share));
     runs without slices (FT_EXPERT_PAGING=0, graphs, coded stores) get the
     first only."""
-    import torch
-
     lines = ["", "## Mixture-of-experts: the floors of all experts and of the routed ones", "",
              "routed = the share of a layer's experts a forward routes to (median); floor "
              "(routed) = (offloaded - sliced x (1 - routed)) / H2D; slices = "
@@ -341,28 +348,22 @@ def moe_table(out):
              "| model | run | forward | ms | resident | floor (all) | ratio | routed | "
              "floor (routed) | ratio (routed) | MB copied | slices (whole) |",
              "|" + "---|" * 12]
-    for plain_path in sorted(glob.glob(os.path.join(out, "*-plain.pt"))):
-        plain = torch.load(plain_path)
-        name = plain["model"]
-        if plain["rec"]["decode"][-1].get("routed") is None:
+    for plain, r in pairs:
+        name, st = plain["model"], r["stats"]
+        if plain["rec"]["decode"][-1].get("routed") is None or "verify" in r["tag"]:
             continue
-        for path in sorted(glob.glob(os.path.join(out, f"{name}-*.pt"))):
-            r = torch.load(path)
-            st = r["stats"]
-            if r["tag"].startswith("plain") or "verify" in r["tag"]:
-                continue
-            off, sliced = st.get("offloaded_bytes", 0), st.get("offload_sliced_bytes", 0)
-            for kind in ("prefill", "decode"):
-                ms, copied = timing(r, kind)
-                res, _ = timing(plain, kind)
-                routed = median([x["routed"] for x in r["rec"][kind][-TIMED:]])
-                fa = off / r["bw"] * 1e3
-                fb = (off - sliced * (1 - routed)) / r["bw"] * 1e3
-                rb = f"{fb:.2f} | {ms / max(res, fb):.3f}" if sliced else "- | -"
-                lines.append(f"| {name} | {r['tag']} | {kind} | {ms:.2f} | {res:.2f} | "
-                             f"{fa:.2f} | {ms / max(res, fa):.3f} | {routed:.2f} | {rb} | "
-                             f"{copied / 1e6:.1f} | {st.get('offload_slice_copies', 0)} "
-                             f"({st.get('offload_slice_wholes', 0)}) |")
+        off, sliced = st.get("offloaded_bytes", 0), st.get("offload_sliced_bytes", 0)
+        for kind in ("prefill", "decode"):
+            ms, copied = timing(r, kind)
+            res, _ = timing(plain, kind)
+            routed = median([x["routed"] for x in r["rec"][kind][-TIMED:]])
+            fa = off / r["bw"] * 1e3
+            fb = (off - sliced * (1 - routed)) / r["bw"] * 1e3
+            rb = f"{fb:.2f} | {ms / max(res, fb):.3f}" if sliced else "- | -"
+            lines.append(f"| {name} | {r['tag']} | {kind} | {ms:.2f} | {res:.2f} | "
+                         f"{fa:.2f} | {ms / max(res, fa):.3f} | {routed:.2f} | {rb} | "
+                         f"{copied / 1e6:.1f} | {st.get('offload_slice_copies', 0)} "
+                         f"({st.get('offload_slice_wholes', 0)}) |")
     return lines
 
 

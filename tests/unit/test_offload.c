@@ -1451,14 +1451,12 @@ static void a_slice_copied_later_is_waited_for_by_every_stream(void **state)
 	done(o);
 }
 
-/* A capture loads the sliced trap whole (a graph's replays route
- * differently), and leaves the eager state's slices as they were: an
- * eager read after it of an expert the eager pass did not load copies it. */
-static void a_capture_loads_every_expert_and_eager_slices_stay(void **state)
+/* A pass in which gemm reads experts 1 and 2 of trap 1 (its first
+ * reference copies every expert, the second teaches it to read one at a
+ * time), then the next pass up to trap 1 and its expert 2: trap 1's block
+ * holds its own weight and expert 2 only. */
+static void expert_two_only(struct ft_offload *o, struct ft_kernel *gemm)
 {
-	(void)state;
-	struct ft_offload *o = moe_engine();
-	struct ft_kernel *gemm = new_kernel();
 	for (int t = 0; t < 10; t++) {
 		kernel(o, 1, &t, 1);
 		if (t == 1) {
@@ -1469,6 +1467,18 @@ static void a_capture_loads_every_expert_and_eager_slices_stay(void **state)
 	kernel(o, 1, (const int[]){ 0 }, 1);
 	kernel(o, 1, (const int[]){ 1 }, 1);
 	expert(o, 1, 2, gemm);
+	assert_false(ft_off_slices_whole(&o->t[1]));
+}
+
+/* A capture loads the sliced trap whole (a graph's replays route
+ * differently), and leaves the eager state's slices as they were: an
+ * eager read after it of an expert the eager pass did not load copies it. */
+static void a_capture_loads_every_expert_and_eager_slices_stay(void **state)
+{
+	(void)state;
+	struct ft_offload *o = moe_engine();
+	struct ft_kernel *gemm = new_kernel();
+	expert_two_only(o, gemm);
 	uint64_t before = stats.v[FT_STAT_offload_slice_copies];
 	S.capturing = 1;
 	for (int t = 0; t < 10; t++) {
@@ -1503,18 +1513,7 @@ static void a_stale_word_into_missing_experts(void **state)
 	struct ft_offload *o = moe_engine();
 	real.cuEventQuery = f_query;
 	struct ft_kernel *gemm = new_kernel();
-	for (int pass = 0; pass < 2; pass++) {
-		for (int t = 0; t < 2; t++)
-			kernel(o, 1, &t, 1);
-		expert(o, 1, 1, gemm);
-		expert(o, 1, 2, gemm);
-		for (int t = 2; t < 10; t++)
-			kernel(o, 1, &t, 1);
-	}
-	kernel(o, 1, (const int[]){ 0 }, 1);
-	kernel(o, 1, (const int[]){ 1 }, 1);
-	expert(o, 1, 2, gemm);
-	assert_false(ft_off_slices_whole(&o->t[1]));
+	expert_two_only(o, gemm);
 	uint64_t copies = stats.v[FT_STAT_offload_slice_copies];
 	uint64_t a[2] = { S.base[1], EXPERTS + 3 * CHUNK };
 	struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 2, .reads = { 1, 1 },
@@ -1604,16 +1603,7 @@ static void a_stale_word_into_a_dense_weight_holds_a_sliced_trap(void **state)
 	(void)state;
 	struct ft_offload *o = moe_engine();
 	struct ft_kernel *gemm = new_kernel();
-	for (int t = 0; t < 2; t++)
-		kernel(o, 1, &t, 1);
-	expert(o, 1, 1, gemm);
-	expert(o, 1, 2, gemm);
-	for (int t = 2; t < 10; t++)
-		kernel(o, 1, &t, 1);
-	kernel(o, 1, (const int[]){ 0 }, 1);
-	kernel(o, 1, (const int[]){ 1 }, 1);
-	expert(o, 1, 2, gemm);
-	assert_false(ft_off_slices_whole(&o->t[1]));
+	expert_two_only(o, gemm);
 	uint64_t a[2] = { S.base[0], S.base[1] };
 	ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 1, 1, NULL, "k");
 	ft_off_launched(o);
