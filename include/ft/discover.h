@@ -50,6 +50,13 @@ struct ft_disc_region {
 	uint32_t done_pass;        /* 1 + the pass order_done is from; 0: none */
 	uint64_t first_feed;       /* the read (ft_discover.feeds) that first
 				      touched it in the pass last touched */
+	uint32_t reach;            /* at its latest read in the pass last
+				      touched, how many regions that pass had
+				      touched: those are read before it ends */
+	uint32_t reach_done;       /* reach in the last completed pass */
+	uint32_t order_prev, reach_prev; /* order and reach in the pass it was
+				      read in before that (prev_pass) */
+	uint32_t prev_pass;        /* 1 + that pass; 0: none */
 	uint8_t written;           /* a copy/memset wrote into it after the cutoff */
 	uint8_t nsums;
 	uint8_t sums_differ;
@@ -62,6 +69,10 @@ struct ft_disc_region {
 	uint32_t morder;           /* first-touch position of the region or a
 				      part, in the last completed pass */
 	uint64_t mtouched;         /* touched, of the region and its parts */
+	uint32_t mreach;           /* reach of the region or a part in the
+				      last completed pass (0: not read there) */
+	uint32_t morder2, mreach2; /* morder and mreach of the completed pass
+				      before it (mreach2 0: not read there) */
 	uint64_t views;            /* bytes from offset within which a read
 				      inside the region is a view of it (its
 				      parts, and one part's length beyond the
@@ -81,6 +92,10 @@ enum ft_disc_reason {
 	FT_DISC_BUFFER,       /* a declared buffer */
 	FT_DISC_REASONS
 };
+
+/* At most this many pairs of regions read together are kept (and as many
+ * interleaved weights). */
+#define FT_DISC_MAX_PAIRS (1u << 18)
 
 /* Two regions one launch read together, by key (allocation, offset). */
 struct ft_disc_pair {
@@ -107,6 +122,13 @@ struct ft_discover {
 	uint32_t passes_done;      /* passes completed while observing */
 	uint32_t order_next;       /* next first-touch position in this pass */
 	uint64_t feeds;            /* reads so far (ft_disc_read calls) */
+	/* the reach each read in this pass replaced, so that reads moved to
+	 * the next pass can be taken back (ft_disc_unread_since) */
+	struct ft_disc_undo {
+		uint64_t alloc_id, offset, feed;
+		uint32_t reach;
+	} *undo;
+	uint32_t nundo, capundo;
 	uint32_t n, cap;
 	struct ft_disc_region *r;  /* sorted by (alloc_id, offset) */
 	int content_known;         /* a saved profile vouches for the contents
@@ -127,12 +149,23 @@ int ft_disc_read(struct ft_discover *d, uint64_t alloc_id, uint64_t offset,
  * allocations older than the cutoff count (weights are there). */
 void ft_disc_together(struct ft_discover *d, const uint64_t *ids, const uint64_t *offs,
 		      unsigned n);
+/* Of the weights idx[0..n), the pairs (i, j), i < j, positions in idx,
+ * sorted, that were each read after the other was first read in the last
+ * completed pass (their reads interleave: a loop over routed experts reads
+ * expert e's up projection, its down projection, then expert e + 1's up
+ * projection), at most FT_DISC_MAX_PAIRS; none of a weight read all over
+ * the pass (a tied embedding read first and last, a table every layer
+ * reads: the weights first read between its first and last reads hold more
+ * than half of the weights' bytes).  Returns how many (*out malloc'd). */
+uint32_t ft_disc_interleaved(const struct ft_discover *d, const uint32_t *idx, uint32_t n,
+			     uint32_t (**out)[2]);
 /* The weights idx[0..n) (first-touch order, ft_disc_weights) that are read
  * together: pairs (i, j), i < j, positions in idx, sorted, each once; a
  * launch read both, or weight i's extent ends where weight j's begins in
  * one allocation (one tensor may have been seen through two pointers: a
- * read of i reads j's bytes).  Returns how many (*out malloc'd, NULL when
- * none or out of memory). */
+ * read of i reads j's bytes), or their reads interleave
+ * (ft_disc_interleaved).  Returns how many (*out malloc'd, NULL when none
+ * or out of memory). */
 uint32_t ft_disc_weight_pairs(const struct ft_discover *d, const uint32_t *idx, uint32_t n,
 			      uint32_t (**out)[2]);
 /* A copy or memset wrote [offset, offset + bytes) of the allocation. */

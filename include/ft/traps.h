@@ -54,6 +54,16 @@ int ft_traps_key(const char *name, char *out, size_t n);
  * name keeps its label. */
 void ft_traps_label_by_name(struct ft_trap *traps, uint32_t n, const char *const *names);
 
+/* Joins consecutive traps among n whose weights' reads interleave (pairs
+ * (i, j), i < j, of weight indices, ft_disc_interleaved: a loop over routed
+ * experts reads expert e's up projection, its down projection, then the
+ * next expert's up projection): apart, the trap of i would be read again
+ * after j's began, within every pass.  A joined trap is a "layer" when one
+ * of its traps was, else the first's role; all are relabelled in order.
+ * Returns the new number of traps (*traps replaced when any was joined), or
+ * -1 when out of memory (*traps unchanged). */
+int ft_traps_join(struct ft_trap **traps, uint32_t n, const uint64_t *sizes,
+		  const uint32_t (*pairs)[2], uint32_t npairs);
 /* Cuts the "layer" traps among n into consecutive pieces of at most
  * max_bytes (a weight larger than that is a piece of its own), relabelling
  * all in order: for a budget that cannot hold the blocks of whole layers.

@@ -189,6 +189,24 @@ static void split_for_budget(struct ft_learn *L, struct ft_profile *p,
 	p->ntraps = (uint32_t)k;
 }
 
+/* Traps whose weights' reads interleave are one (ft_traps_join).  (On the
+ * H200, transformers' loop over a Mixtral layer's routed experts read expert
+ * e's slice of the stacked up projection, then of the down projection, then
+ * the next expert's: in two traps, the first was read again after the
+ * second began, in every pass, and stayed on the GPU.) */
+static void join_interleaved(struct ft_profile *p, const uint32_t (*pairs)[2], uint32_t npairs)
+{
+	if (!npairs || !p->ntraps)
+		return;
+	int k = ft_traps_join(&p->traps, p->ntraps, p->weights, pairs, npairs);
+	if (k <= 0 || (uint32_t)k == p->ntraps)
+		return;
+	ft_info("discovery: weights whose reads interleave (a loop over routed experts reads "
+		"one expert's slices of two stacked tensors in turn) joined %u traps into %d",
+		p->ntraps, k);
+	p->ntraps = (uint32_t)k;
+}
+
 /* The traps of the weights (L->wmap, first-touch order) as L->prof.traps
  * says, and whether any byte of each would leave the GPU with its trap
  * (ft_off_movable) into L->wmap[].movable. */
@@ -491,6 +509,8 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 	uint64_t total = take_weights(L, idx, n);
 	uint32_t (*pairs)[2] = NULL;
 	uint32_t npairs = p->nweights ? ft_disc_weight_pairs(&L->disc, idx, n, &pairs) : 0;
+	uint32_t (*inter)[2] = NULL;
+	uint32_t ninter = p->nweights ? ft_disc_interleaved(&L->disc, idx, n, &inter) : 0;
 	free(idx);
 	if (L->disc.pairs_full)
 		ft_info("discovery: too many regions read together to keep them all; launches "
@@ -499,6 +519,8 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 	if (t == 0)
 		t = ft_traps_group(p->weights, p->nweights, total / 16 + 1, &p->traps);
 	p->ntraps = t > 0 ? (uint32_t)t : 0;
+	join_interleaved(p, (const uint32_t (*)[2])inter, ninter);
+	free(inter);
 	/* only weights with bytes that can leave the GPU are read together
 	 * in a way that matters: a small one in a shared segment stays */
 	npairs = keep_movable(L, pairs, npairs);

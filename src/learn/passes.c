@@ -127,15 +127,25 @@ static void start_discovery(struct ft_learn *L, int source, uint64_t at)
 /* Discovery's last pass ends with regions checked once only, at an
  * extent that changed (ft_learn_unsettled): up to DISC_EXTRA more passes,
  * said at info, so that they are checked twice at it (or found changing)
- * before the weights are taken; otherwise they would stay on the GPU. */
-#define DISC_EXTRA 4
+ * before the weights are taken; otherwise they would stay on the GPU.  A
+ * decode step routes each token to 2 of 8 experts per layer: seeing each
+ * of 8 layers' 8 experts once takes about 15 passes (on the H200 4 more
+ * passes left 5 of 8 layers without a layer period, 12 found them all).
+ * Still unsettled after them: said at warn level, discovery ends. */
+#define DISC_EXTRA 16
 static void extend_discovery(struct ft_learn *L)
 {
-	if (L->phases.in_phase + 1 < L->phases.discovery || L->disc_extra >= DISC_EXTRA ||
+	if (L->phases.in_phase + 1 < L->phases.discovery || L->disc_extra > DISC_EXTRA ||
 	    !ft_learn_unsettled(L))
 		return;
+	if (L->disc_extra++ == DISC_EXTRA) {
+		ft_warn("discovery: regions still change extent after %u more passes (views into "
+			"them keep appearing: routed experts rarely chosen?); weights are taken as "
+			"found, and what was not read as part of one stays on the GPU "
+			"(FT_DISCOVERY_ITERS sets more passes)", DISC_EXTRA);
+		return;
+	}
 	L->phases.discovery++;
-	L->disc_extra++;
 	ft_info("discovery: regions whose extent changed in the last pass (views became parts "
 		"of them: routed experts' slices of a stacked tensor?) were checked once only: "
 		"one more pass (%u of at most %u)", L->disc_extra, DISC_EXTRA);

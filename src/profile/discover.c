@@ -18,6 +18,7 @@ void ft_disc_destroy(struct ft_discover *d)
 {
 	free(d->r);
 	free(d->pairs);
+	free(d->undo);
 	memset(d, 0, sizeof(*d));
 }
 
@@ -72,7 +73,18 @@ int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_b
 		r->last_pass = d->pass;
 		r->order = d->order_next++;
 		r->first_feed = d->feeds;
+	} else if (r->reach != d->order_next) {
+		if (d->nundo == d->capundo) {
+			uint32_t cap = d->capundo ? 2 * d->capundo : 1024;
+			struct ft_disc_undo *u = realloc(d->undo, cap * sizeof(*u));
+			if (!u)
+				return -ENOMEM;
+			d->undo = u;
+			d->capundo = cap;
+		}
+		d->undo[d->nundo++] = (struct ft_disc_undo){ a, r->offset, d->feeds, r->reach };
 	}
+	r->reach = d->order_next;
 	d->feeds++;
 	return 0;
 }
@@ -86,6 +98,14 @@ void ft_disc_unread_since(struct ft_discover *d, uint64_t since)
 		if (d->pass < FT_DISCOVER_MAX_PASSES)
 			r->touched &= ~(1ULL << d->pass);
 		r->last_pass = UINT32_MAX;
+	}
+	/* regions read again since: their reach before, latest read first */
+	for (; d->nundo && d->undo[d->nundo - 1].feed >= since; d->nundo--) {
+		const struct ft_disc_undo *u = &d->undo[d->nundo - 1];
+		uint32_t i = lower(d, u->alloc_id, u->offset);
+		if (i < d->n && d->r[i].alloc_id == u->alloc_id && d->r[i].offset == u->offset &&
+		    d->r[i].last_pass == d->pass)
+			d->r[i].reach = u->reach;
 	}
 }
 
@@ -105,7 +125,6 @@ static int resolve(const struct ft_discover *d, uint64_t a, uint64_t o, uint64_t
 	return 0;
 }
 
-#define FT_DISC_MAX_PAIRS (1u << 18)
 
 static uint64_t pair_hash(const struct ft_disc_pair *p)
 {
@@ -181,17 +200,89 @@ static int by_pair(const void *a, const void *b)
 	return x[0] != y[0] ? (x[0] < y[0] ? -1 : 1) : (x[1] < y[1] ? -1 : x[1] > y[1]);
 }
 
+/* Two reads that began at first-touch positions o1, o2 and ended before
+ * r1, r2 (0: none) overlap. */
+static int overlap(uint32_t o1, uint32_t r1, uint32_t o2, uint32_t r2)
+{
+	return r1 && r2 && (o1 > o2 ? o1 : o2) < (r1 < r2 ? r1 : r2);
+}
+
+/* Regions i and j were each read after the other was first read, in each
+ * of the last two completed passes (a stale pointer read once out of its
+ * place is not taken for a loop). */
+static int interleaved(const struct ft_discover *d, uint32_t i, uint32_t j)
+{
+	const struct ft_disc_region *a = &d->r[i], *b = &d->r[j];
+	return overlap(a->morder, a->mreach, b->morder, b->mreach) &&
+	       overlap(a->morder2, a->mreach2, b->morder2, b->mreach2);
+}
+
+uint32_t ft_disc_interleaved(const struct ft_discover *d, const uint32_t *idx, uint32_t n,
+			     uint32_t (**out)[2])
+{
+	*out = NULL;
+	uint32_t m = 0;
+	for (uint32_t k = 0; k < n; k++)
+		for (uint32_t j = k + 1; j < n && m < FT_DISC_MAX_PAIRS; j++)
+			m += interleaved(d, idx[k], idx[j]);
+	uint32_t (*v)[2] = m ? malloc(m * sizeof(*v)) : NULL, u = 0;
+	uint32_t *last = v ? malloc(n * sizeof(*last)) : NULL;
+	uint64_t *before = last ? malloc((n + 1) * sizeof(*before)) : NULL;
+	if (!before) {
+		free(v), free(last);
+		return 0;
+	}
+	for (uint32_t k = 0; k < n; k++)
+		for (uint32_t j = k + 1; j < n && u < m; j++)
+			if (interleaved(d, idx[k], idx[j])) {
+				v[u][0] = k;
+				v[u++][1] = j;
+			}
+	/* each weight's span, from itself to the last weight first read
+	 * before its own last read: one that holds more than half of the
+	 * weights' bytes is read all over the pass (a tied embedding read
+	 * first and last, a table every layer reads), and none of its pairs
+	 * is kept: it stays on the GPU instead once profiling finds it read
+	 * again after later traps began */
+	before[0] = 0;
+	for (uint32_t k = 0; k < n; k++) {
+		before[k + 1] = before[k] + d->r[idx[k]].extent;
+		last[k] = k;
+	}
+	for (uint32_t i = 0; i < u; i++)
+		if (v[i][1] > last[v[i][0]])
+			last[v[i][0]] = v[i][1];
+	m = 0;
+	for (uint32_t i = 0; i < u; i++) {
+		uint32_t a = v[i][0], b = v[i][1];
+		if (2 * (before[last[a] + 1] - before[a]) <= before[n] &&
+		    2 * (before[last[b] + 1] - before[b]) <= before[n])
+			memcpy(v[m++], v[i], sizeof(*v));
+	}
+	free(last), free(before);
+	if (!m)
+		free(v);
+	*out = m ? v : NULL;
+	return m;
+}
+
 uint32_t ft_disc_weight_pairs(const struct ft_discover *d, const uint32_t *idx, uint32_t n,
 			      uint32_t (**out)[2])
 {
 	*out = NULL;
+	uint32_t (*il)[2];
+	uint32_t ni = ft_disc_interleaved(d, idx, n, &il);
 	int32_t *pos = malloc((d->n + 1) * sizeof(*pos));
-	uint32_t (*v)[2] = malloc((d->npairs + d->n + 1) * sizeof(*v)), m = 0;
+	uint32_t (*v)[2] = malloc((d->npairs + d->n + ni + 1) * sizeof(*v)), m = ni;
 	if (!pos || !v) {
+		free(il);
 		free(pos);
 		free(v);
 		return 0;
 	}
+	if (ni)
+		memcpy(v, il, ni * sizeof(*v));
+	free(il);
 	for (uint32_t i = 0; i < d->n; i++)
 		pos[i] = -1;
 	for (uint32_t k = 0; k < n; k++)
@@ -432,9 +523,17 @@ void ft_disc_extents(struct ft_discover *d)
 	/* merged: touched if any of them was (none written: a written
 	 * region is no part); the first-touch position in the last completed
 	 * pass of whichever was read first */
-	for (uint32_t i = 0; i < d->n; i++)
-		d->r[i].morder = d->passes_done && d->r[i].done_pass == d->passes_done
-					 ? d->r[i].order_done : UINT32_MAX;
+	for (uint32_t i = 0; i < d->n; i++) {
+		struct ft_disc_region *r = &d->r[i];
+		int last = d->passes_done && r->done_pass == d->passes_done;
+		r->morder = last ? r->order_done : UINT32_MAX;
+		r->mreach = last ? r->reach_done : 0;
+		/* the pass before: the last it was read in, or the one before */
+		int done = d->passes_done > 1 && r->done_pass == d->passes_done - 1;
+		int prev = last && d->passes_done > 1 && r->prev_pass == d->passes_done - 1;
+		r->morder2 = done ? r->order_done : prev ? r->order_prev : UINT32_MAX;
+		r->mreach2 = done ? r->reach_done : prev ? r->reach_prev : 0;
+	}
 	for (uint32_t i = 0; i < d->n; i++) {
 		struct ft_disc_region *r = &d->r[i], *o = &d->r[r->owner];
 		if (r->owner == i)
@@ -443,6 +542,12 @@ void ft_disc_extents(struct ft_discover *d)
 		o->written |= r->written; /* a copy into a part wrote the tensor */
 		if (r->morder < o->morder)
 			o->morder = r->morder;
+		if (r->mreach > o->mreach)
+			o->mreach = r->mreach;
+		if (r->morder2 < o->morder2)
+			o->morder2 = r->morder2;
+		if (r->mreach2 > o->mreach2)
+			o->mreach2 = r->mreach2;
 	}
 	for (uint32_t i = 0; i < d->n; i++)
 		if (d->r[i].morder == UINT32_MAX)
@@ -469,9 +574,14 @@ void ft_disc_pass_end(struct ft_discover *d)
 {
 	for (uint32_t i = 0; i < d->n; i++)
 		if (d->r[i].last_pass == d->pass) {
+			d->r[i].order_prev = d->r[i].order_done;
+			d->r[i].reach_prev = d->r[i].reach_done;
+			d->r[i].prev_pass = d->r[i].done_pass;
 			d->r[i].order_done = d->r[i].order;
+			d->r[i].reach_done = d->r[i].reach;
 			d->r[i].done_pass = d->pass + 1;
 		}
+	d->nundo = 0;
 	d->passes_done++;
 	d->pass++;
 	d->order_next = 0;

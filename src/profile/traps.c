@@ -651,6 +651,63 @@ int ft_traps_group(const uint64_t *s, uint32_t n, uint64_t target, struct ft_tra
 	return (int)k;
 }
 
+int ft_traps_join(struct ft_trap **traps, uint32_t n, const uint64_t *sizes,
+		  const uint32_t (*pairs)[2], uint32_t npairs)
+{
+	uint32_t nw = 0;
+	for (uint32_t t = 0; t < n; t++)
+		if ((*traps)[t].first_weight + (*traps)[t].nweights > nw)
+			nw = (*traps)[t].first_weight + (*traps)[t].nweights;
+	uint32_t *trap = malloc((nw + 1) * sizeof(*trap));
+	int32_t *d = calloc(n + 1, sizeof(*d)); /* boundaries t|t+1 joined: a difference array */
+	if (!trap || !d) {
+		free(trap), free(d);
+		return -1;
+	}
+	for (uint32_t w = 0; w < nw; w++)
+		trap[w] = UINT32_MAX;
+	for (uint32_t t = 0; t < n; t++)
+		for (uint32_t k = 0; k < (*traps)[t].nweights; k++)
+			trap[(*traps)[t].first_weight + k] = t;
+	int any = 0;
+	for (uint32_t k = 0; k < npairs; k++) {
+		uint32_t a = pairs[k][0] < nw ? trap[pairs[k][0]] : UINT32_MAX;
+		uint32_t b = pairs[k][1] < nw ? trap[pairs[k][1]] : UINT32_MAX;
+		if (a >= b || b == UINT32_MAX)
+			continue;
+		d[a]++; /* boundaries a .. b - 1 */
+		d[b]--;
+		any = 1;
+	}
+	free(trap);
+	struct ft_trap *t = any ? calloc(n + 1, sizeof(*t)) : NULL;
+	if (!any || !t) {
+		free(d);
+		return any ? -1 : (int)n;
+	}
+	uint32_t k = 0;
+	int32_t open = 0;
+	for (uint32_t i = 0; i < n;) {
+		uint32_t j = i, layer = 0;
+		for (;;) {
+			layer |= !strcmp((*traps)[j].role, "layer");
+			open += d[j];
+			if (!open || j + 1 == n)
+				break;
+			j++;
+		}
+		const struct ft_trap *x = &(*traps)[i], *y = &(*traps)[j];
+		fill(&t[k], k, layer ? "layer" : x->role, sizes, x->first_weight,
+		     y->first_weight + y->nweights - x->first_weight);
+		k++;
+		i = j + 1;
+	}
+	free(d);
+	free(*traps);
+	*traps = t;
+	return (int)k;
+}
+
 int ft_traps_split(struct ft_trap **traps, uint32_t n, const uint64_t *sizes, uint64_t max_bytes,
 		   const uint8_t *nocut)
 {

@@ -76,6 +76,12 @@
  *   set), read through their slices' addresses, chosen by the step (a
  *   mixture-of-experts layer as transformers stacks it): the tensor is one
  *   weight; FT_EXPERT_PAGING loads the routed slices only.
+ *   moe: after layer 1, a loop over two of sixteen routed experts of two
+ *   stacked tensors (an up and a down projection, a quarter of a tensor an
+ *   expert), expert e's up slice, its down slice, then the next expert's
+ *   (transformers' loop over routed experts): the two tensors' reads
+ *   interleave, and a budget that cuts layers into traps must not cut
+ *   between them (each would be read again after the other's trap began).
  *   OFFLOAD_LINGER=dir: the process waits at the end (linger()).
  *   stray: a kernel launched after every layer carries, in the word that
  *   is null after the others, layer 4's first weight after layer 0, every
@@ -112,6 +118,8 @@ static int experts;     /* experts: two of EXPERTS, each its own allocation, rea
 static CUdeviceptr ex[EXPERTS];
 static int stacked;     /* stacked: two of EXPERTS slices of one allocation, per forward */
 static CUdeviceptr xs;
+static int moe;         /* moe: two of EXPERTS experts of two stacked tensors, in turn */
+static CUdeviceptr mup, mdown;
 
 /* The i-th (0, 1) expert the step routes to. */
 static unsigned routed(int step, int i)
@@ -167,6 +175,12 @@ static void forward(int step)
 			 * read lower later would move it once more) */
 			unsigned e = ((unsigned)step * 5u + (i ? 7u : 0u)) % EXPERTS;
 			vec_add(h, xs + (CUdeviceptr)e * N * sizeof(float), h);
+		}
+		for (int i = 0; moe && l == 1 && i < 2; i++) {
+			unsigned e = ((unsigned)step * 5u + (i ? 7u : 0u)) % EXPERTS;
+			CUdeviceptr at = (CUdeviceptr)e * (N / 4) * sizeof(float);
+			vec_add_n(h, mup + at, h, N / 4);
+			vec_add_n(h, mdown + at, h, N / 4);
 		}
 		if (grouped) {
 			/* the weight just read, again, through its address in
@@ -371,6 +385,7 @@ int main(int argc, char **argv)
 	grouped = argc > 2 && !strcmp(argv[2], "grouped");
 	experts = argc > 2 && !strcmp(argv[2], "experts");
 	stacked = argc > 2 && !strcmp(argv[2], "stacked");
+	moe = argc > 2 && !strcmp(argv[2], "moe");
 	roam = argc > 2 && !strcmp(argv[2], "roam");
 	if (argc > 2 && !strcmp(argv[2], "tail"))
 		tail_from = 12;
@@ -409,6 +424,19 @@ int main(int argc, char **argv)
 			x[i] = 0.0625f * (float)(i / (size_t)N + 1) + (float)(i % 1013) * 0.0001f;
 		cuMemAlloc_v2(&xs, (size_t)N * EXPERTS * sizeof(float));
 		cuMemcpyHtoD_v2(xs, x, (size_t)N * EXPERTS * sizeof(float));
+		free(x);
+	}
+	for (int k = 0; moe && k < 2; k++) {
+		/* every byte set: a slice's bytes differ from the next's */
+		size_t n = (size_t)N / 4 * EXPERTS;
+		float *x = malloc(n * sizeof(*x));
+		CUdeviceptr *t = k ? &mdown : &mup;
+		if (!x)
+			return 2;
+		for (size_t i = 0; i < n; i++)
+			x[i] = 0.03125f * (float)(i / ((size_t)N / 4) + 1 + k) + (float)(i % 1013) * 0.0001f;
+		cuMemAlloc_v2(t, n * sizeof(*x));
+		cuMemcpyHtoD_v2(*t, x, n * sizeof(*x));
 		free(x);
 	}
 	for (int l = 0; grouped && l < LAYERS; l++) {

@@ -54,7 +54,8 @@
 # nvme-pieces, nvme-early); a stacked expert tensor read through routed
 # experts' slices is paged per slice, in each block mode and under
 # FT_VERIFY, with fewer bytes a load than whole (stacked, stacked-raw,
-# stacked-verify).
+# stacked-verify); two stacked tensors whose reads interleave are one
+# trap, paged per slice (moe).
 # usage: offload_case.sh <libflextensor.so> <offload> <case>
 set -u
 . "$(dirname "$0")/trace_stat.sh"
@@ -687,6 +688,19 @@ stacked | stacked-raw | stacked-verify)
 	[ "$a" -lt "$b" ] || no "$case: $a bytes copied a load, $b with whole traps"
 	echo "$case: $a bytes copied a load ($(stat "$case" offload_slice_copies) slices," \
 		"$(stat "$case" offload_slice_wholes) whole), $b with whole traps"
+	;;
+moe)
+	# a loop over two routed experts of two stacked tensors, an expert's
+	# up slice then its down slice: the tensors' reads interleave, so they
+	# are one trap (apart, the first would be read again after the
+	# second's trap began, and stay on the GPU as read all over the pass),
+	# paged per expert
+	plain plain-moe moe
+	run moe moe
+	same plain-moe moe
+	logs moe "weights whose reads interleave.*joined"
+	is moe shared_weights -eq 0
+	is moe offload_slice_copies -gt 0
 	;;
 roam)
 	# a new kernel whose word always points three layers on: four loads (a

@@ -593,6 +593,84 @@ static void weights_read_together(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* The pairs of weights read together after the passes so far; *n: the
+ * weights. */
+static uint32_t pairs_after(struct ft_discover *d, uint32_t (**pairs)[2], uint32_t *n)
+{
+	ft_disc_extents(d);
+	for (uint32_t i = 0; i < d->n; i++) {
+		ft_disc_sum(d, i, 7);
+		ft_disc_sum(d, i, 7);
+	}
+	uint32_t *idx;
+	*n = ft_disc_weights(d, &idx);
+	uint32_t np = ft_disc_weight_pairs(d, idx, *n, pairs);
+	free(idx);
+	return np;
+}
+
+/* Weights whose reads interleave in the last two passes (a loop over
+ * routed experts reads expert e's up projection W1, its down projection W2,
+ * then expert e + 1's up projection) are read together; W3, read after
+ * both, is not. */
+static void weights_interleaved(void **state)
+{
+	(void)state;
+	struct ft_discover d;
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		for (int e = 0; e < 2; e++) {
+			ft_disc_read(&d, 1, 0, 0, 8 * MB);
+			ft_disc_read(&d, 2, 0, 0, 8 * MB);
+		}
+		ft_disc_read(&d, 3, 0, 0, 32 * MB); /* (the pair: under half the bytes) */
+		ft_disc_pass_end(&d);
+	}
+	uint32_t (*pairs)[2], n;
+	assert_int_equal(pairs_after(&d, &pairs, &n), 1);
+	assert_int_equal(n, 3);
+	assert_int_equal(pairs[0][0], 0);
+	assert_int_equal(pairs[0][1], 1);
+	free(pairs);
+	ft_disc_destroy(&d);
+	/* each pass reads W4 (64 MiB), W1, W2, W3, then the next pass's start
+	 * reads W1 again before the boundary is known: that read is taken back
+	 * (without which W1 would interleave with W2 and W3) */
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	for (int pass = 0; pass < 3; pass++) {
+		ft_disc_read(&d, 4, 0, 0, 64 * MB);
+		ft_disc_read(&d, 1, 0, 0, 8 * MB);
+		ft_disc_read(&d, 2, 0, 0, 8 * MB);
+		ft_disc_read(&d, 3, 0, 0, 8 * MB);
+		uint64_t since = d.feeds;
+		ft_disc_read(&d, 1, 0, 0, 8 * MB);
+		ft_disc_unread_since(&d, since);
+		ft_disc_pass_end(&d);
+	}
+	assert_int_equal(pairs_after(&d, &pairs, &n), 0);
+	assert_int_equal(n, 4);
+	ft_disc_destroy(&d);
+	/* W4, read first and last (a tied embedding), interleaves with all:
+	 * its partners span more than half of the bytes, no pair of it kept */
+	assert_int_equal(ft_disc_init(&d, 5), 0);
+	for (int pass = 0; pass < 2; pass++) {
+		ft_disc_read(&d, 4, 0, 0, 8 * MB);
+		for (int e = 0; e < 2; e++) {
+			ft_disc_read(&d, 1, 0, 0, 8 * MB);
+			ft_disc_read(&d, 2, 0, 0, 8 * MB);
+		}
+		ft_disc_read(&d, 3, 0, 0, 8 * MB);
+		ft_disc_read(&d, 4, 0, 0, 8 * MB);
+		ft_disc_pass_end(&d);
+	}
+	assert_int_equal(pairs_after(&d, &pairs, &n), 1);
+	assert_int_equal(n, 4);
+	assert_int_equal(pairs[0][0], 1); /* W1, W2 */
+	assert_int_equal(pairs[0][1], 2);
+	free(pairs);
+	ft_disc_destroy(&d);
+}
+
 /* Declared tensors: one pass and no checksum make a declared parameter a
  * weight; its extent ends where it does; a region inside it is its part
  * even when read every pass; a declared buffer, memory nobody declared (a
@@ -653,6 +731,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(weights_read_together),
+		cmocka_unit_test(weights_interleaved),
 		cmocka_unit_test(classify_all),
 		cmocka_unit_test(small_start_joins_the_weight),
 		cmocka_unit_test(unaligned_reference_splits_nothing),

@@ -590,6 +590,35 @@ static void cuts_keep_what_is_read_together(void **state)
 	free(nocut);
 }
 
+/* Traps whose weights' reads interleave are joined: layer 1's gate and down
+ * projections (a loop over routed experts reads them in turn) make its
+ * gate, up and down traps one; a pair within one trap changes nothing. */
+static void interleaved_traps_joined(void **state)
+{
+	(void)state;
+	const uint64_t M = 1 << 20;
+	uint64_t s[32];
+	uint32_t n = three_layers(s);
+	struct ft_trap *t;
+	int k = ft_traps_group(s, n, 64 * M, &t);
+	k = ft_traps_split(&t, (uint32_t)k, s, 60 * M, NULL);
+	assert_int_equal(k, 1 + 3 * 5 + 1);
+	const uint32_t pairs[][2] = { { 1, 2 }, { 8 + 4, 8 + 6 } };
+	assert_int_equal(ft_traps_join(&t, (uint32_t)k, s, pairs, 1), k);
+	k = ft_traps_join(&t, (uint32_t)k, s, pairs, 2);
+	assert_int_equal(k, 1 + 3 * 5 + 1 - 2);
+	check_cover(t, k, s, n);
+	assert_string_equal(t[0].role, "embedding");
+	assert_string_equal(t[k - 1].role, "head");
+	assert_int_equal(t[1 + 5 + 2].first_weight, 8 + 4);
+	assert_int_equal(t[1 + 5 + 2].nweights, 3);
+	assert_int_equal(t[1 + 5 + 2].bytes, 336 * M);
+	assert_string_equal(t[1 + 5 + 2].role, "layer");
+	assert_string_equal(t[1 + 5 + 2].label, "trap.8");
+	assert_int_equal(t[1 + 5 + 3].first_weight, 15);
+	free(t);
+}
+
 /* Traps timed with weights in host memory (the Qwen2 run on the H200:
  * layers 77 ms on the GPU... 155 ms with half their weights over the bus):
  * layers get the time per byte of the layers timed on the GPU; the head,
@@ -715,6 +744,7 @@ int main(void)
 		cmocka_unit_test(a_weight_missing_from_a_layer),
 		cmocka_unit_test(layers_cut_for_a_small_budget),
 		cmocka_unit_test(cuts_keep_what_is_read_together),
+		cmocka_unit_test(interleaved_traps_joined),
 		cmocka_unit_test(bus_reads_are_not_compute),
 		cmocka_unit_test(copy_curve),
 		cmocka_unit_test(traps_from_names),
