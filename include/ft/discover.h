@@ -205,6 +205,25 @@ uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx);
 #define FT_DISC_SLICE_MIN (1u << 20)
 uint32_t ft_disc_slices(const struct ft_discover *d, uint32_t i, uint64_t extent,
 			uint64_t *out, uint32_t cap);
+/* The views into regions sliced at a stride of a MiB or more (stacked
+ * experts) first read in the last `since` completed passes (extents as
+ * ft_disc_extents left them). */
+uint32_t ft_disc_new_slices(const struct ft_discover *d, uint32_t since);
+/* A region that begins an allocation's regions past its start, read
+ * through views at a stride (ft_disc_slices) of which its offset is a
+ * multiple, is a stacked tensor whose first experts were never read: a
+ * region at the allocation's start, never read, is made before it (its
+ * owner from then on, whose bytes are checked as any weight's).  Without
+ * it the tensor's weight would begin at its first expert read, the bytes
+ * before it would stay on the GPU, and its layer's sizes would differ from
+ * the others'. */
+void ft_disc_lead_slices(struct ft_discover *d);
+/* Of region i, sliced (ft_disc_slices) at a stride (the gcd of its views'
+ * offsets), the slots of that stride within its first extent bytes that no
+ * view begins (a stacked tensor's experts not routed to yet, or bytes of
+ * the tensor after it: its first experts, not read yet); 0 when not
+ * sliced. */
+uint64_t ft_disc_unread_slices(const struct ft_discover *d, uint32_t i, uint64_t extent);
 
 /* The checksum of the first `bytes` bytes of region r (as
  * ft_gpu_checksums makes it), 0 when it cannot be made. */

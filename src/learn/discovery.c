@@ -245,7 +245,7 @@ static uint32_t keep_movable(struct ft_learn *L, uint32_t (*pairs)[2], uint32_t 
 
 int ft_learn_unsettled(struct ft_learn *L)
 {
-	uint64_t weights = 0, once = 0;
+	uint64_t weights = 0, once = 0, unread = 0;
 	ft_disc_extents(&L->disc);
 	for (uint32_t i = 0; i < L->disc.n; i++) {
 		const struct ft_disc_region *r = &L->disc.r[i];
@@ -257,8 +257,18 @@ int ft_learn_unsettled(struct ft_learn *L)
 		else if (why == FT_DISC_UNCHECKED && r->views && r->nsums &&
 			 r->sum_extent == r->extent)
 			once += r->extent; /* (a region read through views) */
+		/* (a region that is its whole allocation has its bounds: the
+		 * experts not read yet change nothing of them) */
+		if (r->owner == i && r->alloc_id < L->disc.cutoff_id &&
+		    (r->offset || r->extent != r->alloc_size))
+			unread += ft_disc_unread_slices(&L->disc, i, r->extent);
 	}
-	return once && once >= (weights + once) / 32;
+	if (once && once >= (weights + once) / 32)
+		return FT_UNSETTLED_ONCE;
+	/* experts keep being routed to for the first time: the tensors'
+	 * starts and sizes may still move (a routed expert picked for the
+	 * first time after two passes without one, on the H200) */
+	return unread || ft_disc_new_slices(&L->disc, 3) ? FT_UNSETTLED_SLICES : 0;
 }
 
 /* Every region's verdict, counted in reasons; the bytes of the regions

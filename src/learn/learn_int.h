@@ -28,12 +28,16 @@ enum ft_disc_end { FT_END_PASSES, FT_END_SIZES, FT_END_CONTENT };
  * did not match, else 0.  The order of L->wmap. */
 void ft_learn_feed(struct ft_discover *d, const struct ft_region_ref *r, unsigned n, int launch);
 void ft_learn_sample(struct ft_learn *L);
-/* After a discovery pass's sample: whether regions read through views,
- * of a 32nd or more of the candidate weights' bytes, were checked once
- * only, at an extent that changed (views became parts of them: a stacked
- * expert tensor read through routed experts' slices, whose first pass made
- * each slice a region of its own).  One more pass would check them
- * again. */
+/* After a discovery pass's sample: FT_UNSETTLED_ONCE when regions read
+ * through views, of a 32nd or more of the candidate weights' bytes, were
+ * checked once only, at an extent that changed (views became parts of
+ * them: a stacked expert tensor read through routed experts' slices, whose
+ * first pass made each slice a region of its own; one more pass checks
+ * them again); else FT_UNSETTLED_SLICES when a region read through views
+ * at a stride has slots no view began yet (ft_disc_unread_slices: experts
+ * not routed to yet, whose tensor's start and size are not known until
+ * they are); else 0. */
+enum { FT_UNSETTLED_ONCE = 1, FT_UNSETTLED_SLICES };
 int ft_learn_unsettled(struct ft_learn *L);
 /* ft_disc_sum_fn (ctx: L): a checksum of a region's first bytes, on the
  * GPU; 0 when its allocation is gone or the GPU cannot make it, or while a

@@ -124,31 +124,41 @@ static void start_discovery(struct ft_learn *L, int source, uint64_t at)
 }
 
 
-/* Discovery's last pass ends with regions checked once only, at an
- * extent that changed (ft_learn_unsettled): up to DISC_EXTRA more passes,
- * said at info, so that they are checked twice at it (or found changing)
- * before the weights are taken; otherwise they would stay on the GPU.  A
- * decode step routes each token to 2 of 8 experts per layer: seeing each
- * of 8 layers' 8 experts once takes about 15 passes (on the H200 4 more
- * passes left 5 of 8 layers without a layer period, 12 found them all).
- * Still unsettled after them: said at warn level, discovery ends. */
+/* Discovery's last pass ends unsettled (ft_learn_unsettled): regions
+ * checked once only at an extent that changed, or stacked tensors with
+ * experts not read yet (their weights' starts and sizes are not known, and
+ * layers of unequal sizes have no period).  Up to DISC_EXTRA more passes,
+ * said at info; still unsettled after them, said at warn level, and
+ * discovery ends.  A decode step routes each token to 2 of 8 experts a
+ * layer: reading each of 8 layers' 8 experts once took 14 passes on the
+ * H200 (4 more passes left no layer period; 12 found them). */
 #define DISC_EXTRA 16
 static void extend_discovery(struct ft_learn *L)
 {
-	if (L->phases.in_phase + 1 < L->phases.discovery || L->disc_extra > DISC_EXTRA ||
-	    !ft_learn_unsettled(L))
+	if (L->phases.in_phase + 1 < L->phases.discovery || L->disc_extra > DISC_EXTRA)
+		return;
+	int why = ft_learn_unsettled(L);
+	if (!why)
 		return;
 	if (L->disc_extra++ == DISC_EXTRA) {
-		ft_warn("discovery: regions still change extent after %u more passes (views into "
-			"them keep appearing: routed experts rarely chosen?); weights are taken as "
-			"found, and what was not read as part of one stays on the GPU "
-			"(FT_DISCOVERY_ITERS sets more passes)", DISC_EXTRA);
+		ft_warn("discovery: after %u more passes, %s; weights are taken as found, and "
+			"what was not read as part of one stays on the GPU (FT_DISCOVERY_ITERS sets "
+			"more passes)", DISC_EXTRA,
+			why == FT_UNSETTLED_ONCE ? "regions still change extent (views into them keep "
+						   "appearing)"
+						 : "stacked tensors still have slices never read "
+						   "(experts never routed to?)");
 		return;
 	}
 	L->phases.discovery++;
-	ft_info("discovery: regions whose extent changed in the last pass (views became parts "
-		"of them: routed experts' slices of a stacked tensor?) were checked once only: "
-		"one more pass (%u of at most %u)", L->disc_extra, DISC_EXTRA);
+	if (why == FT_UNSETTLED_ONCE)
+		ft_info("discovery: regions whose extent changed in the last pass (views became "
+			"parts of them: routed experts' slices of a stacked tensor?) were checked "
+			"once only: one more pass (%u of at most %u)", L->disc_extra, DISC_EXTRA);
+	else
+		ft_info("discovery: tensors read through slices at a stride (stacked experts) "
+			"have slices no pass read yet (experts not routed to yet): one more pass "
+			"(%u of at most %u)", L->disc_extra, DISC_EXTRA);
 }
 
 void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
@@ -167,6 +177,7 @@ void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
 			unfeed_moved(L, source);
 			ft_disc_pass_end(&L->disc);
 			feed_moved(L, source);
+			ft_disc_lead_slices(&L->disc);
 			ft_learn_sample(L);
 			if (ft_learn_after_first_pass(L, "the first pass")) {
 				L->phases.total++;

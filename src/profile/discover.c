@@ -380,14 +380,16 @@ static uint64_t gcd64(uint64_t a, uint64_t b)
 	return a;
 }
 
-uint32_t ft_disc_slices(const struct ft_discover *d, uint32_t i, uint64_t extent,
-			uint64_t *out, uint32_t cap)
+/* The views inside region i's first extent bytes that start slices (into
+ * out[0..cap), ascending), how many, and the gcd of their offsets (*g);
+ * -1 when a region inside is something else. */
+static int32_t slice_views(const struct ft_discover *d, uint32_t i, uint64_t extent, uint64_t *out,
+			   uint32_t cap, uint64_t *g)
 {
 	const struct ft_disc_region *r = &d->r[i];
-	uint64_t all = all_passes(d), g = 0;
-	uint32_t n = 0;
-	if (d->passes_done < 2) /* one pass tells no view from a tensor */
-		return 0;
+	uint64_t all = all_passes(d), every = 0;
+	int32_t n = 0;
+	*g = 0;
 	for (uint32_t j = i + 1; j < d->n && d->r[j].alloc_id == r->alloc_id &&
 				 d->r[j].offset < r->offset + extent; j++) {
 		const struct ft_disc_region *v = &d->r[j];
@@ -395,15 +397,56 @@ uint32_t ft_disc_slices(const struct ft_discover *d, uint32_t i, uint64_t extent
 		if (!(v->touched & all))
 			continue; /* read in the pass under way only: no start (the
 				     slice before it runs on over it) */
-		if (v->offset % FT_DISC_ALIGN || v->written || v->sums_differ ||
-		    (v->touched & all) == all)
-			return 0;
-		g = gcd64(g, off);
-		if (n < cap)
-			out[n] = off;
+		if (v->offset % FT_DISC_ALIGN || v->written || v->sums_differ)
+			return -1;
+		if ((v->touched & all) == all) {
+			every = gcd64(every, off); /* an expert routed every pass? */
+			continue;
+		}
+		*g = gcd64(*g, off);
+	}
+	/* a view read every pass is a start when it lies at the stride of
+	 * those that are not (experts_read_every_pass): else something else */
+	if (every && (!*g || every % *g))
+		return -1;
+	for (uint32_t j = i + 1; j < d->n && d->r[j].alloc_id == r->alloc_id &&
+				 d->r[j].offset < r->offset + extent; j++) {
+		if (!(d->r[j].touched & all))
+			continue;
+		if ((uint32_t)n < cap)
+			out[n] = d->r[j].offset - r->offset;
 		n++;
 	}
-	return n >= 2 && g >= FT_DISC_SLICE_MIN ? n : 0;
+	return n;
+}
+
+uint32_t ft_disc_slices(const struct ft_discover *d, uint32_t i, uint64_t extent,
+			uint64_t *out, uint32_t cap)
+{
+	uint64_t g;
+	if (d->passes_done < 2) /* one pass tells no view from a tensor */
+		return 0;
+	int32_t n = slice_views(d, i, extent, out, cap, &g);
+	return n >= 2 && g >= FT_DISC_SLICE_MIN ? (uint32_t)n : 0;
+}
+
+uint64_t ft_disc_unread_slices(const struct ft_discover *d, uint32_t i, uint64_t extent)
+{
+	uint64_t g;
+	if (d->passes_done < 2)
+		return 0;
+	int32_t n = slice_views(d, i, extent, NULL, 0, &g);
+	if (n < 2 || g < FT_DISC_SLICE_MIN)
+		return 0;
+	/* slots of g bytes from the region's start, each begun by a view
+	 * (the first by the region itself); a last one cut short counts
+	 * where another region begins after it, not in the allocation's
+	 * padding */
+	const struct ft_disc_region *r = &d->r[i];
+	uint64_t slots = extent / g;
+	if (extent % g && r->offset + extent < r->alloc_size)
+		slots++;
+	return slots > (uint64_t)n + 1 ? slots - (uint64_t)n - 1 : 0;
 }
 
 int ft_disc_declared(const struct ft_discover *d, uint64_t va)
@@ -441,6 +484,83 @@ static void set_owners(struct ft_discover *d, const uint8_t *part)
 {
 	for (uint32_t i = 0; i < d->n; i++)
 		d->r[i].owner = part && part[i] ? d->r[i - 1].owner : i;
+}
+
+/* A region read in every pass, after views at a stride of a MiB or more
+ * (two or more, part[] 1) of the owner before it in its allocation, at a
+ * multiple of that stride from it: an expert the router picks every pass
+ * (a decode step's tokens are alike), in the stacked tensor the views are
+ * experts of.  It is a part too (3): as an owner of its own it would cut
+ * the tensor in two, the experts before it no weight (not read every pass
+ * on their own) and the layer's sizes unlike the others'.  (On the H200 a
+ * Mixtral layer's stacked up projection was cut at its fourth expert.) */
+static void experts_read_every_pass(struct ft_discover *d, uint8_t *part)
+{
+	uint64_t all = all_passes(d);
+	for (uint32_t i = 1; part && all && i < d->n; i++) {
+		struct ft_disc_region *r = &d->r[i];
+		uint32_t o = d->r[i - 1].owner;
+		if (part[i] || d->r[i - 1].alloc_id != r->alloc_id || r->offset % FT_DISC_ALIGN ||
+		    r->written || r->sums_differ)
+			continue;
+		/* the stride of the views of the allocation from o on */
+		uint64_t g = 0;
+		uint32_t views = 0;
+		for (uint32_t j = o + 1; j < d->n && d->r[j].alloc_id == r->alloc_id; j++)
+			if (j != i && (d->r[j].touched & all) != all && !(d->r[j].offset % FT_DISC_ALIGN)) {
+				g = gcd64(g, d->r[j].offset - d->r[o].offset);
+				views++;
+			}
+		if (views >= 2 && g >= FT_DISC_SLICE_MIN && (r->offset - d->r[o].offset) % g == 0) {
+			part[i] = 3;
+			r->owner = o;
+		}
+	}
+}
+
+uint32_t ft_disc_new_slices(const struct ft_discover *d, uint32_t since)
+{
+	uint32_t n = 0, before = d->passes_done > since ? d->passes_done - since : 0;
+	uint64_t earlier = before >= 64 ? ~0ull : (1ull << before) - 1;
+	for (uint32_t i = 0; i < d->n; i++) {
+		const struct ft_disc_region *v = &d->r[i], *o = &d->r[v->owner];
+		uint64_t g;
+		if (v->owner == i || o->alloc_id >= d->cutoff_id || (v->touched & earlier) ||
+		    !(v->touched & all_passes(d)))
+			continue; /* no part, or read before those passes (or not yet) */
+		if (slice_views(d, v->owner, o->extent, NULL, 0, &g) >= 2 && g >= FT_DISC_SLICE_MIN)
+			n++;
+	}
+	return n;
+}
+
+void ft_disc_lead_slices(struct ft_discover *d)
+{
+	ft_disc_extents(d);
+	for (uint32_t i = 0; i < d->n; i++) {
+		const struct ft_disc_region *r = &d->r[i];
+		uint64_t g;
+		if ((i && d->r[i - 1].alloc_id == r->alloc_id) || !r->offset || r->owner != i ||
+		    r->alloc_id >= d->cutoff_id || r->written || d->passes_done < 2 ||
+		    slice_views(d, i, r->extent, NULL, 0, &g) < 2 || g < FT_DISC_SLICE_MIN ||
+		    r->offset % g)
+			continue;
+		if (d->n == d->cap) {
+			struct ft_disc_region *x = realloc(d->r, d->cap * 2 * sizeof(*x));
+			if (!x)
+				return;
+			d->r = x;
+			d->cap *= 2;
+		}
+		memmove(&d->r[i + 1], &d->r[i], (d->n - i) * sizeof(*d->r));
+		d->r[i] = (struct ft_disc_region){ .alloc_id = d->r[i + 1].alloc_id, .offset = 0,
+						   .alloc_base = d->r[i + 1].alloc_base,
+						   .alloc_size = d->r[i + 1].alloc_size,
+						   .last_pass = UINT32_MAX, .owner = i };
+		d->n++;
+		i++; /* (the region it leads) */
+	}
+	ft_disc_extents(d);
 }
 
 void ft_disc_extents(struct ft_discover *d)
@@ -512,6 +632,7 @@ void ft_disc_extents(struct ft_discover *d)
 				changed = 1;
 			}
 	}
+	experts_read_every_pass(d, part);
 	declared_parts(d, part);
 	set_owners(d, part);
 	free(part);

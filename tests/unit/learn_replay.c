@@ -14,6 +14,10 @@
  * end (staging waits for the device), and be applied at the first launch
  * after it.
  * usage: learn_replay TRACE.jsonl [capture-profiling]
+ * For study, not the tests: LR_STABLE=1 makes every region's contents
+ * stable (not only the recording's weights: a recording whose regions
+ * began elsewhere, a stacked tensor's experts), LR_DISCOVERY_ITERS=n sets
+ * FT_DISCOVERY_ITERS, LEARN_REPLAY_INFO=1 logs at info level.
  */
 #include <cjson/cJSON.h>
 #include <stdatomic.h>
@@ -52,7 +56,7 @@ static CUresult s_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
 	int weight = 0;
 	for (uint32_t i = 0; i < nweights_at && !weight; i++) /* (8-byte aligned up) */
 		weight = ((weights_at[i] + 7) & ~(uint64_t)7) == start;
-	*slot = weight ? 0 : ++changing;
+	*slot = weight || getenv("LR_STABLE") ? 0 : ++changing;
 	return CUDA_SUCCESS;
 }
 static CUresult s_alloc(CUdeviceptr *p, size_t n) { *p = (CUdeviceptr)(uintptr_t)calloc(1, n); return CUDA_SUCCESS; }
@@ -129,6 +133,8 @@ int main(int argc, char **argv)
 	static struct ft_learn L;
 	ft_options_defaults(&opt);
 	opt.profiling_iters = 3; /* as the recording was made */
+	if (getenv("LR_DISCOVERY_ITERS"))
+		opt.discovery_iters = atol(getenv("LR_DISCOVERY_ITERS"));
 	ft_log_configure(getenv("LEARN_REPLAY_INFO") ? FT_LOG_INFO : FT_LOG_WARN, NULL);
 	trace.fd = -1;
 	ft_registry_init(&reg);

@@ -293,9 +293,9 @@ static void views_chosen_by_data_are_parts(void **state)
 	ft_disc_destroy(&d);
 }
 
-/* Slices are views of one kind only: a stacked tensor with a region inside
- * read in every pass (no routed expert's) has none, nor one whose views
- * start less than 1 MiB apart (rows of a table, not experts). */
+/* Slices start 1 MiB apart or more: views of rows of a table are none.  A
+ * region inside read every pass, at the stride of the views that are not
+ * (an expert the router picks every pass), starts one too. */
 static void slices_are_views_a_mebibyte_apart(void **state)
 {
 	(void)state;
@@ -319,12 +319,57 @@ static void slices_are_views_a_mebibyte_apart(void **state)
 	}
 	uint64_t sl[8];
 	uint32_t a = find(&d, A, 0), b = find(&d, B, 0);
-	assert_int_equal(ft_disc_slices(&d, a, 8 * expert, sl, 8), 0);
+	assert_int_equal(ft_disc_slices(&d, a, 8 * expert, sl, 8), 4);
+	assert_int_equal(sl[2], 3 * expert);
+	assert_int_equal(sl[3], 5 * expert);
 	assert_int_equal(ft_disc_slices(&d, b, 8 * expert, sl, 8), 0);
 	/* within the region's first 5 experts, before the one read every
-	 * pass, they are slices */
+	 * pass */
 	assert_int_equal(ft_disc_slices(&d, a, 5 * expert, sl, 8), 3);
 	assert_int_equal(sl[2], 3 * expert);
+	/* the experts of A no view began: 4, 6 and 7 (the region's own start
+	 * begins slot 0) */
+	assert_int_equal(ft_disc_unread_slices(&d, a, 8 * expert), 3);
+	ft_disc_destroy(&d);
+}
+
+/* A stacked tensor of 8 experts, its own allocation, whose router picks
+ * expert 3 every pass and never 0-2 (a decode step's tokens are alike; on
+ * the H200 a Mixtral layer's up projection): expert 3 is no owner of its
+ * own, and a region at the allocation's start, never read, leads the
+ * views; the weight is the whole tensor, sliced at each expert read. */
+static void stacked_tensor_first_experts_unread(void **state)
+{
+	(void)state;
+	const uint64_t expert = 4 * MB;
+	static const int other[3] = { 5, 6, 7 };
+	struct ft_discover d;
+	ft_disc_init(&d, 5);
+	for (int pass = 0; pass < 3; pass++) {
+		ft_disc_read(&d, WEIGHTS, 0, 0, 8 * MB);
+		ft_disc_read(&d, 3, 3 * expert, 0, 8 * expert);
+		ft_disc_read(&d, 3, (uint64_t)other[pass] * expert, 0, 8 * expert);
+		ft_disc_pass_end(&d);
+		/* (after the second pass: experts first read in the last one) */
+		if (pass == 1)
+			assert_int_equal(ft_disc_new_slices(&d, 1), 0); /* no slices yet */
+		ft_disc_lead_slices(&d);
+		for (uint32_t i = 0; i < d.n; i++)
+			ft_disc_sum(&d, i, 100 + d.r[i].offset);
+	}
+	assert_int_equal(ft_disc_new_slices(&d, 1), 1); /* expert 7 */
+	assert_int_equal(ft_disc_new_slices(&d, 3), 4); /* 3, 5, 6, 7 */
+	uint32_t x = find(&d, 3, 0);
+	assert_true(x < d.n);
+	assert_int_equal(d.r[x].owner, x);
+	assert_int_equal(d.r[find(&d, 3, 3 * expert)].owner, x);
+	assert_int_equal(ft_disc_classify(&d, x), FT_DISC_WEIGHT);
+	assert_int_equal(d.r[x].extent, 8 * expert);
+	uint64_t sl[8];
+	assert_int_equal(ft_disc_slices(&d, x, 8 * expert, sl, 8), 4);
+	assert_int_equal(sl[0], 3 * expert);
+	assert_int_equal(sl[3], 7 * expert);
+	assert_int_equal(ft_disc_unread_slices(&d, x, 8 * expert), 3); /* 1, 2, 4 */
 	ft_disc_destroy(&d);
 }
 
@@ -739,6 +784,7 @@ int main(void)
 		cmocka_unit_test(tail_buffer_restarts_sampling),
 		cmocka_unit_test(views_chosen_by_data_are_parts),
 		cmocka_unit_test(slices_are_views_a_mebibyte_apart),
+		cmocka_unit_test(stacked_tensor_first_experts_unread),
 		cmocka_unit_test(a_misaligned_word_alone_is_a_part),
 		cmocka_unit_test(reads_after_a_late_boundary_move),
 		cmocka_unit_test(writes_and_boundaries),
