@@ -150,8 +150,8 @@ int ft_disc_read(struct ft_discover *d, uint64_t alloc_id, uint64_t offset,
 void ft_disc_together(struct ft_discover *d, const uint64_t *ids, const uint64_t *offs,
 		      unsigned n);
 /* Of the weights idx[0..n), the pairs (i, j), i < j, positions in idx,
- * sorted, that were each read after the other was first read in the last
- * completed pass (their reads interleave: a loop over routed experts reads
+ * sorted, that were each read after the other was first read in each of
+ * the last two completed passes (their reads interleave: a loop over routed experts reads
  * expert e's up projection, its down projection, then expert e + 1's up
  * projection), at most FT_DISC_MAX_PAIRS; none of a weight read all over
  * the pass (a tied embedding read first and last, a table every layer
@@ -163,11 +163,11 @@ uint32_t ft_disc_interleaved(const struct ft_discover *d, const uint32_t *idx, u
  * together: pairs (i, j), i < j, positions in idx, sorted, each once; a
  * launch read both, or weight i's extent ends where weight j's begins in
  * one allocation (one tensor may have been seen through two pointers: a
- * read of i reads j's bytes), or their reads interleave
- * (ft_disc_interleaved).  Returns how many (*out malloc'd, NULL when none
- * or out of memory). */
+ * read of i reads j's bytes), or they are among inter[0..ninter) (their
+ * reads interleave: ft_disc_interleaved's).  Returns how many (*out
+ * malloc'd, NULL when none or out of memory). */
 uint32_t ft_disc_weight_pairs(const struct ft_discover *d, const uint32_t *idx, uint32_t n,
-			      uint32_t (**out)[2]);
+			      const uint32_t (*inter)[2], uint32_t ninter, uint32_t (**out)[2]);
 /* A copy or memset wrote [offset, offset + bytes) of the allocation. */
 void ft_disc_write(struct ft_discover *d, uint64_t alloc_id, uint64_t offset, uint64_t bytes);
 /* Computes every region's owner, extent (the next referred offset that is
@@ -197,9 +197,11 @@ uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx);
 /* The slices of region i's first `extent` bytes (a weight): the starts,
  * as offsets from the region's, of the regions inside, when they are the
  * views the data chooses into a stacked tensor (a routed expert's slice):
- * two or more, each aligned, read in some completed passes and not all,
- * never written, with stable contents, their offsets all multiples of at
- * least FT_DISC_SLICE_MIN bytes (a token's rows are far smaller).  Up to
+ * each aligned, never written, with stable contents, two or more read in
+ * some completed passes and not all (others read in every pass are
+ * experts the router always picks, parts by experts_read_every_pass),
+ * their offsets all multiples of at least FT_DISC_SLICE_MIN bytes (a
+ * token's rows are far smaller).  Up to
  * cap of them into out, ascending; how many there are (0: not sliced, also
  * when any region inside is something else). */
 #define FT_DISC_SLICE_MIN (1u << 20)

@@ -4,8 +4,9 @@
  * its routed experts' bytes and not every expert of the layer.
  *
  * Discovery gives each such weight the starts of the views the data chose
- * into it (ft_disc_slices: read in some passes, not all, their offsets
- * multiples of at least 1 MiB).  Slice i of a weight runs from its i-th
+ * into it (ft_disc_slices: two or more read in some passes, not all, and
+ * any an always-routed expert read every pass, their offsets multiples of
+ * at least 1 MiB).  Slice i of a weight runs from its i-th
  * start (the weight's own start first) to the next, the last to the
  * weight's end: a kernel handed a slice's start reads within it, since the
  * next start seen is the next expert's or another tensor's.  A trap's load

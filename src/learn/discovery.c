@@ -518,9 +518,11 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 	}
 	uint64_t total = take_weights(L, idx, n);
 	uint32_t (*pairs)[2] = NULL;
-	uint32_t npairs = p->nweights ? ft_disc_weight_pairs(&L->disc, idx, n, &pairs) : 0;
 	uint32_t (*inter)[2] = NULL;
 	uint32_t ninter = p->nweights ? ft_disc_interleaved(&L->disc, idx, n, &inter) : 0;
+	uint32_t npairs = p->nweights ? ft_disc_weight_pairs(&L->disc, idx, n,
+							     (const uint32_t (*)[2])inter, ninter,
+							     &pairs) : 0;
 	free(idx);
 	if (L->disc.pairs_full)
 		ft_info("discovery: too many regions read together to keep them all; launches "

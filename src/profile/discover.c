@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define FT_DISC_UNDO_MAX (1u << 16)
+
 int ft_disc_init(struct ft_discover *d, uint64_t cutoff_id)
 {
 	memset(d, 0, sizeof(*d));
@@ -73,16 +75,26 @@ int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_b
 		r->last_pass = d->pass;
 		r->order = d->order_next++;
 		r->first_feed = d->feeds;
-	} else if (r->reach != d->order_next) {
+	} else if (r->reach != d->order_next && a < d->cutoff_id) {
+		/* (reads are taken back only from the launches that began the
+		 * next pass before it was confirmed: the older half goes when
+		 * the log is full) */
+		if (d->nundo == FT_DISC_UNDO_MAX) {
+			memmove(d->undo, d->undo + d->nundo / 2,
+				(d->nundo - d->nundo / 2) * sizeof(*d->undo));
+			d->nundo -= d->nundo / 2;
+		}
 		if (d->nundo == d->capundo) {
 			uint32_t cap = d->capundo ? 2 * d->capundo : 1024;
 			struct ft_disc_undo *u = realloc(d->undo, cap * sizeof(*u));
-			if (!u)
-				return -ENOMEM;
-			d->undo = u;
-			d->capundo = cap;
+			if (u) {
+				d->undo = u;
+				d->capundo = cap;
+			}
 		}
-		d->undo[d->nundo++] = (struct ft_disc_undo){ a, r->offset, d->feeds, r->reach };
+		if (d->nundo < d->capundo) /* (out of memory: not taken back) */
+			d->undo[d->nundo++] = (struct ft_disc_undo){ a, r->offset, d->feeds,
+								     r->reach };
 	}
 	r->reach = d->order_next;
 	d->feeds++;
@@ -267,22 +279,18 @@ uint32_t ft_disc_interleaved(const struct ft_discover *d, const uint32_t *idx, u
 }
 
 uint32_t ft_disc_weight_pairs(const struct ft_discover *d, const uint32_t *idx, uint32_t n,
-			      uint32_t (**out)[2])
+			      const uint32_t (*il)[2], uint32_t ni, uint32_t (**out)[2])
 {
 	*out = NULL;
-	uint32_t (*il)[2];
-	uint32_t ni = ft_disc_interleaved(d, idx, n, &il);
 	int32_t *pos = malloc((d->n + 1) * sizeof(*pos));
 	uint32_t (*v)[2] = malloc((d->npairs + d->n + ni + 1) * sizeof(*v)), m = ni;
 	if (!pos || !v) {
-		free(il);
 		free(pos);
 		free(v);
 		return 0;
 	}
 	if (ni)
 		memcpy(v, il, ni * sizeof(*v));
-	free(il);
 	for (uint32_t i = 0; i < d->n; i++)
 		pos[i] = -1;
 	for (uint32_t k = 0; k < n; k++)
@@ -387,8 +395,8 @@ static int32_t slice_views(const struct ft_discover *d, uint32_t i, uint64_t ext
 			   uint32_t cap, uint64_t *g)
 {
 	const struct ft_disc_region *r = &d->r[i];
-	uint64_t all = all_passes(d), every = 0;
-	int32_t n = 0;
+	uint64_t all = all_passes(d);
+	int32_t n = 0, some = 0;
 	*g = 0;
 	for (uint32_t j = i + 1; j < d->n && d->r[j].alloc_id == r->alloc_id &&
 				 d->r[j].offset < r->offset + extent; j++) {
@@ -399,16 +407,13 @@ static int32_t slice_views(const struct ft_discover *d, uint32_t i, uint64_t ext
 				     slice before it runs on over it) */
 		if (v->offset % FT_DISC_ALIGN || v->written || v->sums_differ)
 			return -1;
-		if ((v->touched & all) == all) {
-			every = gcd64(every, off); /* an expert routed every pass? */
-			continue;
-		}
+		/* one read every pass inside is an expert the router always
+		 * picks (experts_read_every_pass made it a part) */
 		*g = gcd64(*g, off);
+		some += (v->touched & all) != all;
 	}
-	/* a view read every pass is a start when it lies at the stride of
-	 * those that are not (experts_read_every_pass): else something else */
-	if (every && (!*g || every % *g))
-		return -1;
+	if (some < 2) /* the data chose no views */
+		*g = 0;
 	for (uint32_t j = i + 1; j < d->n && d->r[j].alloc_id == r->alloc_id &&
 				 d->r[j].offset < r->offset + extent; j++) {
 		if (!(d->r[j].touched & all))
@@ -486,34 +491,43 @@ static void set_owners(struct ft_discover *d, const uint8_t *part)
 		d->r[i].owner = part && part[i] ? d->r[i - 1].owner : i;
 }
 
-/* A region read in every pass, after views at a stride of a MiB or more
- * (two or more, part[] 1) of the owner before it in its allocation, at a
- * multiple of that stride from it: an expert the router picks every pass
- * (a decode step's tokens are alike), in the stacked tensor the views are
- * experts of.  It is a part too (3): as an owner of its own it would cut
- * the tensor in two, the experts before it no weight (not read every pass
- * on their own) and the layer's sizes unlike the others'.  (On the H200 a
- * Mixtral layer's stacked up projection was cut at its fourth expert.) */
+/* A region read in every pass, aligned, stable and never written, among
+ * views of its allocation (two or more, part[] 1: read in some completed
+ * passes, not all) at a stride of a MiB or more from it, and no further
+ * than one stride past the last of them: an expert the router picks every
+ * pass (a decode step's tokens are alike), in the stacked tensor the views
+ * are experts of.  It is a part of the owner before it too (3): as an owner
+ * of its own it would cut the tensor in two, the experts before it no
+ * weight (not read every pass on their own) and the layer's sizes unlike
+ * the others'.  (On the H200 a Mixtral layer's stacked up projection was
+ * cut at its fourth expert.)  A tensor read every pass right after a
+ * stacked one, at its stride, is taken into it too: one weight, whose
+ * slice from its start holds it. */
 static void experts_read_every_pass(struct ft_discover *d, uint8_t *part)
 {
 	uint64_t all = all_passes(d);
 	for (uint32_t i = 1; part && all && i < d->n; i++) {
 		struct ft_disc_region *r = &d->r[i];
-		uint32_t o = d->r[i - 1].owner;
 		if (part[i] || d->r[i - 1].alloc_id != r->alloc_id || r->offset % FT_DISC_ALIGN ||
-		    r->written || r->sums_differ)
+		    r->written || r->sums_differ || (r->touched & all) != all)
 			continue;
-		/* the stride of the views of the allocation from o on */
-		uint64_t g = 0;
+		uint64_t g = 0, last = 0;
 		uint32_t views = 0;
-		for (uint32_t j = o + 1; j < d->n && d->r[j].alloc_id == r->alloc_id; j++)
-			if (j != i && (d->r[j].touched & all) != all && !(d->r[j].offset % FT_DISC_ALIGN)) {
-				g = gcd64(g, d->r[j].offset - d->r[o].offset);
+		for (uint32_t j = i; j-- > 0 && d->r[j].alloc_id == r->alloc_id;)
+			if (part[j] == 1 && (d->r[j].touched & all) && !d->r[j].sums_differ) {
+				g = gcd64(g, r->offset - d->r[j].offset);
+				last = last > d->r[j].offset ? last : d->r[j].offset;
 				views++;
 			}
-		if (views >= 2 && g >= FT_DISC_SLICE_MIN && (r->offset - d->r[o].offset) % g == 0) {
+		for (uint32_t j = i + 1; j < d->n && d->r[j].alloc_id == r->alloc_id; j++)
+			if (part[j] == 1 && (d->r[j].touched & all) && !d->r[j].sums_differ) {
+				g = gcd64(g, d->r[j].offset - r->offset);
+				last = last > d->r[j].offset ? last : d->r[j].offset;
+				views++;
+			}
+		if (views >= 2 && g >= FT_DISC_SLICE_MIN && r->offset <= last + g) {
 			part[i] = 3;
-			r->owner = o;
+			r->owner = d->r[i - 1].owner;
 		}
 	}
 }
@@ -537,13 +551,15 @@ uint32_t ft_disc_new_slices(const struct ft_discover *d, uint32_t since)
 void ft_disc_lead_slices(struct ft_discover *d)
 {
 	ft_disc_extents(d);
-	for (uint32_t i = 0; i < d->n; i++) {
+	/* from the last region down: an insertion moves only the regions
+	 * after it, whose owners (set by ft_disc_extents) are not used again */
+	for (uint32_t i = d->n; i-- > 0;) {
 		const struct ft_disc_region *r = &d->r[i];
 		uint64_t g;
 		if ((i && d->r[i - 1].alloc_id == r->alloc_id) || !r->offset || r->owner != i ||
-		    r->alloc_id >= d->cutoff_id || r->written || d->passes_done < 2 ||
-		    slice_views(d, i, r->extent, NULL, 0, &g) < 2 || g < FT_DISC_SLICE_MIN ||
-		    r->offset % g)
+		    r->alloc_id >= d->cutoff_id || r->written || r->sums_differ ||
+		    d->passes_done < 2 || slice_views(d, i, r->extent, NULL, 0, &g) < 2 ||
+		    g < FT_DISC_SLICE_MIN || r->offset % g)
 			continue;
 		if (d->n == d->cap) {
 			struct ft_disc_region *x = realloc(d->r, d->cap * 2 * sizeof(*x));
@@ -558,7 +574,6 @@ void ft_disc_lead_slices(struct ft_discover *d)
 						   .alloc_size = d->r[i + 1].alloc_size,
 						   .last_pass = UINT32_MAX, .owner = i };
 		d->n++;
-		i++; /* (the region it leads) */
 	}
 	ft_disc_extents(d);
 }
