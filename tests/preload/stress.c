@@ -1,13 +1,15 @@
 /*
  * Stress: THREADS threads run a small model's forward on streams of their
  * own (own activations, shared weights).  Thread 0 alone runs the first
- * GO forwards, marking its passes (ft_mark_pass), so the library learns
- * one thread's passes; the others start right after it marks the pass
- * that ends profiling, the plan just applied (GO_LATE=k: k forwards
- * later).  (They once started just before that mark: on a loaded machine
- * their launches fell into the last profiled pass, their reads of early
- * layers' weights looked like revisits, and those weights stayed on the
- * GPU as shared: nothing offloaded, in CI now and then.)  Every forward's
+ * forwards, marking its passes (ft_mark_pass), so the library learns one
+ * thread's passes; the others start right after the mark that ends
+ * profiling, the plan just applied, as ft_phase() says (GO_LATE=k: k
+ * forwards later; without the library, or if it never gets there, after
+ * forward GO).  (They once started after a fixed forward, taken for the
+ * one whose mark ends profiling; the library takes two more, and on a
+ * loaded machine their launches fell into the profiled passes: revisits,
+ * weights kept as shared, negative trap times, nothing offloaded, in CI
+ * now and then.)  Every forward's
  * first outputs go to OUT
  * (a file), thread by thread: offload_case-style comparison with a run
  * without the library (stress.sh).  The fake driver runs a kernel inside
@@ -31,7 +33,7 @@
 #define LAYERS 6
 #define N (1 << 20) /* floats a tensor: 4 MiB, two chunks */
 #define KEEP 64     /* floats of each output kept */
-#define GO 4        /* thread 0's forward whose mark ends profiling */
+#define GO (STEPS / 2) /* thread 0's forward after which the others start at the latest */
 #ifndef GO_LATE
 #define GO_LATE 0
 #endif
@@ -40,6 +42,8 @@ static CUfunction add;
 static CUdeviceptr emb, head, w[LAYERS][2];
 static float kept[THREADS][STEPS][KEEP];
 static long long (*mark)(void);
+static int (*phase)(void);
+static int go_at = -1; /* thread 0's forward after which the others start */
 static _Atomic int go;
 
 static void vec_add(CUstream s, CUdeviceptr a, CUdeviceptr x, CUdeviceptr c)
@@ -83,7 +87,9 @@ static void *run(void *ud)
 		cuMemcpyDtoH_v2(kept[id][step], out, sizeof(kept[id][step]));
 		if (!id && mark)
 			mark();
-		if (!id && step == GO + GO_LATE)
+		if (!id && go_at < 0 && (!phase || phase() == 2 || step == GO))
+			go_at = step; /* (2: INFERENCE) */
+		if (!id && go_at >= 0 && step == go_at + GO_LATE)
 			atomic_store(&go, 1);
 	}
 	return NULL;
@@ -96,6 +102,7 @@ int main(int argc, char **argv)
 	cuInit(0);
 	add = fake_function("vec_add");
 	mark = (long long (*)(void))dlsym(RTLD_DEFAULT, "ft_mark_pass");
+	phase = (int (*)(void))dlsym(RTLD_DEFAULT, "ft_phase");
 	cuMemAlloc_v2(&emb, (size_t)N * sizeof(float));
 	cuMemAlloc_v2(&head, (size_t)N * sizeof(float));
 	fill(emb, 1.0f);
