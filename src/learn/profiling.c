@@ -177,6 +177,12 @@ void ft_learn_analyse(struct ft_learn *L, uint64_t end)
 			if (seen[t] && L->env.real->cuEventElapsedTime_v2(&ms, L->pl[first[t]].before,
 								      L->pl[last[t]].after) != CUDA_SUCCESS)
 				ms = NAN;
+			/* a trap's first and last launches on two streams (another
+			 * thread's forward in the pass) can end before they begin:
+			 * no sample (the fake driver's stress run once planned
+			 * from -78 ms) */
+			if (ms < 0)
+				ms = NAN;
 			L->samples[(size_t)t * L->samples_cap + L->nsamples] = ms;
 		}
 		for (uint32_t j = 0; again && L->revisited && j < L->nwmap; j++)
