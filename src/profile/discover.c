@@ -512,17 +512,14 @@ static void experts_read_every_pass(struct ft_discover *d, uint8_t *part)
 		    r->written || r->sums_differ || (r->touched & all) != all)
 			continue;
 		uint64_t g = 0, last = 0;
-		uint32_t views = 0;
-		for (uint32_t j = i; j-- > 0 && d->r[j].alloc_id == r->alloc_id;)
+		uint32_t views = 0, j = i;
+		while (j > 0 && d->r[j - 1].alloc_id == r->alloc_id)
+			j--; /* the allocation's first region */
+		for (; j < d->n && d->r[j].alloc_id == r->alloc_id; j++)
 			if (part[j] == 1 && (d->r[j].touched & all) && !d->r[j].sums_differ) {
-				g = gcd64(g, r->offset - d->r[j].offset);
-				last = last > d->r[j].offset ? last : d->r[j].offset;
-				views++;
-			}
-		for (uint32_t j = i + 1; j < d->n && d->r[j].alloc_id == r->alloc_id; j++)
-			if (part[j] == 1 && (d->r[j].touched & all) && !d->r[j].sums_differ) {
-				g = gcd64(g, d->r[j].offset - r->offset);
-				last = last > d->r[j].offset ? last : d->r[j].offset;
+				uint64_t o = d->r[j].offset; /* (j != i: part[i] is 0) */
+				g = gcd64(g, o > r->offset ? o - r->offset : r->offset - o);
+				last = last > o ? last : o;
 				views++;
 			}
 		if (views >= 2 && g >= FT_DISC_SLICE_MIN && r->offset <= last + g) {
@@ -550,6 +547,7 @@ uint32_t ft_disc_new_slices(const struct ft_discover *d, uint32_t since)
 
 void ft_disc_lead_slices(struct ft_discover *d)
 {
+	int made = 0;
 	ft_disc_extents(d);
 	/* from the last region down: an insertion moves only the regions
 	 * after it, whose owners (set by ft_disc_extents) are not used again */
@@ -569,13 +567,15 @@ void ft_disc_lead_slices(struct ft_discover *d)
 			d->cap *= 2;
 		}
 		memmove(&d->r[i + 1], &d->r[i], (d->n - i) * sizeof(*d->r));
+		made = 1;
 		d->r[i] = (struct ft_disc_region){ .alloc_id = d->r[i + 1].alloc_id, .offset = 0,
 						   .alloc_base = d->r[i + 1].alloc_base,
 						   .alloc_size = d->r[i + 1].alloc_size,
 						   .last_pass = UINT32_MAX, .owner = i };
 		d->n++;
 	}
-	ft_disc_extents(d);
+	if (made) /* (else the extents stand) */
+		ft_disc_extents(d);
 }
 
 void ft_disc_extents(struct ft_discover *d)
