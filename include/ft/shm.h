@@ -99,6 +99,14 @@ void ft_shm_close(struct ft_shm *s);
 /* Forgets the segment without a word to others (a forked child: its lock
  * is its parent's). */
 void ft_shm_drop(struct ft_shm *s);
+/* Opens each published segment of namespace ns in dir but skip (a path;
+ * NULL: none) as a follower, whatever its key, without waiting for one
+ * being filled, and hands it to use: use returns 1 when it keeps s (a copy
+ * of it, the caller's to close), 0 to go on, -1 to stop (s is closed here
+ * then).  Returns how many were kept; why says the last one not opened for
+ * another reason than being filled or gone (another user's, say). */
+unsigned ft_shm_each(const char *dir, const char *ns, const char *skip,
+		     int (*use)(struct ft_shm *s, void *ctx), void *ctx, char *why, size_t len);
 /* Removes the segments of namespace ns in dir that no process uses (left
  * by a crash); returns how many. */
 unsigned ft_shm_sweep(const char *dir, const char *ns);

@@ -179,7 +179,7 @@ static void release_all(struct ft_offload *o)
 			ft_off_store_free(o, &o->t[t], o->t[t].host);
 		}
 	}
-	ft_shm_close(&o->shm);
+	ft_off_shm_leave(o, 0);
 	free(o->shm_sums);
 	o->shm_sums = NULL;
 	for (uint32_t k = 0; o->b && k < o->nblocks; k++) {
@@ -273,7 +273,7 @@ void ft_off_after_fork(struct ft_offload *o)
 {
 	if (o) {
 		o->active = 0;
-		ft_shm_drop(&o->shm); /* the parent's: its lock stays the parent's */
+		ft_off_shm_leave(o, 1); /* the parent's: its locks stay the parent's */
 		ft_off_disk_after_fork(o);
 	}
 }
@@ -282,7 +282,7 @@ void ft_off_exit(struct ft_offload *o)
 {
 	if (!o)
 		return;
-	ft_shm_close(&o->shm);
+	ft_off_shm_leave(o, 0);
 	ft_off_disk_stop(o); /* (loads read the file themselves from here on) */
 }
 

@@ -48,9 +48,10 @@ struct ft_off_trap {
 					       disk_off; host, and z.data when coded, are
 					       a ring buffer while a load copies from
 					       it); 0: not */
-	size_t shm_len;                     /* host is mapped from the shared segment
+	size_t shm_len;                     /* host is mapped from a shared segment
 					       (this many bytes, at shm_off); 0: private */
 	uint64_t shm_off;
+	uint8_t shm_seg;                    /* that segment: 0 o->shm, k o->shm_more[k - 1] */
 	struct ft_z_image z;                /* the coded store; z.data NULL: raw */
 	CUdeviceptr zdesc;                  /* z's descriptors on the GPU */
 	CUdeviceptr dhost;                  /* its device mapping (copier); 0: none */
@@ -190,6 +191,8 @@ struct ft_offload {
 	uint64_t shm_settings;              /* what the plan depends on, hashed */
 	struct ft_gpu *sums_gpu;
 	struct ft_shm shm;
+	struct ft_shm *shm_more;            /* other keys' segments traps are mapped from */
+	uint32_t nshm_more;
 	uint64_t *shm_sums;
 	uint32_t nsums;
 	int shm_full;                       /* the creator could not add to it: not shared */
@@ -303,14 +306,19 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a);
 
 /* FT_SHM_ENABLED (offload_shm.c).  Before the store is filled: the segment
  * of this model and settings is opened; when this process follows, the
- * offloaded traps it holds are mapped from it (the others, whose host stays
- * NULL, are filled privately); when it creates it, it fills the traps into
- * it (as privately when there is none or it was refused, said).  Memory for trap x's store of n
- * bytes (the segment's while this process creates it, else private), and
- * its release.  After the fill, the creator publishes the segment.  A
- * forked child forgets it; at exit (ft_off_exit) and on failure the
- * engine leaves it (the last user removes it). */
+ * offloaded traps it holds are mapped from it; the traps it does not hold
+ * are mapped from the other published segments of the namespace that do
+ * (at most FT_OFF_SHM_MORE: processes whose discovery found other weights
+ * or another plan); the others, whose host stays NULL, are filled
+ * privately, or into the segment when this process creates it.  Memory for
+ * trap x's store of n bytes (the segment's while this process creates it,
+ * else private), and its release.  After the fill, the creator publishes
+ * the segment.  ft_off_shm_leave: every segment left (drop: forgotten, as
+ * a forked child does; its locks are its parent's), at exit (ft_off_exit)
+ * and on failure (the last user of a segment removes it). */
+#define FT_OFF_SHM_MORE 16
 void ft_off_shm_begin(struct ft_offload *o);
+void ft_off_shm_leave(struct ft_offload *o, int drop);
 uint64_t ft_off_text_key(const char *text);
 unsigned char *ft_off_store_alloc(struct ft_offload *o, struct ft_off_trap *x, size_t n);
 void ft_off_store_free(struct ft_offload *o, struct ft_off_trap *x, void *p);

@@ -7,6 +7,11 @@
  * The first process fills the segment as its private store would be
  * filled, and publishes it; the others compare every trap's run checksums
  * with their own before they map it, and register the mapping themselves.
+ * What a process's own key's segment does not hold (another plan, or a
+ * discovery that found other weights or extents: another key) it maps,
+ * checked the same way, from the other published segments of the
+ * namespace that hold those traps, and fills only the rest (into its own
+ * segment when it creates one).
  * Nothing writes the store once filled (a write into an offloaded weight
  * brings its trap back to the GPU from the store), so no process's writes
  * reach another's weights.
@@ -125,43 +130,44 @@ static int store_sums(struct ft_offload *o, const uint32_t *traps, uint32_t n, u
 	return rc;
 }
 
-/* The table's run checksums, entry after entry (first[k]: entry k's
+/* Segment s's run checksums, entry after entry (first[k]: entry k's
  * first), or NULL (one outside the file). */
-static uint64_t *table_sums(struct ft_offload *o, uint32_t *first)
+static uint64_t *table_sums(struct ft_shm *s, uint32_t *first)
 {
-	const struct ft_shm_entry *e = o->shm.ent;
-	uint32_t ne = o->shm.head->nent;
+	const struct ft_shm_entry *e = s->ent;
+	uint32_t ne = s->head->nent;
 	uint64_t total = 0;
 	for (uint32_t k = 0; k < ne; k++) {
 		first[k] = (uint32_t)total;
 		total += e[k].nruns;
-		if (total > o->shm.end / sizeof(uint64_t))
+		if (total > s->end / sizeof(uint64_t))
 			return NULL;
 	}
-	uint64_t *s = malloc((total + 1) * sizeof(*s));
-	for (uint32_t k = 0; s && k < ne; k++)
-		if (ft_shm_read(&o->shm, e[k].sums, s + first[k], e[k].nruns * sizeof(*s))) {
-			free(s);
+	uint64_t *sums = malloc((total + 1) * sizeof(*sums));
+	for (uint32_t k = 0; sums && k < ne; k++)
+		if (ft_shm_read(s, e[k].sums, sums + first[k], e[k].nruns * sizeof(*sums))) {
+			free(sums);
 			return NULL;
 		}
-	return s;
+	return sums;
 }
 
 /* The entry (not used yet) that holds trap x's weights: the same runs'
  * checksums and bytes, a store this process can load (coded only where it
  * decodes), whole inside the file; -1 none. */
-static int entry_for(struct ft_offload *o, const struct ft_off_trap *x, const uint64_t *xs,
-		     const uint64_t *es, const uint32_t *first, const unsigned char *used)
+static int entry_for(struct ft_offload *o, struct ft_shm *s, const struct ft_off_trap *x,
+		     const uint64_t *xs, const uint64_t *es, const uint32_t *first,
+		     const unsigned char *used)
 {
-	const struct ft_shm_entry *e = o->shm.ent;
+	const struct ft_shm_entry *e = s->ent;
 	uint64_t raw = (uint64_t)x->nchunks * o->chunk;
-	for (uint32_t k = 0; k < o->shm.head->nent; k++) {
+	for (uint32_t k = 0; k < s->head->nent; k++) {
 		const struct ft_shm_entry *y = &e[k];
 		int shape = y->desc ? o->codec && y->bytes < raw &&
 					      y->znchunks == (raw + FT_Z_CHUNK - 1) / FT_Z_CHUNK
 				    : y->bytes == raw;
 		if (!used[k] && shape && y->nruns == x->nruns && y->raw_bytes == raw &&
-		    y->off + y->bytes <= o->shm.end &&
+		    y->off + y->bytes <= s->end &&
 		    !memcmp(es + first[k], xs, x->nruns * sizeof(*xs)))
 			return (int)k;
 	}
@@ -189,10 +195,10 @@ static int descs_ok(const uint64_t *d, uint32_t n, uint64_t bytes, uint64_t raw)
 	return 1;
 }
 
-/* Trap x's store mapped from entry y and registered: 0, -2 when its
- * descriptors are not the ones stored, or -1. */
-static int map_trap(struct ft_offload *o, struct ft_off_trap *x, const struct ft_shm_entry *y,
-		    const uint64_t *sums)
+/* Trap x's store mapped from entry y of segment seg (s) and registered:
+ * 0, -2 when its descriptors are not the ones stored, or -1. */
+static int map_trap(struct ft_offload *o, struct ft_shm *s, uint8_t seg, struct ft_off_trap *x,
+		    const struct ft_shm_entry *y, const uint64_t *sums)
 {
 	const struct ft_real *r = o->real;
 	size_t len = (y->bytes + 4095) & ~(size_t)4095;
@@ -200,11 +206,11 @@ static int map_trap(struct ft_offload *o, struct ft_off_trap *x, const struct ft
 	 * others' weights (where the driver registers read-only memory);
 	 * mapped for the device: the check of its bytes */
 	unsigned flags = CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY;
-	unsigned char *p = ft_shm_map(&o->shm, y->off, len, 0);
+	unsigned char *p = ft_shm_map(s, y->off, len, 0);
 	if (p && ft_off_register(o, x, p, len, flags)) {
 		munmap(p, len);
 		flags &= ~(unsigned)CU_MEMHOSTREGISTER_READ_ONLY;
-		if ((p = ft_shm_map(&o->shm, y->off, len, 1)) && ft_off_register(o, x, p, len, flags)) {
+		if ((p = ft_shm_map(s, y->off, len, 1)) && ft_off_register(o, x, p, len, flags)) {
 			munmap(p, len);
 			p = NULL;
 		}
@@ -217,6 +223,7 @@ static int map_trap(struct ft_offload *o, struct ft_off_trap *x, const struct ft
 	x->host = p;
 	x->shm_len = len;
 	x->shm_off = y->off;
+	x->shm_seg = seg;
 	if (o->gpu) { /* FT_VERIFY's */
 		if (!(x->sums = malloc((x->nruns + 1) * sizeof(*x->sums))))
 			return -1;
@@ -227,7 +234,7 @@ static int map_trap(struct ft_offload *o, struct ft_off_trap *x, const struct ft
 	struct ft_z_image *z = &x->z;
 	size_t db = (y->znchunks + 1) * sizeof(*z->desc);
 	z->desc = malloc(db);
-	if (!z->desc || ft_shm_read(&o->shm, y->desc, z->desc, db))
+	if (!z->desc || ft_shm_read(s, y->desc, z->desc, db))
 		return -1; /* (undone by the caller) */
 	if (ft_off_host_checksum((const unsigned char *)z->desc, db) != y->desc_sum ||
 	    !descs_ok(z->desc, y->znchunks, y->bytes, y->raw_bytes))
@@ -242,10 +249,11 @@ static int map_trap(struct ft_offload *o, struct ft_off_trap *x, const struct ft
 	return 0;
 }
 
-static void unmap_all(struct ft_offload *o)
+/* Traps traps[0..n) unmapped (those mapped). */
+static void unmap(struct ft_offload *o, const uint32_t *traps, uint32_t n)
 {
-	for (uint32_t t = 0; t < o->ntraps; t++) {
-		struct ft_off_trap *x = &o->t[t];
+	for (uint32_t k = 0; k < n; k++) {
+		struct ft_off_trap *x = &o->t[traps[k]];
 		if (x->zdesc)
 			o->real->cuMemFree_v2(x->zdesc);
 		x->zdesc = 0;
@@ -262,27 +270,27 @@ static void unmap_all(struct ft_offload *o)
 	}
 }
 
-/* The offloaded traps the segment holds, mapped from it: how many (the
- * others are this process's to fill); -1 when the segment is refused: a
- * mapping or its registration failed, or the bytes mapped are not the ones
- * stored (nothing stays mapped). */
-static int attach(struct ft_offload *o, uint64_t *bytes)
+/* The offloaded traps not mapped yet that segment seg (s) holds, mapped
+ * from it: how many, with their bytes of store; -1 when the segment is
+ * refused: a mapping or its registration failed, or the bytes mapped are
+ * not the ones stored (-2; nothing stays mapped from it). */
+static int attach(struct ft_offload *o, struct ft_shm *s, uint8_t seg, uint64_t *bytes)
 {
-	uint32_t ne = o->shm.head->nent, *first = malloc((ne + 1) * sizeof(*first));
+	uint32_t ne = s->head->nent, *first = malloc((ne + 1) * sizeof(*first));
 	uint32_t *mine = malloc((o->ntraps + 1) * sizeof(*mine)), *theirs = malloc((ne + 1) * sizeof(*theirs));
 	unsigned char *used = calloc(ne + 1, 1);
-	uint64_t *es = first ? table_sums(o, first) : NULL, *held = NULL;
+	uint64_t *es = first ? table_sums(s, first) : NULL, *held = NULL;
 	int n = 0, rc = es && mine && theirs && used ? 0 : -1;
 	for (uint32_t t = 0, r = 0; !rc && t < o->ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];
 		if (x->block < 0)
 			continue;
-		int k = entry_for(o, x, o->shm_sums + r, es, first, used);
+		int k = x->host ? -1 : entry_for(o, s, x, o->shm_sums + r, es, first, used);
 		if (k >= 0) {
 			used[k] = 1;
 			mine[n] = t;
 			theirs[n++] = (uint32_t)k;
-			rc = map_trap(o, x, &o->shm.ent[k], o->shm_sums + r);
+			rc = map_trap(o, s, seg, x, &s->ent[k], o->shm_sums + r);
 		}
 		r += x->nruns;
 	}
@@ -292,11 +300,13 @@ static int attach(struct ft_offload *o, uint64_t *bytes)
 		rc = -1;
 	*bytes = 0;
 	for (int i = 0; !rc && i < n; i++) {
-		rc = held[i] == o->shm.ent[theirs[i]].store_sum ? 0 : -2;
-		*bytes += o->shm.ent[theirs[i]].bytes;
+		rc = held[i] == s->ent[theirs[i]].store_sum ? 0 : -2;
+		*bytes += s->ent[theirs[i]].bytes;
 	}
+	if (rc && mine)
+		unmap(o, mine, (uint32_t)n);
 	if (rc)
-		unmap_all(o);
+		*bytes = 0;
 	free(first);
 	free(mine);
 	free(theirs);
@@ -315,6 +325,43 @@ uint64_t ft_off_text_key(const char *text)
 	return key[0];
 }
 
+/* How many offloaded traps have no store yet. */
+static uint32_t unmapped(const struct ft_offload *o)
+{
+	uint32_t n = 0;
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		n += o->t[t].block >= 0 && !o->t[t].host;
+	return n;
+}
+
+struct scan {
+	struct ft_offload *o;
+	uint32_t traps, segs;
+	uint64_t bytes;
+};
+
+/* ft_shm_each's: the traps not mapped yet that segment s holds, mapped
+ * from it (s kept); else s closed. */
+static int scan_one(struct ft_shm *s, void *ctx)
+{
+	struct scan *c = ctx;
+	struct ft_offload *o = c->o;
+	if (o->nshm_more >= FT_OFF_SHM_MORE || !unmapped(o))
+		return -1;
+	uint64_t bytes;
+	int n = attach(o, s, (uint8_t)(o->nshm_more + 1), &bytes);
+	if (n == -2)
+		ft_warn("FT_SHM_ENABLED: %s: its bytes differ from what was stored from weights "
+			"like this process's (a damaged copy): not used", s->path);
+	if (n <= 0)
+		return 0;
+	o->shm_more[o->nshm_more++] = *s;
+	c->traps += (uint32_t)n;
+	c->segs++;
+	c->bytes += bytes;
+	return 1;
+}
+
 void ft_off_shm_begin(struct ft_offload *o)
 {
 	if (!o->shm_dir)
@@ -326,36 +373,69 @@ void ft_off_shm_begin(struct ft_offload *o)
 		return;
 	}
 	char why[512];
-	int role = ft_shm_open(&o->shm, o->shm_dir, o->shm_ns, key, o->shm_wait, why, sizeof(why));
-	if (role < 0) {
-		ft_warn("FT_SHM_ENABLED: %s; this process keeps a private store", why);
-		return;
-	}
-	if (role == FT_SHM_CREATOR) {
-		ft_info("FT_SHM_ENABLED: this process fills the shared store %s", o->shm.path);
-		return;
-	}
 	uint32_t off = 0;
 	for (uint32_t t = 0; t < o->ntraps; t++)
 		off += o->t[t].block >= 0;
-	uint64_t bytes;
-	int n = attach(o, &bytes);
-	if (n > 0) {
-		FT_STAT_ADD(o->stats, shm_attached_bytes, bytes);
+	uint64_t bytes = 0;
+	int n = 0, role = ft_shm_open(&o->shm, o->shm_dir, o->shm_ns, key, o->shm_wait, why,
+				       sizeof(why));
+	if (role < 0)
+		ft_warn("FT_SHM_ENABLED: %s; the store is this process's but for what other "
+			"processes' segments hold", why);
+	if (role == FT_SHM_FOLLOWER && (n = attach(o, &o->shm, 0, &bytes)) > 0)
 		ft_info("FT_SHM_ENABLED: %d of the %u offloaded traps (%.1f MiB of store) mapped from "
-			"%s, filled by process %u%s", n, off, (double)bytes / 1048576.0, o->shm.path,
-			o->shm.head->creator,
-			(uint32_t)n < off ? "; the others are not in it (its plan offloads other "
-					    "traps): this process keeps them" : "");
-		return;
+			"%s, filled by process %u", n, off, (double)bytes / 1048576.0, o->shm.path,
+			o->shm.head->creator);
+	if (role == FT_SHM_FOLLOWER && n < 0)
+		ft_warn("FT_SHM_ENABLED: %s: %s", o->shm.path,
+			n == -2 ? "its bytes differ from what was stored from weights like this "
+				  "process's (a damaged copy): not used"
+				: "cannot map or register it (host memory, or the locked-memory limit, "
+				  "ulimit -l): not used");
+	if (role == FT_SHM_FOLLOWER && n <= 0)
+		ft_shm_close(&o->shm);
+	/* the traps this model's segment does not hold (none, another plan
+	 * of it, or its discovery found other weights: another key), from
+	 * the segments of the namespace that do; each checked as above */
+	struct scan c = { .o = o };
+	if (unmapped(o) && (o->shm_more = calloc(FT_OFF_SHM_MORE, sizeof(*o->shm_more)))) {
+		/* (not this model's again, refused or not) */
+		ft_shm_each(o->shm_dir, o->shm_ns, o->shm.path[0] ? o->shm.path : NULL, scan_one,
+			    &c, why, sizeof(why));
+		if (why[0])
+			ft_info("FT_SHM_ENABLED: %s", why);
 	}
-	ft_warn("FT_SHM_ENABLED: %s: %s; this process keeps a private store", o->shm.path,
-		n == -2 ? "its bytes differ from what was stored from weights like this process's "
-			  "(a damaged copy): not used"
-		: n < 0 ? "cannot map or register it (host memory, or the locked-memory limit, "
-			  "ulimit -l)"
-			: "it holds none of this process's offloaded traps (another plan)");
-	ft_shm_close(&o->shm);
+	if (c.traps)
+		ft_info("FT_SHM_ENABLED: %u of the %u offloaded traps (%.1f MiB of store) mapped from "
+			"%u segment%s that processes whose weights were found otherwise filled",
+			c.traps, off, (double)c.bytes / 1048576.0, c.segs, c.segs > 1 ? "s" : "");
+	FT_STAT_ADD(o->stats, shm_attached_bytes, bytes + c.bytes);
+	uint32_t left = unmapped(o);
+	if (o->shm.role == FT_SHM_CREATOR && !left) {
+		ft_info("FT_SHM_ENABLED: every offloaded trap is mapped from other processes' "
+			"segments: this process fills none of its own");
+		ft_shm_close(&o->shm);
+	} else if (o->shm.role == FT_SHM_CREATOR) {
+		ft_info("FT_SHM_ENABLED: this process fills the shared store %s (%u of the %u "
+			"offloaded traps)", o->shm.path, left, off);
+	} else if (left && (n > 0 || c.traps)) {
+		ft_info("FT_SHM_ENABLED: %u of the offloaded traps are in no segment (the others "
+			"are not in it: other plans): this process keeps them", left);
+	} else if (left && role == FT_SHM_FOLLOWER && !n) {
+		ft_warn("FT_SHM_ENABLED: no segment holds any of this process's offloaded traps "
+			"(another plan): this process keeps a private store");
+	}
+}
+
+void ft_off_shm_leave(struct ft_offload *o, int drop)
+{
+	void (*leave)(struct ft_shm *) = drop ? ft_shm_drop : ft_shm_close;
+	leave(&o->shm);
+	for (uint32_t k = 0; k < o->nshm_more; k++)
+		leave(&o->shm_more[k]);
+	o->nshm_more = 0;
+	free(o->shm_more);
+	o->shm_more = NULL;
 }
 
 unsigned char *ft_off_store_alloc(struct ft_offload *o, struct ft_off_trap *x, size_t n)
@@ -384,8 +464,10 @@ void ft_off_store_free(struct ft_offload *o, struct ft_off_trap *x, void *p)
 		return;
 	}
 	munmap(p, x->shm_len);
-	ft_shm_trim(&o->shm, x->shm_off, x->shm_len); /* the last part added: given back */
+	if (!x->shm_seg) /* the last part added: given back */
+		ft_shm_trim(&o->shm, x->shm_off, x->shm_len);
 	x->shm_len = 0;
+	x->shm_seg = 0;
 }
 
 void ft_off_shm_end(struct ft_offload *o)
@@ -393,15 +475,20 @@ void ft_off_shm_end(struct ft_offload *o)
 	if (o->shm.role != FT_SHM_CREATOR)
 		return;
 	uint32_t n = 0, r = 0, *traps = calloc(o->ntraps + 1, sizeof(*traps));
+	uint32_t *first = calloc(o->ntraps + 1, sizeof(*first)); /* in o->shm_sums */
 	struct ft_shm_entry *e = calloc(o->ntraps + 1, sizeof(*e));
 	uint64_t *held = calloc(o->ntraps + 1, sizeof(*held));
 	uint64_t sums, bytes = 0;
-	int ok = traps && e && held && !o->shm_full;
-	for (uint32_t t = 0; ok && t < o->ntraps; t++)
-		if (o->t[t].block >= 0) {
-			ok = o->t[t].shm_len != 0; /* in the segment */
+	int ok = traps && first && e && held && !o->shm_full;
+	for (uint32_t t = 0; ok && t < o->ntraps; t++) {
+		const struct ft_off_trap *x = &o->t[t];
+		if (x->block >= 0 && !(x->shm_len && x->shm_seg)) { /* not another's */
+			ok = x->shm_len != 0; /* in the segment */
+			first[n] = r;
 			traps[n++] = t;
 		}
+		r += x->block >= 0 ? x->nruns : 0;
+	}
 	ok = ok && traps && !store_sums(o, traps, n, held) &&
 	     !ft_shm_write(&o->shm, o->shm_sums, o->nsums * sizeof(*o->shm_sums), &sums);
 	for (uint32_t k = 0; ok && k < n; k++) {
@@ -409,9 +496,9 @@ void ft_off_shm_end(struct ft_offload *o)
 		struct ft_shm_entry *y = &e[k];
 		*y = (struct ft_shm_entry){ .trap = traps[k], .nruns = x->nruns,
 					    .raw_bytes = (uint64_t)x->nchunks * o->chunk,
-					    .off = x->shm_off, .sums = sums + r * sizeof(uint64_t),
+					    .off = x->shm_off,
+					    .sums = sums + first[k] * sizeof(uint64_t),
 					    .store_sum = held[k] };
-		r += x->nruns;
 		y->bytes = x->z.data ? x->z.bytes : y->raw_bytes;
 		if (x->z.data) {
 			y->znchunks = x->z.nchunks;
@@ -433,6 +520,7 @@ void ft_off_shm_end(struct ft_offload *o)
 		ft_shm_close(&o->shm); /* its name goes; the mappings stay */
 	}
 	free(traps);
+	free(first);
 	free(held);
 	free(e);
 }

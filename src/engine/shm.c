@@ -126,7 +126,8 @@ static double now_s(void)
 }
 
 /* A follower of the segment named s->path: 1, 0 when there is none (or a
- * stale one was removed), -1 with why. */
+ * stale one was removed), -1 with why.  key NULL: whatever its key; wait_s
+ * below 0: not while its creator fills it (0 then). */
 static int follow(struct ft_shm *s, const uint64_t key[2], double wait_s, char *why, size_t len)
 {
 	int fd = open(s->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
@@ -152,6 +153,10 @@ static int follow(struct ft_shm *s, const uint64_t key[2], double wait_s, char *
 			forget(s);
 			return -1;
 		}
+		if (wait_s < 0) {
+			forget(s);
+			return 0;
+		}
 		if (wait_s > 0 && now_s() > until) {
 			WHY("its creator did not fill %s within FT_SHM_WAIT_TIMEOUT=%g s", s->path,
 			    wait_s);
@@ -174,7 +179,7 @@ static int follow(struct ft_shm *s, const uint64_t key[2], double wait_s, char *
 	}
 	const struct ft_shm_head *h = s->head;
 	if (memcmp(h->magic, magic, sizeof(magic)) || h->version != FT_SHM_VERSION ||
-	    h->key[0] != key[0] || h->key[1] != key[1]) {
+	    (key && (h->key[0] != key[0] || h->key[1] != key[1]))) {
 		WHY("%s holds another format or another key: not used", s->path);
 		forget(s);
 		return -1;
@@ -314,6 +319,37 @@ void ft_shm_close(struct ft_shm *s)
 	if (!ready || !flock(s->fd, LOCK_EX | LOCK_NB))
 		remove_if(s->path, s->fd);
 	forget(s);
+}
+
+unsigned ft_shm_each(const char *dir, const char *ns, const char *skip,
+		     int (*use)(struct ft_shm *s, void *ctx), void *ctx, char *why, size_t len)
+{
+	char pre[128];
+	size_t np = (size_t)prefix(pre, sizeof(pre), ns);
+	struct ft_shm s;
+	DIR *d = opendir(dir);
+	unsigned kept = 0;
+	if (len)
+		why[0] = 0;
+	for (struct dirent *e; d && (e = readdir(d));) {
+		memset(&s, 0, sizeof(s));
+		s.fd = -1;
+		/* (a name with a dot is a creator's file before its link) */
+		if (strncmp(e->d_name, pre, np) || strchr(e->d_name, '.') ||
+		    snprintf(s.path, sizeof(s.path), "%s/%s", dir, e->d_name) >= (int)sizeof(s.path) ||
+		    (skip && !strcmp(s.path, skip)) || follow(&s, NULL, -1, why, len) != 1)
+			continue;
+		int r = use(&s, ctx);
+		if (r > 0)
+			kept++;
+		else
+			ft_shm_close(&s);
+		if (r < 0)
+			break;
+	}
+	if (d)
+		closedir(d);
+	return kept;
 }
 
 unsigned ft_shm_sweep(const char *dir, const char *ns)

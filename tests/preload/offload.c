@@ -126,6 +126,7 @@ static unsigned routed(int step, int i)
 {
 	return ((unsigned)step * 7u + (i ? 11u : 3u)) % EXPERTS;
 }
+static CUdeviceptr extra; /* OFFLOAD_EXTRA set: one more weight, read in the last layer */
 static CUdeviceptr gtable[LAYERS]; /* its tables: each layer's second weight's address */
 static CUdeviceptr emb, head, w[LAYERS][2], inp, h, tmp, out, zero;
 static CUstream stream; /* NULL, or the captured stream */
@@ -163,6 +164,8 @@ static void forward(int step)
 				fprintf(stderr, "cannot make a programmatic edge\n");
 		}
 		vec_add(tmp, w[l][1], h);
+		if (extra && l == LAYERS - 1)
+			vec_add(h, extra, h);
 		if (experts && l == 1) {
 			/* a mixture-of-experts layer: two of sixteen experts,
 			 * routed by the step, each weight its own allocation */
@@ -408,6 +411,10 @@ int main(int argc, char **argv)
 			cuMemAlloc_v2(&w[l][k], (size_t)N * sizeof(float) + (l == 2 && k == 1 ? 2u << 20 : 0));
 	fill(emb, 1.0f);
 	fill(head, 2.0f);
+	if (getenv("OFFLOAD_EXTRA")) {
+		cuMemAlloc_v2(&extra, N * sizeof(float));
+		fill(extra, 0.75f);
+	}
 	if (hidden) {
 		cuMemAlloc_v2(&table, 64);
 		cuMemcpyHtoD_v2(table, &w[5][0], sizeof(w[5][0]));

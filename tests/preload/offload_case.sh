@@ -47,7 +47,8 @@
 # profile.rank<r>.json (two_ranks); a coded store gives the same outputs
 # eagerly in each block mode (zip-*), in graphs and substitutes (zip-mixed,
 # zip-early); two processes share one host store (shm, shm-zip, shm-verify),
-# also when their plans differ (shm-plans),
+# also when their plans differ (shm-plans) or their discoveries found other
+# weights (shm-weights),
 # one's writes to its weights do not reach the other (shm-modify), and one
 # refuses a damaged store (shm-damaged); the NVMe tier reads the traps
 # beyond the host's share from a file (nvme, nvme-raw, nvme-verify,
@@ -56,12 +57,13 @@
 # FT_VERIFY, with fewer bytes a slice copy than whole (stacked, stacked-raw,
 # stacked-verify); two stacked tensors whose reads interleave are one
 # trap, paged per slice (moe).
-# usage: offload_case.sh <libflextensor.so> <offload> <case>
+# usage: offload_case.sh <libflextensor.so> <offload> <case>   (KEEP=1: its
+# temporary directory, logs and traces are kept)
 set -u
 . "$(dirname "$0")/trace_stat.sh"
 lib=$1 prog=$2 case=$3
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 for v in $(env | sed -n 's/^\(FT_[A-Z_]*\)=.*/\1/p'); do unset "$v"; done
 fail=0
 no() { echo "FAIL: $case: $*"; fail=1; }
@@ -262,6 +264,42 @@ shm-plans)
 	is shm-b shm_attached_bytes -lt "$(stat shm-b offload_store_bytes)"
 	logs shm-b "the others are not in it"
 	echo "$case: A filled $(stat shm-a shm_created_bytes), B mapped $(stat shm-b shm_attached_bytes) of its $(stat shm-b offload_store_bytes)"
+	;;
+shm-weights)
+	# processes whose weights were found otherwise (B and C read one
+	# more weight in the last layer: their segment's key differs from
+	# A's): B maps the traps A's segment holds from it and fills the one
+	# it has not into its own; C, like B, maps that one from B's and the
+	# rest from A's, and has no store of its own; all give their plain
+	# outputs, and no segment is left once they exited
+	plain plain
+	plain plain-extra "" OFFLOAD_EXTRA=1
+	mkdir -p "$tmp/shm" "$tmp/linger"
+	k=0
+	for n in a b c; do
+		x=""
+		[ $n = a ] || x=OFFLOAD_EXTRA=1
+		launch "shm-$n" "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+			OFFLOAD_LINGER="$tmp/linger" $x &
+		k=$((k + 1))
+		lingering $k
+	done
+	touch "$tmp/linger/go"
+	wait
+	same plain shm-a
+	same plain-extra shm-b
+	same plain-extra shm-c
+	is shm-a shm_created_bytes -gt 0
+	is shm-a shm_attached_bytes -eq 0
+	is shm-b shm_attached_bytes -gt 0
+	is shm-b shm_created_bytes -gt 0
+	is shm-b shm_created_bytes -eq "$(($(stat shm-b offload_store_bytes) - $(stat shm-b shm_attached_bytes)))"
+	is shm-c shm_attached_bytes -eq "$(stat shm-c offload_store_bytes)"
+	is shm-c shm_created_bytes -eq 0
+	logs shm-b "mapped from 1 segment that processes whose weights were found otherwise filled"
+	logs shm-c "mapped from 1 segment that processes whose weights were found otherwise filled"
+	[ -z "$(ls "$tmp/shm")" ] || no "segments left after all exited: $(ls "$tmp/shm")"
+	echo "$case: A filled $(stat shm-a shm_created_bytes); B mapped $(stat shm-b shm_attached_bytes), filled $(stat shm-b shm_created_bytes); C mapped $(stat shm-c shm_attached_bytes) of its $(stat shm-c offload_store_bytes)"
 	;;
 shm-modify)
 	# a process that rewrites a weight after the plan (modify: a host

@@ -286,6 +286,72 @@ static void untrusted(void **state)
 	unlink(path);
 }
 
+struct each_ctx {
+	struct ft_shm kept;
+	unsigned passed;
+};
+
+/* ft_shm_each's callback: keeps the first segment it is handed, counts
+ * the others and passes them over. */
+static int keep_first(struct ft_shm *s, void *ctx)
+{
+	struct each_ctx *c = ctx;
+	assert_int_equal(s->role, FT_SHM_FOLLOWER);
+	assert_non_null(s->ent);
+	if (c->kept.fd >= 0) {
+		c->passed++;
+		return 0;
+	}
+	c->kept = *s;
+	return 1;
+}
+
+/* The other published segments of a namespace, whatever their keys: the
+ * one skipped by name is not handed, one being filled is passed over
+ * without a wait (and left to its creator), another user's or planted one
+ * is refused with why, another namespace's is not seen. */
+static void each_other_keys(void **state)
+{
+	(void)state;
+	char why[512];
+	struct ft_shm a, b, c, d;
+	struct each_ctx got = { .kept.fd = -1 };
+	const uint64_t k2[2] = { 1, 2 }, k3[2] = { 3, 4 };
+	assert_int_equal(ft_shm_open(&a, dir, "each", key, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	fill(&a, 4096, 1);
+	assert_int_equal(ft_shm_open(&b, dir, "each", k2, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	fill(&b, 8192, 2);
+	assert_int_equal(ft_shm_open(&c, dir, "each", k3, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	assert_int_equal(ft_shm_open(&d, dir, "other", k3, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	fill(&d, 4096, 3);
+	char planted[4200];
+	snprintf(planted, sizeof(planted), "%.*s%032x", (int)(strrchr(a.path, '-') - a.path + 1),
+		 a.path, 7);
+	int fd = open(planted, O_CREAT | O_WRONLY, 0644);
+	assert_true(fd >= 0);
+	assert_int_equal(fchmod(fd, 0644), 0);
+	close(fd);
+
+	assert_int_equal(ft_shm_each(dir, "each", a.path, keep_first, &got, why, sizeof(why)), 1);
+	assert_int_equal(got.kept.head->key[0], k2[0]);
+	assert_int_equal(got.kept.head->key[1], k2[1]);
+	assert_int_equal(got.passed, 0);
+	assert_non_null(strstr(why, "owner-only"));
+	assert_true(exists(&c));
+	assert_int_equal(c.role, FT_SHM_CREATOR);
+	fill(&c, 4096, 4); /* published now: handed too */
+	ft_shm_close(&got.kept);
+	assert_int_equal(ft_shm_each(dir, "each", NULL, keep_first, &got, why, sizeof(why)), 1);
+	assert_int_equal(got.passed, 2);
+	ft_shm_close(&got.kept);
+	unlink(planted);
+	ft_shm_close(&a);
+	ft_shm_close(&b);
+	ft_shm_close(&c);
+	ft_shm_close(&d);
+	assert_false(exists(&a) || exists(&b) || exists(&c) || exists(&d));
+}
+
 /* A store not kept gives its space back when it was the last one added. */
 static void trim(void **state)
 {
@@ -329,6 +395,7 @@ int main(void)
 		cmocka_unit_test(creator_dies_many_wait),
 		cmocka_unit_test(crash_swept),
 		cmocka_unit_test(untrusted),
+		cmocka_unit_test(each_other_keys),
 		cmocka_unit_test(trim),
 		cmocka_unit_test(keys),
 	};
