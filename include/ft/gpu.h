@@ -54,6 +54,11 @@ int ft_gpu_decode(const struct ft_gpu *g, CUdeviceptr src, uint64_t bias, CUdevi
 		  CUdeviceptr dst, uint64_t nvals, uint32_t nchunks, CUstream s);
 /* Times pinned host-to-device copies of n sizes (median of 5), into pts. */
 int ft_gpu_copy_curve(struct ft_gpu *g, struct ft_curve_point *pts, uint32_t n);
+/* Times the decoder on n sizes of raw output (multiples of the codec's
+ * chunk; median of 5) into pts: the image of weights shaped like trained
+ * bf16 weights, in device memory.  0, or -1 (no decoder, or the driver
+ * refused). */
+int ft_gpu_decode_curve(struct ft_gpu *g, struct ft_curve_point *pts, uint32_t n);
 /* Name, memory and driver version of the current device. */
 int ft_gpu_device(struct ft_gpu *g, char *name, int len, uint64_t *total, int *driver);
 

@@ -100,6 +100,9 @@ struct ft_learn {
 	int skip_sample;          /* the first PROFILING pass began unobserved */
 	struct ft_discover disc;
 	struct ft_gpu gpu;
+	struct ft_curve_point zdec[3]; /* FT_TRANSFER_COMPRESSION=auto: the decoder's
+					  curve (nzdec 0: not measured) */
+	uint32_t nzdec;
 	struct ft_profile prof;   /* weights, traps, curve, device, plan */
 	struct ft_profile saved;  /* FT_PROFILE_STORAGE_DIR/profile.json, if loaded */
 	int have_saved;

@@ -98,6 +98,11 @@ struct ft_off_config {
 					       run its copy kernel; NULL: memcpy nodes */
 	const struct ft_gpu *codec;         /* FT_TRANSFER_COMPRESSION: the store is
 					       coded and decoded by its kernel; NULL: raw */
+	/* a trap is coded only where its coded load (the image's copies beside
+	 * its decode) takes less than its raw copy; NULL decode: wherever the
+	 * image is smaller (FT_TRANSFER_COMPRESSION=always, or no curve) */
+	const struct ft_curve_point *copy_curve, *decode_curve;
+	uint32_t ncopy, ndecode;
 	int mode;                           /* FT_TM_* (FT_TRANSFER_MODE) */
 	int pinned;                         /* FT_PINNED_MEMORY: the store is registered */
 	int hold_ignored;                   /* FT_HOLD_IGNORED */

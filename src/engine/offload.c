@@ -310,6 +310,13 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->gpu = c->verify;
 	o->copier = c->pinned ? c->copier : NULL;
 	o->codec = mode == FT_TM_STRATEGY ? NULL : c->codec;
+	if (c->decode_curve && c->copy_curve && c->ndecode && c->ncopy && c->ndecode <= 8 &&
+	    c->ncopy <= 8) {
+		memcpy(o->zcopy, c->copy_curve, c->ncopy * sizeof(*o->zcopy));
+		memcpy(o->zdec, c->decode_curve, c->ndecode * sizeof(*o->zdec));
+		o->nzcopy = c->ncopy;
+		o->nzdec = c->ndecode;
+	}
 	o->mode = mode;
 	o->pageable = !c->pinned;
 	o->hold = c->hold_ignored;
@@ -634,6 +641,8 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 		}
 	}
 	ft_off_shm_end(o);
+	if (o->codec && !coded)
+		ft_off_codec_release(o); /* no trap decodes: the slots go */
 	if (bounce) {
 		r->cuMemFreeHost(bounce);
 		ft_info("FT_TRANSFER_COMPRESSION: %u of the offloaded traps coded, the store holds "
@@ -642,6 +651,9 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 			(double)raw / 1048576.0,
 			o->store_bytes ? (double)raw / (double)o->store_bytes : 0.0,
 			(double)(ft_off_now_ns() - t0) / 1e9);
+		if (o->zslow)
+			ft_info("FT_TRANSFER_COMPRESSION: %u traps kept raw: by the measured curves "
+				"their decode would take longer than the copy it saves", o->zslow);
 	}
 	FT_STAT_ADD(o->stats, offload_store_bytes, o->store_bytes);
 	FT_STAT_ADD(o->stats, offload_coded_traps, coded);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ft/copy_curve.h"
 #include "ft/gpu.h"
 #include "ft/log.h"
 #include "offload_int.h"
@@ -75,8 +76,10 @@ void ft_off_codec_release(struct ft_offload *o)
 		ft_z_free(&x->z);
 	}
 	for (int s = 0; s < FT_OFF_SLOTS; s++)
-		if (o->slot[s])
+		if (o->slot[s]) {
 			r->cuMemFree_v2(o->slot[s]);
+			o->block_bytes -= FT_OFF_SLOT_BYTES;
+		}
 	memset(o->slot, 0, sizeof(o->slot));
 }
 
@@ -103,6 +106,27 @@ static void drop(struct ft_offload *o, struct ft_off_trap *x, struct ft_z_image 
 	ft_z_free(z);
 }
 
+/* Whether trap x loads faster from image z than raw, by the copy and
+ * decode curves: a coded span's pieces are copied while the one before is
+ * decoded; a raw trap is one copy (raw block mode) or one per run. */
+static int coding_pays(const struct ft_offload *o, const struct ft_off_trap *x,
+		       const struct ft_z_image *z)
+{
+	double coded = 0, raw = 0;
+	uint32_t runs = o->mode == FT_TM_RAW_BLOCK ? 1 : x->nruns;
+	for (uint32_t i = 0, c = 0; i < runs; i++) {
+		uint64_t n = runs == 1 ? z->raw_bytes : x->runs[i].hi - x->runs[i].lo;
+		uint32_t c1 = c + (uint32_t)((n + FT_Z_CHUNK - 1) / FT_Z_CHUNK);
+		if (c1 > z->nchunks)
+			c1 = z->nchunks;
+		coded += ft_curve_coded_ms(o->zcopy, o->nzcopy, o->zdec, o->nzdec,
+					   ft_z_span(z, c, c1), n, FT_OFF_SLOT_BYTES);
+		raw += ft_curve_ms(o->zcopy, o->nzcopy, n);
+		c = c1;
+	}
+	return coded < 0.97 * raw;
+}
+
 int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes)
 {
 	struct ft_off_trap *x = &o->t[t];
@@ -114,6 +138,11 @@ int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size
 		return -1;
 	if (!z.coded || z.bytes * 100 > bytes * 97) {
 		drop(o, x, &z, own); /* nothing to gain: raw */
+		return 0;
+	}
+	if (o->nzdec && !coding_pays(o, x, &z)) {
+		drop(o, x, &z, own); /* its decode would not hide behind its copies */
+		o->zslow++;
 		return 0;
 	}
 	size_t db = (z.nchunks + 1) * sizeof(*z.desc);

@@ -319,11 +319,34 @@ static void start_timing(struct ft_learn *L)
 	free(labels);
 }
 
+/* FT_TRANSFER_COMPRESSION=auto: the decoder timed on pieces of up to the
+ * engine's staging slot (L->zdec), said beside the link's rate. */
+static void decode_curve(struct ft_learn *L)
+{
+	static const uint64_t sizes[] = { 1 << 20, 4 << 20, 16 << 20 };
+	const struct ft_profile *p = &L->prof;
+	L->nzdec = 0;
+	for (uint32_t i = 0; i < 3; i++)
+		L->zdec[i] = (struct ft_curve_point){ .bytes = sizes[i] };
+	if (!p->ncurve || ft_gpu_decode_curve(&L->gpu, L->zdec, 3)) {
+		ft_info("FT_TRANSFER_COMPRESSION=auto: %s: every trap whose image is smaller is "
+			"coded", p->ncurve ? "the decoder could not be timed" : "no copy curve");
+		return;
+	}
+	L->nzdec = 3;
+	const struct ft_curve_point *c = &p->curve[p->ncurve - 1], *d = &L->zdec[2];
+	ft_info("FT_TRANSFER_COMPRESSION=auto: the decoder writes %.1f GB/s (16 MiB pieces), "
+		"the link copies %.1f GB/s: a trap is coded where its coded load is faster",
+		d->ms > 0 ? (double)d->bytes / d->ms / 1e6 : 0.0,
+		c->ms > 0 ? (double)c->bytes / c->ms / 1e6 : 0.0);
+}
+
 /* FT_TRANSFER_COMPRESSION: the decoder that coded stores need, or NULL
  * (raw stores).  auto codes them when the plan's copies take longer than
  * the pass's compute: then the copy stream bounds the pass, and fewer
  * bytes shorten it; otherwise the copies hide already and decoding would
- * only take the model's multiprocessors. */
+ * only take the model's multiprocessors; and then only the traps whose
+ * coded load is faster by the copy and decode curves (decode_curve). */
 static const struct ft_gpu *codec_for(struct ft_learn *L)
 {
 	int mode = (int)L->env.opt->transfer_compression;
@@ -348,6 +371,8 @@ static const struct ft_gpu *codec_for(struct ft_learn *L)
 			ft_options_choice(FT_OPT_transfer_compression, mode));
 		return NULL;
 	}
+	if (mode == FT_TC_AUTO)
+		decode_curve(L);
 	return &L->gpu;
 }
 
@@ -389,9 +414,13 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 	plan_settings(L, settings, sizeof(settings));
 	snprintf(settings + strlen(settings), sizeof(settings) - strlen(settings),
 		 " FT_TRANSFER_COMPRESSION=%d", (int)L->env.opt->transfer_compression);
+	L->nzdec = 0;
+	const struct ft_gpu *codec = codec_for(L);
 	const struct ft_off_config c = {
 		.real = L->env.real, .vmm = L->env.vmm, .stats = L->env.stats, .verify = verify,
-		.copier = copier, .codec = codec_for(L),
+		.copier = copier, .codec = codec,
+		.copy_curve = p->curve, .ncopy = p->ncurve,
+		.decode_curve = L->nzdec ? L->zdec : NULL, .ndecode = L->nzdec,
 		.mode = (int)L->env.opt->transfer_mode, .pinned = L->env.opt->pinned_memory,
 		.hold_ignored = L->env.opt->hold_ignored,
 		.captures = L->env.captures,

@@ -22,3 +22,15 @@ double ft_curve_ms(const struct ft_curve_point *c, uint32_t n, uint64_t bytes)
 	double x = log((double)bytes);
 	return exp(y0 + (y1 - y0) * (x - x0) / (x1 - x0));
 }
+
+double ft_curve_coded_ms(const struct ft_curve_point *c, uint32_t nc,
+			 const struct ft_curve_point *d, uint32_t nd, uint64_t coded, uint64_t raw,
+			 uint64_t piece)
+{
+	uint64_t np = piece ? (coded + piece - 1) / piece : 1;
+	if (!np)
+		return 0.0;
+	double copies = (double)np * ft_curve_ms(c, nc, coded / np);
+	double decodes = (double)np * ft_curve_ms(d, nd, raw / np);
+	return copies > decodes ? copies : decodes;
+}

@@ -46,7 +46,8 @@
 # running at once on one device each offload and write their own
 # profile.rank<r>.json (two_ranks); a coded store gives the same outputs
 # eagerly in each block mode (zip-*), in graphs and substitutes (zip-mixed,
-# zip-early); two processes share one host store (shm, shm-zip, shm-verify),
+# zip-early); auto codes a trap only where its coded load is faster by the
+# copy and decode curves (zip-auto); two processes share one host store (shm, shm-zip, shm-verify),
 # also when their plans differ (shm-plans) or their discoveries found other
 # weights (shm-weights),
 # one's writes to its weights do not reach the other (shm-modify), and one
@@ -184,6 +185,40 @@ zip-allocation_block_transfer | zip-raw_block_transfer)
 	[ "$z" -lt "$r" ] || no "$case: $z bytes copied a load, raw $r"
 	echo "$case: $z bytes copied a load, raw $r"
 	logs "$case" "FT_TRANSFER_COMPRESSION: .* coded"
+	;;
+zip-auto)
+	# FT_TRANSFER_COMPRESSION=auto codes a trap only where its coded load
+	# beats its raw copy by the copy curve and the decoder's, timed when
+	# the plan is applied.  The fake's decoder (the host's, about 2.5
+	# GB/s) is slower than its link (memcpy, 15-20 GB/s): with copies that
+	# outlast the compute (the profile's compute times cut 20-fold) every
+	# trap stays raw, said; with a link a thousand times slower (the
+	# profile's copy curve) every trap is coded; the plain outputs in both
+	plain plain
+	run prof "" FT_TRANSFER_MODE=raw_block_transfer FT_PROFILE_STORAGE_DIR="$tmp/prof"
+	mkdir -p "$tmp/slowgpu" "$tmp/slowlink"
+	python3 - "$tmp/prof/profile.json" "$tmp" <<-'EOF' || no "cannot edit the profile"
+	import json, sys
+	for d, scale in (("slowgpu", 0), ("slowlink", 1)):
+	    p = json.load(open(sys.argv[1]))
+	    del p["plan"]
+	    for t in p["traps"]:
+	        for k in ("median", "min", "max"):
+	            t["compute_ms"][k] /= 1 if scale else 20
+	    for c in p["copy_curve"]:
+	        c["ms"] *= 1000 if scale else 1
+	    json.dump(p, open(sys.argv[2] + "/" + d + "/profile.json", "w"))
+	EOF
+	for n in slowgpu slowlink; do
+		run "$n" "" FT_TRANSFER_MODE=raw_block_transfer FT_TRANSFER_COMPRESSION=auto \
+			FT_PROFILE_STORAGE_DIR="$tmp/$n" FT_PROFILE_READ_ONLY=1
+		same plain "$n"
+		logs "$n" "FT_TRANSFER_COMPRESSION=auto: the decoder writes"
+	done
+	is slowgpu offload_coded_traps -eq 0
+	logs slowgpu "traps kept raw: by the measured curves"
+	is slowlink offload_coded_traps -gt 0
+	nologs slowlink "kept raw"
 	;;
 zip-mixed | zip-early)
 	# coded loads in graphs captured after the plan (replays and eager

@@ -670,6 +670,31 @@ static void copy_curve(void **state)
 	}
 }
 
+/* A coded load against a raw copy: the H200's link (55 GB/s) and decoder
+ * (1162 GB/s): the coded copies bound it, 0.75 of the raw copy; a decoder
+ * slower than the link bounds it instead (the trap stays raw); pieces of
+ * at most 16 MiB. */
+static void coded_curve(void **state)
+{
+	(void)state;
+	const struct ft_curve_point c[] = { { 1 << 20, 0.0218 }, { 16 << 20, 0.305 } };
+	const struct ft_curve_point fast[] = { { 1 << 20, 0.0015 }, { 16 << 20, 0.01444 } };
+	const struct ft_curve_point slow[] = { { 1 << 20, 0.07 }, { 16 << 20, 1.0 } };
+	uint64_t raw = 200ull << 20, coded = 150ull << 20, piece = 16 << 20;
+	double r = ft_curve_ms(c, 2, raw);
+	double z = ft_curve_coded_ms(c, 2, fast, 2, coded, raw, piece);
+	/* ten pieces of 15 MiB copied, each beside a 20 MiB decode */
+	assert_true(fabs(z - 10 * ft_curve_ms(c, 2, coded / 10)) < 1e-12);
+	assert_true(z > 0.74 * r && z < 0.77 * r);
+	z = ft_curve_coded_ms(c, 2, slow, 2, coded, raw, piece);
+	assert_true(fabs(z - 10 * ft_curve_ms(slow, 2, raw / 10)) < 1e-12);
+	assert_true(z > 3 * r);
+	/* a small trap: one piece, latency-bound copies */
+	z = ft_curve_coded_ms(c, 2, fast, 2, 96 << 10, 128 << 10, piece);
+	assert_true(z == 0.0218);
+	assert_true(ft_curve_coded_ms(c, 2, fast, 2, 0, 0, piece) == 0.0);
+}
+
 /* Traps from declared names: one per layer key, embedding and head around
  * them, labels from the modules (a cut layer's pieces numbered), and no
  * traps when the names hold no stack of layers. */
@@ -747,6 +772,7 @@ int main(void)
 		cmocka_unit_test(interleaved_traps_joined),
 		cmocka_unit_test(bus_reads_are_not_compute),
 		cmocka_unit_test(copy_curve),
+		cmocka_unit_test(coded_curve),
 		cmocka_unit_test(traps_from_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
