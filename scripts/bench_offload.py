@@ -50,7 +50,7 @@ STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_misses
          "offload_tails", "offload_conflicts", "offload_roaming_refs", "refs_stale",
          "hidden_readers", "offload_store_bytes", "offload_coded_traps",
          "shm_created_bytes", "shm_attached_bytes", "nvme_bytes", "nvme_reads",
-         "nvme_read_bytes", "nvme_read_ns", "nvme_misses")
+         "nvme_read_bytes", "nvme_read_ns", "nvme_misses", "offload_stage_us")
 
 
 def median(v):
@@ -412,7 +412,9 @@ def report(out):
               "measured in the same process); forward = median of the timed forwards (decode: "
               f"the last {DECODE_TIMED} of {DECODE_STEPS} steps; prefill: {PREFILL_REPS} after "
               "one warm-up); ready = process start of the model build to the end of the first "
-              "decode step in INFERENCE (resident: of the first step); late loads = trap "
+              "decode step in INFERENCE (resident: of the first step), in parentheses the "
+              "seconds of it the plan's application took (the store filled or mapped, pinned); "
+              "late loads = trap "
               "copies issued only when a launch already needed them (offload_misses)."]
     write_table(out, "bench.md", lines)
     try:
@@ -438,15 +440,18 @@ def store(r):
     st = r.get("stats", {})
     if r["kind"] == "baseline" or not st.get("offload_store_bytes"):
         return "-"
-    shared = (", shared: filled" if st.get("shm_created_bytes") else
-              f", {st['shm_attached_bytes'] / 1e9:.2f} mapped" if st.get("shm_attached_bytes")
-              else "")
+    shared = (f", shared: filled {st['shm_created_bytes'] / 1e9:.2f}"
+              if st.get("shm_created_bytes") else "")
+    if st.get("shm_attached_bytes"):
+        shared += f", {st['shm_attached_bytes'] / 1e9:.2f} mapped"
     return f"{st['offload_store_bytes'] / 1e9:.2f} ({st.get('offload_coded_traps', 0)}{shared})"
 
 
 def ready(r):
+    """Seconds to INFERENCE, and of them applying the plan (offload_stage_us)."""
     s = r["w"]["decode"]["ready_s"]
-    return "-" if s is None else f"{s:.1f}"
+    stage = r.get("stats", {}).get("offload_stage_us")
+    return "-" if s is None else f"{s:.1f}" + (f" ({stage / 1e6:.2f})" if stage else "")
 
 
 def draw(rows, path):

@@ -646,11 +646,13 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 	if (bounce) {
 		r->cuMemFreeHost(bounce);
 		ft_info("FT_TRANSFER_COMPRESSION: %u of the offloaded traps coded, the store holds "
-			"%.1f MiB for %.1f MiB of weights (%.3fx), coded in %.2f s", coded,
+			"%.1f MiB for %.1f MiB of weights (%.3fx), staged in %.2f s, of which the "
+			"encoder %.2f s (%.1f GB/s on the host's CPUs)", coded,
 			(double)o->store_bytes / 1048576.0,
 			(double)raw / 1048576.0,
 			o->store_bytes ? (double)raw / (double)o->store_bytes : 0.0,
-			(double)(ft_off_now_ns() - t0) / 1e9);
+			(double)(ft_off_now_ns() - t0) / 1e9, (double)o->zenc_ns / 1e9,
+			o->zenc_ns ? (double)o->zenc_bytes / (double)o->zenc_ns : 0.0);
 		if (o->zslow)
 			ft_info("FT_TRANSFER_COMPRESSION: %u traps kept raw: by the measured curves "
 				"their decode would take longer than the copy it saves", o->zslow);

@@ -134,8 +134,11 @@ int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size
 	struct ft_z_image z;
 	struct store_at at = { o, x };
 	int own = o->shm.role == FT_SHM_CREATOR; /* else ft_z_encode's huge pages */
+	uint64_t t0 = ft_off_now_ns();
 	if (ft_z_encode_in(raw, bytes, 0, &z, own ? store_alloc : NULL, &at))
 		return -1;
+	o->zenc_ns += ft_off_now_ns() - t0;
+	o->zenc_bytes += bytes;
 	if (!z.coded || z.bytes * 100 > bytes * 97) {
 		drop(o, x, &z, own); /* nothing to gain: raw */
 		return 0;

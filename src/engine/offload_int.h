@@ -183,6 +183,7 @@ struct ft_offload {
 	uint32_t nzcopy, nzdec;             /* nzdec 0: coded wherever it saves */
 	uint32_t zslow;                     /* traps kept raw: their decode is slower
 					       than the copy it saves */
+	uint64_t zenc_ns, zenc_bytes;       /* the encoder's time and input at staging */
 	CUstream decode;
 	CUdeviceptr slot[FT_OFF_SLOTS];
 	struct ft_off_ring ring, ring_cap;

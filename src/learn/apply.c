@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ft/gate.h"
 #include "ft/plan.h"
@@ -433,21 +434,26 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 		.pass_ms = p->plan ? p->plan->pass_ms : 0,
 	};
 	char why[256];
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	if (ft_off_init(L->env.off, &c, block, p->ntraps, nblocks, w, L->nwmap, why, sizeof(why)) ||
 	    ft_off_stage(L->env.off, why, sizeof(why))) {
 		ft_error("offloading failed, every weight stays on the GPU: %s", why);
 		return -1;
 	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double stage_s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+	FT_STAT_ADD(L->env.stats, offload_stage_us, (uint64_t)(stage_s * 1e6));
 	uint64_t moved, blocks;
 	uint32_t nb;
 	ft_off_sizes(L->env.off, &moved, &blocks, &nb);
 	FT_STAT_ADD(L->env.stats, offloaded_bytes, moved);
 	FT_STAT_ADD(L->env.stats, block_bytes, blocks);
 	ft_info("offloading (%s%s%s): %.1f MiB of weights moved to the host store, %u blocks of "
-		"%.1f MiB in all on the GPU",
+		"%.1f MiB in all on the GPU, in %.2f s",
 		ft_options_choice(FT_OPT_transfer_mode, (int)L->env.opt->transfer_mode),
 		saved ? ", plan from the saved profile" : "", verify ? ", FT_VERIFY" : "",
-		(double)moved / 1048576.0, nb, (double)blocks / 1048576.0);
+		(double)moved / 1048576.0, nb, (double)blocks / 1048576.0, stage_s);
 	return 0;
 }
 
