@@ -15,8 +15,9 @@
 double ft_curve_ms(const struct ft_curve_point *c, uint32_t n, uint64_t bytes);
 /* Milliseconds of a coded load of raw bytes whose image has coded bytes:
  * the image copied in pieces of at most piece bytes (copy curve c), each
- * decoded (decode curve d, of raw bytes) while the next is copied, so the
- * longer of the two streams' work. */
+ * decoded (decode curve d, of raw bytes) while the next is copied: the
+ * longer of a piece's copy and decode for each piece, and the shorter once
+ * (the first copy, or the last decode, that nothing overlaps). */
 double ft_curve_coded_ms(const struct ft_curve_point *c, uint32_t nc,
 			 const struct ft_curve_point *d, uint32_t nd, uint64_t coded, uint64_t raw,
 			 uint64_t piece);

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_SHM_VERSION 3u
+#define FT_SHM_VERSION 4u
 #define FT_SHM_FILLING 0u
 #define FT_SHM_READY 1u
 #define FT_SHM_CREATOR 1
@@ -57,6 +57,8 @@ struct ft_shm_entry {
 					       the weights the store holds) */
 	uint64_t store_sum;                 /* checksum of the store's bytes */
 	uint64_t desc_sum;                  /* of the descriptors (coded) */
+	uint64_t shape;                     /* a hash of its runs' lengths (a run's
+					       checksum does not see trailing zeros) */
 };
 
 struct ft_shm {

@@ -197,6 +197,10 @@ static void release_all(struct ft_offload *o)
 	free(o->t);
 	free(o->b);
 	free(o->w);
+	free(o->zcopy);
+	free(o->zdec);
+	o->zcopy = o->zdec = NULL;
+	o->nzcopy = o->nzdec = 0;
 	free(o->saved);
 	free(o->seen);
 	o->seen = NULL;
@@ -310,8 +314,11 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->gpu = c->verify;
 	o->copier = c->pinned ? c->copier : NULL;
 	o->codec = mode == FT_TM_STRATEGY ? NULL : c->codec;
-	if (c->decode_curve && c->copy_curve && c->ndecode && c->ncopy && c->ndecode <= 8 &&
-	    c->ncopy <= 8) {
+	if (c->decode_curve && c->copy_curve && c->ndecode && c->ncopy) {
+		o->zcopy = malloc(c->ncopy * sizeof(*o->zcopy));
+		o->zdec = malloc(c->ndecode * sizeof(*o->zdec));
+		if (!o->zcopy || !o->zdec)
+			FAIL("out of memory");
 		memcpy(o->zcopy, c->copy_curve, c->ncopy * sizeof(*o->zcopy));
 		memcpy(o->zdec, c->decode_curve, c->ndecode * sizeof(*o->zdec));
 		o->nzcopy = c->ncopy;

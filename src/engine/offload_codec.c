@@ -72,6 +72,7 @@ void ft_off_codec_release(struct ft_offload *o)
 		struct ft_off_trap *x = &o->t[t];
 		if (x->zdesc)
 			r->cuMemFree_v2(x->zdesc);
+		x->zdesc = 0;
 		x->z.data = NULL; /* it is x->host, freed with it */
 		ft_z_free(&x->z);
 	}

@@ -178,8 +178,8 @@ struct ft_offload {
 	CUstream copy;
 	/* FT_TRANSFER_COMPRESSION (offload_codec.c) */
 	const struct ft_gpu *codec;         /* NULL: raw stores */
-	struct ft_curve_point zcopy[8], zdec[8]; /* the copy and decode curves a
-						   trap is coded by (ft_off_config) */
+	struct ft_curve_point *zcopy, *zdec; /* the copy and decode curves a
+					       trap is coded by (ft_off_config's) */
 	uint32_t nzcopy, nzdec;             /* nzdec 0: coded wherever it saves */
 	uint32_t zslow;                     /* traps kept raw: their decode is slower
 					       than the copy it saves */

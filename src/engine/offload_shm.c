@@ -152,13 +152,30 @@ static uint64_t *table_sums(struct ft_shm *s, uint32_t *first)
 	return sums;
 }
 
+/* A hash of trap x's runs' lengths, in order: a store holds x's weights
+ * only if its runs had the same lengths (a checksum, sum of words times
+ * 2i + 1, is the same for a run and the run with zero words after it, so
+ * runs that split the same bytes otherwise could pass for each other). */
+static uint64_t shape_of(const struct ft_off_trap *x)
+{
+	uint64_t key[2] = { 0, 0 }, *w = malloc((x->nruns + 1) * sizeof(*w));
+	if (!w)
+		return 0; /* (entries are written with a shape: none matches 0 but by chance) */
+	for (uint32_t i = 0; i < x->nruns; i++)
+		w[i] = x->runs[i].hi - x->runs[i].lo;
+	ft_shm_key(w, x->nruns, key);
+	free(w);
+	return key[0];
+}
+
 /* The entry (not used yet) that holds trap x's weights: the same runs'
- * checksums and bytes, a store this process can load (coded only where it
- * decodes), whole inside the file; -1 none. */
+ * lengths and checksums and bytes, a store this process can load (coded
+ * only where it decodes), whole inside the file; -1 none. */
 static int entry_for(struct ft_offload *o, struct ft_shm *s, const struct ft_off_trap *x,
 		     const uint64_t *xs, const uint64_t *es, const uint32_t *first,
 		     const unsigned char *used)
 {
+	uint64_t xshape = shape_of(x);
 	const struct ft_shm_entry *e = s->ent;
 	uint64_t raw = (uint64_t)x->nchunks * o->chunk;
 	for (uint32_t k = 0; k < s->head->nent; k++) {
@@ -167,6 +184,7 @@ static int entry_for(struct ft_offload *o, struct ft_shm *s, const struct ft_off
 					      y->znchunks == (raw + FT_Z_CHUNK - 1) / FT_Z_CHUNK
 				    : y->bytes == raw;
 		if (!used[k] && shape && y->nruns == x->nruns && y->raw_bytes == raw &&
+		    y->shape == xshape &&
 		    y->off + y->bytes <= s->end &&
 		    !memcmp(es + first[k], xs, x->nruns * sizeof(*xs)))
 			return (int)k;
@@ -498,7 +516,7 @@ void ft_off_shm_end(struct ft_offload *o)
 					    .raw_bytes = (uint64_t)x->nchunks * o->chunk,
 					    .off = x->shm_off,
 					    .sums = sums + first[k] * sizeof(uint64_t),
-					    .store_sum = held[k] };
+					    .store_sum = held[k], .shape = shape_of(x) };
 		y->bytes = x->z.data ? x->z.bytes : y->raw_bytes;
 		if (x->z.data) {
 			y->znchunks = x->z.nchunks;

@@ -23,6 +23,24 @@ static int prefix(char *out, size_t len, const char *ns)
 	return snprintf(out, len, "ft-%s-u%u-", ns ? ns : "ft", (unsigned)geteuid());
 }
 
+/* Whether name is a segment's of the namespace whose prefix is pre (np
+ * bytes): the prefix, then the key's 32 hex digits, then the end (or, with
+ * tmp, a creator's file before its link: ".<pid>.<hex>.tmp").  Not a
+ * longer namespace's whose name begins as this one's does. */
+static int named(const char *name, const char *pre, size_t np, int tmp)
+{
+	if (strncmp(name, pre, np))
+		return 0;
+	name += np;
+	for (int i = 0; i < 32; i++, name++)
+		if (!((*name >= '0' && *name <= '9') || (*name >= 'a' && *name <= 'f')))
+			return 0;
+	if (!*name)
+		return 1;
+	size_t n = strlen(name);
+	return tmp && *name == '.' && n > 4 && !strcmp(name + n - 4, ".tmp");
+}
+
 /* A regular file of this user that no one else may read or write. */
 static int own(int fd, struct stat *st)
 {
@@ -334,8 +352,7 @@ unsigned ft_shm_each(const char *dir, const char *ns, const char *skip,
 	for (struct dirent *e; d && (e = readdir(d));) {
 		memset(&s, 0, sizeof(s));
 		s.fd = -1;
-		/* (a name with a dot is a creator's file before its link) */
-		if (strncmp(e->d_name, pre, np) || strchr(e->d_name, '.') ||
+		if (!named(e->d_name, pre, np, 0) ||
 		    snprintf(s.path, sizeof(s.path), "%s/%s", dir, e->d_name) >= (int)sizeof(s.path) ||
 		    (skip && !strcmp(s.path, skip)) || follow(&s, NULL, -1, why, len) != 1)
 			continue;
@@ -359,7 +376,7 @@ unsigned ft_shm_sweep(const char *dir, const char *ns)
 	DIR *d = opendir(dir);
 	unsigned n = 0;
 	for (struct dirent *e; d && (e = readdir(d));) {
-		if (strncmp(e->d_name, pre, np) ||
+		if (!named(e->d_name, pre, np, 1) ||
 		    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name) >= (int)sizeof(path))
 			continue;
 		int fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);

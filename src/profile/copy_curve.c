@@ -30,7 +30,7 @@ double ft_curve_coded_ms(const struct ft_curve_point *c, uint32_t nc,
 	uint64_t np = piece ? (coded + piece - 1) / piece : 1;
 	if (!np)
 		return 0.0;
-	double copies = (double)np * ft_curve_ms(c, nc, coded / np);
-	double decodes = (double)np * ft_curve_ms(d, nd, raw / np);
-	return copies > decodes ? copies : decodes;
+	double copy = ft_curve_ms(c, nc, coded / np), decode = ft_curve_ms(d, nd, raw / np);
+	/* the first piece's copy or the last one's decode overlaps nothing */
+	return (double)np * (copy > decode ? copy : decode) + (copy < decode ? copy : decode);
 }

@@ -74,8 +74,10 @@ done
 cat "$out/memory.md"
 # one process filled the shared store, the other mapped what it holds of
 # its own store from it (all of it where their discoveries and plans agree;
-# the traps they do not share, B fills into a segment of its own); the
-# seconds each took to apply its plan
+# the traps they do not share, B fills into a segment of its own): every
+# byte of B's store is mapped or in a segment, and where the private runs
+# offloaded the same bytes, B mapped all A filled; the seconds each took to
+# apply its plan
 "$py" - "$out" "$share" <<'EOF' || rc=1
 import os, sys, torch
 out, share = sys.argv[1], float(sys.argv[2])
@@ -88,6 +90,8 @@ print(f"shared store: A filled {made / 1e9:.2f} GB, B mapped {mapped / 1e9:.2f} 
       f"{b['shm_created_bytes'] / 1e9:.2f} GB itself")
 print("plan applied in (s): " + ", ".join(
     f"{p} {s.get('offload_stage_us', 0) / 1e6:.2f}" for p, s in st.items()))
-sys.exit(0 if made and mapped else 1)
+same = st["A-private"]["offload_store_bytes"] == st["B-private"]["offload_store_bytes"]
+ok = made and mapped and mapped + b["shm_created_bytes"] == store and (mapped == made or not same)
+sys.exit(0 if ok else 1)
 EOF
 exit $rc

@@ -83,6 +83,21 @@ launch() {
 	env FT_PROFILING_ITERS=2 "$@" LD_PRELOAD="$lib" FT_ENABLED=1 FT_LOG_LEVEL=info \
 		FT_TRACE="$tmp/$n.trace" "$prog" "$tmp/$n.bin" $mod 2>"$tmp/$n.log"
 }
+# spawn <name> <mode or ""> VAR=value...: launch in the background; reap: waits
+# for each of them, which must exit 0 with no sanitizer report in its log
+pids=""
+spawn() {
+	launch "$@" &
+	pids="$pids $!:$1"
+}
+reap() {
+	for p in $pids; do
+		wait "${p%%:*}" || no "${p#*:} exited $?"
+		! grep -q "AddressSanitizer\|runtime error" "$tmp/${p#*:}.log" ||
+			no "${p#*:}: a sanitizer report"
+	done
+	pids=""
+}
 # stat <name> <counter>: the counter in the last "stats" record of the trace
 stat() { trace_stat "$tmp/$1.trace" "$2"; }
 # is <name> <counter> <test operator> <value>
@@ -192,33 +207,46 @@ zip-auto)
 	# the plan is applied.  The fake's decoder (the host's, about 2.5
 	# GB/s) is slower than its link (memcpy, 15-20 GB/s): with copies that
 	# outlast the compute (the profile's compute times cut 20-fold) every
-	# trap stays raw, said; with a link a thousand times slower (the
-	# profile's copy curve) every trap is coded; the plain outputs in both
+	# trap stays raw, said, and the decoder's staging slots are freed (the
+	# blocks take what they take with FT_TRANSFER_COMPRESSION=none); with a
+	# link a thousand times slower (the profile's copy curve) every trap is
+	# coded; with copies of 16 MiB and more a million times slower (mixed), the
+	# one trap of 6 MiB (copied at a rate between) is coded, the 4 MiB ones
+	# are not; the plain outputs in all
 	plain plain
 	run prof "" FT_TRANSFER_MODE=raw_block_transfer FT_PROFILE_STORAGE_DIR="$tmp/prof"
-	mkdir -p "$tmp/slowgpu" "$tmp/slowlink"
+	mkdir -p "$tmp/slowgpu" "$tmp/slowlink" "$tmp/mixed"
 	python3 - "$tmp/prof/profile.json" "$tmp" <<-'EOF' || no "cannot edit the profile"
 	import json, sys
-	for d, scale in (("slowgpu", 0), ("slowlink", 1)):
+	for d in ("slowgpu", "slowlink", "mixed"):
 	    p = json.load(open(sys.argv[1]))
 	    del p["plan"]
 	    for t in p["traps"]:
 	        for k in ("median", "min", "max"):
-	            t["compute_ms"][k] /= 1 if scale else 20
+	            t["compute_ms"][k] /= 1 if d == "slowlink" else 20
+	    big = [c for c in p["copy_curve"] if c["bytes"] == 16 << 20][0]["ms"] * 1e6
 	    for c in p["copy_curve"]:
-	        c["ms"] *= 1000 if scale else 1
+	        if d == "slowlink":
+	            c["ms"] *= 1000
+	        elif d == "mixed" and c["bytes"] >= 16 << 20:  # (a profile's ms are < 1e7)
+	            c["ms"] = big * c["bytes"] / (16 << 20)
 	    json.dump(p, open(sys.argv[2] + "/" + d + "/profile.json", "w"))
 	EOF
-	for n in slowgpu slowlink; do
+	for n in slowgpu slowlink mixed; do
 		run "$n" "" FT_TRANSFER_MODE=raw_block_transfer FT_TRANSFER_COMPRESSION=auto \
 			FT_PROFILE_STORAGE_DIR="$tmp/$n" FT_PROFILE_READ_ONLY=1
 		same plain "$n"
 		logs "$n" "FT_TRANSFER_COMPRESSION=auto: the decoder writes"
 	done
+	run slowgpu-none "" FT_TRANSFER_MODE=raw_block_transfer FT_TRANSFER_COMPRESSION=none \
+		FT_PROFILE_STORAGE_DIR="$tmp/slowgpu" FT_PROFILE_READ_ONLY=1
 	is slowgpu offload_coded_traps -eq 0
-	logs slowgpu "traps kept raw: by the measured curves"
-	is slowlink offload_coded_traps -gt 0
+	logs slowgpu "14 traps kept raw: by the measured curves"
+	is slowgpu block_bytes -eq "$(stat slowgpu-none block_bytes)"
+	is slowlink offload_coded_traps -eq 14
 	nologs slowlink "kept raw"
+	is mixed offload_coded_traps -eq 1
+	logs mixed "13 traps kept raw"
 	;;
 zip-mixed | zip-early)
 	# coded loads in graphs captured after the plan (replays and eager
@@ -248,14 +276,14 @@ shm | shm-zip | shm-verify)
 	[ "$case" = shm-verify ] && v=1
 	mkdir -p "$tmp/shm" "$tmp/linger"
 	for n in a b; do
-		launch "shm-$n" "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+		spawn "shm-$n" "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
 			FT_SHM_NAMESPACE=t FT_TRANSFER_COMPRESSION=$z FT_VERIFY=$v \
-			OFFLOAD_LINGER="$tmp/linger" &
+			OFFLOAD_LINGER="$tmp/linger"
 	done
 	lingering 2
 	[ -n "$(ls "$tmp/shm")" ] || no "no shared segment while both run"
 	touch "$tmp/linger/go"
-	wait
+	reap
 	for n in a b; do
 		same plain "shm-$n"
 		is "shm-$n" offloaded_bytes -gt 0
@@ -284,14 +312,14 @@ shm-plans)
 	off[1]["block"] = -1
 	json.dump(p, open(sys.argv[2], "w"))
 	EOF
-	launch shm-a "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
-		FT_PROFILE_STORAGE_DIR="$tmp/profA" FT_PROFILE_READ_ONLY=1 OFFLOAD_LINGER="$tmp/linger" &
+	spawn shm-a "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+		FT_PROFILE_STORAGE_DIR="$tmp/profA" FT_PROFILE_READ_ONLY=1 OFFLOAD_LINGER="$tmp/linger"
 	lingering 1
-	launch shm-b "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
-		FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILE_READ_ONLY=1 OFFLOAD_LINGER="$tmp/linger" &
+	spawn shm-b "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+		FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILE_READ_ONLY=1 OFFLOAD_LINGER="$tmp/linger"
 	lingering 2
 	touch "$tmp/linger/go"
-	wait
+	reap
 	same plain shm-a
 	same plain shm-b
 	is shm-a shm_created_bytes -gt 0
@@ -314,13 +342,13 @@ shm-weights)
 	for n in a b c; do
 		x=""
 		[ $n = a ] || x=OFFLOAD_EXTRA=1
-		launch "shm-$n" "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
-			OFFLOAD_LINGER="$tmp/linger" $x &
+		spawn "shm-$n" "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+			OFFLOAD_LINGER="$tmp/linger" $x
 		k=$((k + 1))
 		lingering $k
 	done
 	touch "$tmp/linger/go"
-	wait
+	reap
 	same plain shm-a
 	same plain-extra shm-b
 	same plain-extra shm-c
@@ -347,12 +375,12 @@ shm-modify)
 	for n in a b; do
 		w=""
 		[ $n = a ] && w=modify
-		launch "shm-$n" "$w" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 \
-			FT_SHM_DIR="$tmp/shm" OFFLOAD_LINGER="$tmp/linger" &
+		spawn "shm-$n" "$w" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 \
+			FT_SHM_DIR="$tmp/shm" OFFLOAD_LINGER="$tmp/linger"
 	done
 	lingering 2
 	touch "$tmp/linger/go"
-	wait
+	reap
 	same plain-modify shm-a
 	same plain shm-b
 	m=$(($(stat shm-a shm_attached_bytes) + $(stat shm-b shm_attached_bytes)))
@@ -369,15 +397,15 @@ shm-damaged | shm-damaged-desc)
 	z=none
 	[ "$case" = shm-damaged-desc ] && z=always
 	mkdir -p "$tmp/shm" "$tmp/linger"
-	launch shm-a "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
-		FT_TRANSFER_COMPRESSION=$z OFFLOAD_LINGER="$tmp/linger" &
+	spawn shm-a "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+		FT_TRANSFER_COMPRESSION=$z OFFLOAD_LINGER="$tmp/linger"
 	lingering 1
 	seg=$(ls "$tmp/shm")
 	[ -n "$seg" ] || no "no shared segment"
 	if [ $z = none ]; then
 		printf 'damaged' | dd of="$tmp/shm/$seg" bs=1 seek=8192 conv=notrunc 2>/dev/null
 	else
-		# include/ft/shm.h: the head's table offset, the entries (72
+		# include/ft/shm.h: the head's table offset, the entries (80
 		# bytes); the first coded entry's first descriptor made raw
 		python3 - "$tmp/shm/$seg" <<-'EOF' || no "cannot change a descriptor"
 		import struct, sys
@@ -385,8 +413,8 @@ shm-damaged | shm-damaged-desc)
 		head = f.read(56)
 		nent, table = struct.unpack_from("<I", head, 20)[0], struct.unpack_from("<Q", head, 40)[0]
 		for k in range(nent):
-		    f.seek(table + 72 * k)
-		    e = f.read(72)
+		    f.seek(table + 80 * k)
+		    e = f.read(80)
 		    desc = struct.unpack_from("<Q", e, 32)[0]
 		    if desc:
 		        f.seek(desc)
@@ -399,7 +427,7 @@ shm-damaged | shm-damaged-desc)
 	fi
 	run shm-b "" FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" FT_TRANSFER_COMPRESSION=$z
 	touch "$tmp/linger/go"
-	wait
+	reap
 	same plain shm-b
 	is shm-b shm_attached_bytes -eq 0
 	is shm-b shm_created_bytes -eq 0
@@ -950,10 +978,10 @@ two_ranks)
 	# on one device): each learns, offloads and writes its own profile
 	plain plain
 	for r in 0 1; do
-		launch "two-$r" "" RANK=$r WORLD_SIZE=2 FT_PROFILE_STORAGE_DIR="$tmp/two" \
-			FT_TRANSFER_BUDGET_SCALE=1000 &
+		spawn "two-$r" "" RANK=$r WORLD_SIZE=2 FT_PROFILE_STORAGE_DIR="$tmp/two" \
+			FT_TRANSFER_BUDGET_SCALE=1000
 	done
-	wait
+	reap
 	for r in 0 1; do
 		same plain "two-$r"
 		[ -f "$tmp/two/profile.rank$r.json" ] || no "rank $r wrote no profile.rank$r.json"

@@ -309,7 +309,9 @@ static int keep_first(struct ft_shm *s, void *ctx)
 /* The other published segments of a namespace, whatever their keys: the
  * one skipped by name is not handed, one being filled is passed over
  * without a wait (and left to its creator), another user's or planted one
- * is refused with why, another namespace's is not seen. */
+ * is refused with why, another namespace's is not seen (nor one whose name
+ * begins as this one's does); a namespace with a dot in its name sees its
+ * own. */
 static void each_other_keys(void **state)
 {
 	(void)state;
@@ -341,9 +343,22 @@ static void each_other_keys(void **state)
 	assert_int_equal(c.role, FT_SHM_CREATOR);
 	fill(&c, 4096, 4); /* published now: handed too */
 	ft_shm_close(&got.kept);
+	char longer[64];
+	struct ft_shm e, f;
+	snprintf(longer, sizeof(longer), "each-u%u-x", (unsigned)geteuid());
+	assert_int_equal(ft_shm_open(&e, dir, longer, k2, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	fill(&e, 4096, 5);
 	assert_int_equal(ft_shm_each(dir, "each", NULL, keep_first, &got, why, sizeof(why)), 1);
-	assert_int_equal(got.passed, 2);
+	assert_int_equal(got.passed, 2); /* a, b, c: not longer's */
 	ft_shm_close(&got.kept);
+	assert_int_equal(ft_shm_open(&f, dir, "each.v2", k2, 0, why, sizeof(why)), FT_SHM_CREATOR);
+	fill(&f, 4096, 6);
+	got.passed = 0;
+	assert_int_equal(ft_shm_each(dir, "each.v2", NULL, keep_first, &got, why, sizeof(why)), 1);
+	assert_int_equal(got.passed, 0);
+	ft_shm_close(&got.kept);
+	ft_shm_close(&e);
+	ft_shm_close(&f);
 	unlink(planted);
 	ft_shm_close(&a);
 	ft_shm_close(&b);
