@@ -109,6 +109,10 @@ void ft_shm_drop(struct ft_shm *s);
  * another reason than being filled or gone (another user's, say). */
 unsigned ft_shm_each(const char *dir, const char *ns, const char *skip,
 		     int (*use)(struct ft_shm *s, void *ctx), void *ctx, char *why, size_t len);
+/* The directory of namespace ns's profiles in dir (made owner-only, or
+ * one found so), into out: 0, or -1 with why (another user's, a link). */
+int ft_shm_profile_dir(const char *dir, const char *ns, char *out, size_t outlen, char *why,
+		       size_t len);
 /* Removes the segments of namespace ns in dir that no process uses (left
  * by a crash); returns how many. */
 unsigned ft_shm_sweep(const char *dir, const char *ns);

@@ -339,6 +339,29 @@ void ft_shm_close(struct ft_shm *s)
 	forget(s);
 }
 
+int ft_shm_profile_dir(const char *dir, const char *ns, char *out, size_t outlen, char *why,
+		       size_t len)
+{
+	char pre[128];
+	size_t np = (size_t)prefix(pre, sizeof(pre), ns);
+	pre[np - 1] = 0; /* (no dash: not a segment's name) */
+	if (snprintf(out, outlen, "%s/%s.profile", dir, pre) >= (int)outlen) {
+		WHY("the directory's name is too long");
+		return -1;
+	}
+	if (mkdir(out, 0700) && errno != EEXIST) {
+		WHY("cannot create %s: %s", out, strerror(errno));
+		return -1;
+	}
+	struct stat st;
+	if (lstat(out, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+		WHY("%s is not a directory of this user with owner-only permissions (another "
+		    "user's, or planted): not used", out);
+		return -1;
+	}
+	return 0;
+}
+
 unsigned ft_shm_each(const char *dir, const char *ns, const char *skip,
 		     int (*use)(struct ft_shm *s, void *ctx), void *ctx, char *why, size_t len)
 {

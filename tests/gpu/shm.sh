@@ -7,7 +7,9 @@
 # waiting), so both are timed against the floor; with both alive, each
 # one's host memory is read from /proc (RSS, its shared part, PSS, pinned
 # pages) with the host's shared memory, into OUT/memory.md; OUT/bench.md
-# has the runs' ratios, ready times, stores and bit-identity.
+# has the runs' ratios, ready times, stores and bit-identity.  The second
+# shared run takes the first one's plan from the profile it kept beside
+# its segment (so it skips discovery and profiling, and maps all its store).
 # Exits 77 where there is no GPU.
 # usage: shm.sh <libflextensor.so> <output dir> [share, default 0.5]
 # (SHM_MODE: the transfer mode, default raw_block_transfer; SHM_COMPRESS:
@@ -36,6 +38,9 @@ mem() {
 	echo "|---|---|---|---|---|---|"
 } > "$out/memory.md"
 rc=0
+# the profile the shared runs keep beside their segments: the first of them
+# discovers the model, the second takes its plan after one pass
+rm -rf "/dev/shm/ft-benchshm-u$(id -u).profile"
 for v in private shm; do
 	on=0
 	[ $v = shm ] && on=1
@@ -65,7 +70,8 @@ for v in private shm; do
 	touch "$out/linger-$v/go"
 	for p in A B; do
 		wait "$(eval echo \$job_$p)" || { echo "$p-$v failed:"; tail -5 "$out/$p-$v.log"; rc=1; }
-		grep -E "FT_SHM|offloading \(|COMPRESSION" "$out/$p-$v.log" | cut -c1-240 | sed "s/^/  $p-$v: /"
+		grep -E "FT_SHM|offloading \(|COMPRESSION|describes this model|entering INFERENCE" \
+			"$out/$p-$v.log" | cut -c1-240 | sed "s/^/  $p-$v: /"
 	done
 	left=$(ls /dev/shm | grep -c "^ft-benchshm-")
 	[ "$left" = 0 ] || { echo "$v: $left shared segments left after both exited"; rc=1; }

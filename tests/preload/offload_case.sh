@@ -49,7 +49,8 @@
 # zip-early); auto codes a trap only where its coded load is faster by the
 # copy and decode curves (zip-auto); two processes share one host store (shm, shm-zip, shm-verify),
 # also when their plans differ (shm-plans) or their discoveries found other
-# weights (shm-weights),
+# weights (shm-weights), one started after another takes its plan from the
+# profile it left beside the segments (shm-profile),
 # one's writes to its weights do not reach the other (shm-modify), and one
 # refuses a damaged store (shm-damaged); the NVMe tier reads the traps
 # beyond the host's share from a file (nvme, nvme-raw, nvme-verify,
@@ -140,6 +141,10 @@ lingering() {
 		i=$((i + 1))
 	done
 }
+# the shared segments in $tmp/shm (not the namespace's profile directory)
+segments() { ls "$tmp/shm" | grep -v '\.profile$'; }
+# the pass at which a run entered INFERENCE
+inference_at() { grep -m1 '"ev":"pass".*"phase":"INFERENCE"' "$tmp/$1.trace" | sed 's/.*"passes":\([0-9]*\).*/\1/'; }
 # the distinct "samples" of a profile's timings
 samples() { grep -o '"samples":[[:space:]]*[0-9]*' "$1" | awk '{print $NF}' | sort -nu | tr '\n' ' '; }
 
@@ -281,7 +286,7 @@ shm | shm-zip | shm-verify)
 			OFFLOAD_LINGER="$tmp/linger"
 	done
 	lingering 2
-	[ -n "$(ls "$tmp/shm")" ] || no "no shared segment while both run"
+	[ -n "$(segments)" ] || no "no shared segment while both run"
 	touch "$tmp/linger/go"
 	reap
 	for n in a b; do
@@ -294,7 +299,7 @@ shm | shm-zip | shm-verify)
 	[ "$((ca + cb))" -gt 0 ] && [ "$((ca + cb))" = "$m" ] && [ "$ca" = 0 -o "$cb" = 0 ] ||
 		no "created $ca and $cb bytes, attached $m: not one creator and one follower"
 	[ "$m" = "$(stat shm-a offload_store_bytes)" ] || no "attached $m bytes, the store is not"
-	[ -z "$(ls "$tmp/shm")" ] || no "segments left after both exited: $(ls "$tmp/shm")"
+	[ -z "$(segments)" ] || no "segments left after both exited: $(segments)"
 	echo "$case: created $ca + $cb bytes, attached $m"
 	;;
 shm-plans)
@@ -334,7 +339,9 @@ shm-weights)
 	# A's): B maps the traps A's segment holds from it and fills the one
 	# it has not into its own; C, like B, maps that one from B's and the
 	# rest from A's, and has no store of its own; all give their plain
-	# outputs, and no segment is left once they exited
+	# outputs, and no segment is left once they exited.  (Each discovers
+	# the model itself: a profile directory of its own, so that B and C do
+	# not take A's plan, as shm-profile does)
 	plain plain
 	plain plain-extra "" OFFLOAD_EXTRA=1
 	mkdir -p "$tmp/shm" "$tmp/linger"
@@ -343,7 +350,7 @@ shm-weights)
 		x=""
 		[ $n = a ] || x=OFFLOAD_EXTRA=1
 		spawn "shm-$n" "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
-			OFFLOAD_LINGER="$tmp/linger" $x
+			FT_PROFILE_STORAGE_DIR="$tmp/prof-$n" OFFLOAD_LINGER="$tmp/linger" $x
 		k=$((k + 1))
 		lingering $k
 	done
@@ -361,8 +368,45 @@ shm-weights)
 	is shm-c shm_created_bytes -eq 0
 	logs shm-b "mapped from 1 segment that processes whose weights were found otherwise filled"
 	logs shm-c "mapped from 1 segment that processes whose weights were found otherwise filled"
-	[ -z "$(ls "$tmp/shm")" ] || no "segments left after all exited: $(ls "$tmp/shm")"
+	[ -z "$(segments)" ] || no "segments left after all exited: $(segments)"
 	echo "$case: A filled $(stat shm-a shm_created_bytes); B mapped $(stat shm-b shm_attached_bytes), filled $(stat shm-b shm_created_bytes); C mapped $(stat shm-c shm_attached_bytes) of its $(stat shm-c offload_store_bytes)"
+	;;
+shm-profile)
+	# FT_SHM_ENABLED without FT_PROFILE_STORAGE_DIR: the first process
+	# writes its profile beside the segments (FT_SHM_DIR/ft-<ns>-u<uid>.profile,
+	# owner-only); one started after it takes that plan after one pass
+	# (INFERENCE passes sooner, no profiling), offloads the same traps
+	# and maps all of its store; both give the plain outputs; the profile
+	# stays for the next start, the segment goes.  A profile directory of
+	# another user's (here: one with permissions for others) is refused,
+	# said, and the process discovers the model itself
+	plain plain
+	mkdir -p "$tmp/shm" "$tmp/linger"
+	spawn shm-a "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+		OFFLOAD_LINGER="$tmp/linger"
+	lingering 1
+	spawn shm-b "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+		OFFLOAD_LINGER="$tmp/linger"
+	lingering 2
+	touch "$tmp/linger/go"
+	reap
+	same plain shm-a
+	same plain shm-b
+	is shm-b profile_adopted -eq 1
+	logs shm-b "describes this model on this device"
+	a=$(inference_at shm-a) b=$(inference_at shm-b)
+	[ -n "$b" ] && [ "$b" -lt "$a" ] || no "shm-b entered INFERENCE at pass $b, shm-a at $a"
+	is shm-a shm_created_bytes -gt 0
+	is shm-b shm_attached_bytes -eq "$(stat shm-b offload_store_bytes)"
+	is shm-b shm_attached_bytes -eq "$(stat shm-a shm_created_bytes)"
+	[ -f "$tmp/shm/ft-ft-u$(id -u).profile/profile.json" ] || no "no profile beside the segments"
+	[ -z "$(segments)" ] || no "segments left after both exited: $(segments)"
+	echo "$case: A entered INFERENCE at pass $a, B at pass $b; B mapped $(stat shm-b shm_attached_bytes) bytes"
+	chmod 0755 "$tmp/shm/ft-ft-u$(id -u).profile"
+	run shm-c "" FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm"
+	same plain shm-c
+	logs shm-c "FT_SHM_ENABLED: .*profile.* is not a directory of this user with owner-only permissions"
+	is shm-c profile_adopted -eq 0
 	;;
 shm-modify)
 	# a process that rewrites a weight after the plan (modify: a host
@@ -400,7 +444,7 @@ shm-damaged | shm-damaged-desc)
 	spawn shm-a "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
 		FT_TRANSFER_COMPRESSION=$z OFFLOAD_LINGER="$tmp/linger"
 	lingering 1
-	seg=$(ls "$tmp/shm")
+	seg=$(segments)
 	[ -n "$seg" ] || no "no shared segment"
 	if [ $z = none ]; then
 		printf 'damaged' | dd of="$tmp/shm/$seg" bs=1 seek=8192 conv=notrunc 2>/dev/null
