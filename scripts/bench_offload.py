@@ -50,7 +50,8 @@ STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_misses
          "offload_tails", "offload_conflicts", "offload_roaming_refs", "refs_stale",
          "hidden_readers", "offload_store_bytes", "offload_coded_traps",
          "shm_created_bytes", "shm_attached_bytes", "nvme_bytes", "nvme_reads",
-         "nvme_read_bytes", "nvme_read_ns", "nvme_misses", "offload_stage_us")
+         "nvme_read_bytes", "nvme_read_ns", "nvme_misses", "offload_stage_us",
+         "profile_adopted")
 
 
 def median(v):

@@ -108,6 +108,10 @@ struct ft_learn {
 	int have_saved;
 	int resave;               /* the adopted profile lacks this run's checksums */
 	int skip_tried;           /* a saved profile was tried after one pass (once) */
+	/* FT_SHM_ENABLED with FT_PROFILE_STORAGE_DIR left at its default: the
+	 * namespace's profile directory beside the segments ("": none) */
+	char shm_prof[4200];
+	int shm_prof_bad;         /* it was refused (said once) */
 	/* a saved profile with checksums, before discovery starts: the regions
 	 * every launch read, where its weights are sought as soon as they may
 	 * all have been read (the end of the first forward; watch.c) */

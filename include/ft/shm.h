@@ -109,10 +109,13 @@ void ft_shm_drop(struct ft_shm *s);
  * another reason than being filled or gone (another user's, say). */
 unsigned ft_shm_each(const char *dir, const char *ns, const char *skip,
 		     int (*use)(struct ft_shm *s, void *ctx), void *ctx, char *why, size_t len);
-/* The directory of namespace ns's profiles in dir (made owner-only, or
- * one found so), into out: 0, or -1 with why (another user's, a link). */
-int ft_shm_profile_dir(const char *dir, const char *ns, char *out, size_t outlen, char *why,
-		       size_t len);
+/* The path of namespace ns's profile directory in dir, into out: 0, or -1
+ * (too long).  ft_shm_profile_ok: it is made (owner-only) or found a
+ * directory of this user that no one else may write into (made
+ * owner-only then), in a directory others may not replace it in: 0, or -1
+ * with why. */
+int ft_shm_profile_path(const char *dir, const char *ns, char *out, size_t outlen);
+int ft_shm_profile_ok(const char *path, char *why, size_t len);
 /* Removes the segments of namespace ns in dir that no process uses (left
  * by a crash); returns how many. */
 unsigned ft_shm_sweep(const char *dir, const char *ns);

@@ -339,27 +339,46 @@ void ft_shm_close(struct ft_shm *s)
 	forget(s);
 }
 
-int ft_shm_profile_dir(const char *dir, const char *ns, char *out, size_t outlen, char *why,
-		       size_t len)
+int ft_shm_profile_path(const char *dir, const char *ns, char *out, size_t outlen)
 {
 	char pre[128];
 	size_t np = (size_t)prefix(pre, sizeof(pre), ns);
 	pre[np - 1] = 0; /* (no dash: not a segment's name) */
-	if (snprintf(out, outlen, "%s/%s.profile", dir, pre) >= (int)outlen) {
-		WHY("the directory's name is too long");
-		return -1;
-	}
-	if (mkdir(out, 0700) && errno != EEXIST) {
-		WHY("cannot create %s: %s", out, strerror(errno));
-		return -1;
-	}
+	return snprintf(out, outlen, "%s/%s.profile", dir, pre) >= (int)outlen ? -1 : 0;
+}
+
+int ft_shm_profile_ok(const char *path, char *why, size_t len)
+{
+	/* its parent: others may not replace it there (/dev/shm is sticky) */
+	char parent[4200];
+	snprintf(parent, sizeof(parent), "%s", path);
+	char *slash = strrchr(parent, '/');
+	if (slash)
+		*slash = 0;
 	struct stat st;
-	if (lstat(out, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
-		WHY("%s is not a directory of this user with owner-only permissions (another "
-		    "user's, or planted): not used", out);
+	if (stat(slash && parent[0] ? parent : slash ? "/" : ".", &st) ||
+	    ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))) {
+		WHY("FT_SHM_DIR=%s may be written by other users and is not sticky (others could "
+		    "replace what is in it): no profile kept there", slash ? parent : ".");
 		return -1;
 	}
-	return 0;
+	if (mkdir(path, 0700) && errno != EEXIST) {
+		WHY("cannot create %s: %s", path, strerror(errno));
+		return -1;
+	}
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int ok = fd >= 0 && !fstat(fd, &st) && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+		 !(st.st_mode & 022);
+	/* readable by others but ours, and theirs to write into never: made
+	 * owner-only (what is in it is this user's) */
+	if (ok && (st.st_mode & 077))
+		ok = !fchmod(fd, 0700);
+	if (fd >= 0)
+		close(fd);
+	if (!ok)
+		WHY("%s is not a directory of this user that only this user may write (another "
+		    "user's, a link, or made so): not used", path);
+	return ok ? 0 : -1;
 }
 
 unsigned ft_shm_each(const char *dir, const char *ns, const char *skip,

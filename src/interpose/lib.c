@@ -17,7 +17,6 @@
 #include <unistd.h>
 
 #include "flextensor.h"
-#include "ft/shm.h"
 
 extern char **environ;
 
@@ -188,29 +187,6 @@ static int start_observers(void)
 	return 0;
 }
 
-/* FT_SHM_ENABLED without FT_PROFILE_STORAGE_DIR: profiles are kept beside
- * the shared segments (as upstream's followers read the creator's), so
- * that a process that starts after another planned the same model adopts
- * that plan after one pass: it reaches INFERENCE sooner and offloads the
- * same traps, all of which it maps. */
-static void shm_profiles(void)
-{
-	char dir[4200], why[512];
-	if (!ft_g.opt.shm_enabled || !ft_g.opt.shm_dir || ft_g.opt.profile_storage_dir)
-		return;
-	if (ft_shm_profile_dir(ft_g.opt.shm_dir, ft_g.opt.shm_namespace, dir, sizeof(dir), why,
-			       sizeof(why))) {
-		ft_warn("FT_SHM_ENABLED: %s; no profile is shared (each process discovers the "
-			"model itself; FT_PROFILE_STORAGE_DIR sets a directory of your own)", why);
-		return;
-	}
-	ft_g.opt.profile_storage_dir = strdup(dir);
-	if (ft_g.opt.profile_storage_dir)
-		ft_info("FT_SHM_ENABLED: profiles in %s (FT_PROFILE_STORAGE_DIR unset): a process "
-			"that starts after another planned the same model takes its plan after one "
-			"pass", dir);
-}
-
 static void init_once(void)
 {
 	if (ft_options_load(&ft_g.opt, environ, report_error, NULL)) {
@@ -246,7 +222,6 @@ static void init_once(void)
 		ft_debug("FT_ENABLED=0: passing every call through");
 		return;
 	}
-	shm_profiles();
 	if (start_observers())
 		return;
 	int drv = 0;

@@ -507,13 +507,13 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 			ft_info("the first pass did not read the %u weights %s/%s lists with their "
 				"contents (%u were found; not weight %u, %llu bytes, checksum "
 				"%016llx): discovery runs its passes", L->saved.nweights,
-				L->env.opt->profile_storage_dir, FT_PROFILE_FILE, found, missing,
+				ft_learn_profile_name(L), FT_PROFILE_FILE, found, missing,
 				(unsigned long long)L->saved.weights[missing],
 				(unsigned long long)L->saved.sums[missing]);
 		else if (!m)
 			ft_warn("FT_SKIP_DISCOVERY=1: the first pass did not read regions of the "
 				"%u sizes %s/%s lists, in its order; discovery runs",
-				L->saved.nweights, L->env.opt->profile_storage_dir, FT_PROFILE_FILE);
+				L->saved.nweights, ft_learn_profile_name(L), FT_PROFILE_FILE);
 		n = m;
 	}
 	uint64_t total = take_weights(L, idx, n);

@@ -61,6 +61,14 @@ void ft_learn_finish_profiling(struct ft_learn *L);
  * model (1), else 0; after the first pass, taken at once when the pass
  * read its weights (1: INFERENCE began). */
 void ft_learn_saved_start(struct ft_learn *L);
+/* The directory of profile.json: FT_PROFILE_STORAGE_DIR, or the shared
+ * namespace's (L->shm_prof, checked again at each use); NULL: none.
+ * ft_learn_profile_name: the same for messages (not checked). */
+const char *ft_learn_profile_dir(struct ft_learn *L);
+const char *ft_learn_profile_name(const struct ft_learn *L);
+/* FT_SKIP_DISCOVERY=1 with FT_PROFILE_STORAGE_DIR (the user's own file;
+ * the shared namespace's is taken only on its contents) */
+int ft_learn_skip_discovery(const struct ft_learn *L);
 int ft_learn_adopt_saved(struct ft_learn *L, enum ft_disc_end end);
 int ft_learn_after_first_pass(struct ft_learn *L, const char *when);
 

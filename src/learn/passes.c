@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ft/shm.h"
 #include "learn_int.h"
 
 static const char *const pass_sources[] = { "none", "eager", "graph", "mark" };
@@ -201,7 +202,7 @@ void ft_learn_pass(struct ft_learn *L, int source, uint64_t start)
 			atomic_store_explicit(&L->phase, FT_PHASE_INFERENCE, memory_order_relaxed);
 			ft_info("pass %llu: entering INFERENCE", (unsigned long long)L->phases.total);
 			ft_learn_offload(L);
-			if (L->resave && L->env.opt->profile_storage_dir)
+			if (L->resave && ft_learn_profile_dir(L))
 				ft_learn_save(L, NULL);
 		}
 	}
@@ -241,7 +242,7 @@ void ft_learn_deferred(struct ft_learn *L)
 	if (atomic_load(&L->offload_deferred)) {
 		ft_learn_offload(L);
 		/* the profile was saved without the plan */
-		if (!atomic_load(&L->offload_deferred) && L->env.opt->profile_storage_dir)
+		if (!atomic_load(&L->offload_deferred) && ft_learn_profile_dir(L))
 			ft_learn_save(L, NULL);
 	}
 	pthread_mutex_unlock(&L->lock);
@@ -326,6 +327,16 @@ int ft_learn_init(struct ft_learn *L, const struct ft_learn_env *env)
 		return -1;
 	ft_phases_init(&L->phases, 1, 1);
 	ft_learn_phase_counts(L);
+	const struct ft_options *o = env->opt;
+	if (o->shm_enabled && o->shm_dir && !o->profile_storage_dir &&
+	    o->source[FT_OPT_profile_storage_dir] == FT_SRC_DEFAULT) {
+		if (ft_shm_profile_path(o->shm_dir, o->shm_namespace, L->shm_prof, sizeof(L->shm_prof)))
+			L->shm_prof[0] = 0;
+		else
+			ft_info("FT_SHM_ENABLED: profiles in %s (FT_PROFILE_STORAGE_DIR unset): a "
+				"process that starts after another planned the same model takes its "
+				"plan after one pass", L->shm_prof);
+	}
 	ft_learn_saved_start(L);
 	return 0;
 }

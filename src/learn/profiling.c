@@ -317,6 +317,6 @@ void ft_learn_finish_profiling(struct ft_learn *L)
 	ft_learn_coread(L);
 	exclude_bus(L);
 	ft_learn_offload(L);
-	if (L->env.opt->profile_storage_dir)
+	if (ft_learn_profile_dir(L))
 		ft_learn_save(L, NULL);
 }

@@ -36,7 +36,9 @@ static int refresh_pass(void *arg, const float *v, uint32_t ntraps, int kind)
 		"of trap compute per pass", L->refresh.need, sum);
 	if (!L->refresh_file)
 		return 1;
-	const char *dir = L->env.opt->profile_storage_dir;
+	const char *dir = ft_learn_profile_dir(L);
+	if (!dir)
+		return 1;
 	int rc = ft_profile_save(&L->prof, dir);
 	if (rc)
 		ft_warn("cannot refresh %s/%s's timings (%s)", dir, FT_PROFILE_FILE, strerror(-rc));
@@ -56,7 +58,7 @@ static int refresh_pass(void *arg, const float *v, uint32_t ntraps, int kind)
  * FT_VLLM_TIMING_BATCH is empty or the file is read-only. */
 void ft_learn_arm_refresh(struct ft_learn *L, const struct ft_profile *p)
 {
-	const char *dir = L->env.opt->profile_storage_dir;
+	const char *dir = ft_learn_profile_dir(L);
 	int batch = L->env.opt->vllm_timing_batch;
 	int estimated = L->timed_over_budget && !L->adopted;
 	int file = dir && batch >= 0 && batch != FT_BATCH_NONE && (L->adopted || estimated);

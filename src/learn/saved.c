@@ -5,11 +5,38 @@
  * takes its weights after one pass; ft_save_profile / ft_load_profile.
  */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ft/shm.h"
 #include "learn_int.h"
+
+const char *ft_learn_profile_name(const struct ft_learn *L)
+{
+	return L->env.opt->profile_storage_dir ? L->env.opt->profile_storage_dir
+	       : L->shm_prof[0]		     ? L->shm_prof
+						     : "(none)";
+}
+
+int ft_learn_skip_discovery(const struct ft_learn *L)
+{
+	return L->env.opt->skip_discovery && L->env.opt->profile_storage_dir;
+}
+
+const char *ft_learn_profile_dir(struct ft_learn *L)
+{
+	if (L->env.opt->profile_storage_dir || !L->shm_prof[0])
+		return L->env.opt->profile_storage_dir;
+	char why[512];
+	if (!ft_shm_profile_ok(L->shm_prof, why, sizeof(why)))
+		return L->shm_prof;
+	if (!L->shm_prof_bad++)
+		ft_warn("FT_SHM_ENABLED: %s; no profile is shared (each process discovers the model "
+			"itself; FT_PROFILE_STORAGE_DIR sets a directory of your own)", why);
+	return NULL;
+}
 
 /* A saved profile of the same model on the same device: its traps and
  * timings are taken, and profiling is skipped.  Returns 1 when adopted. */
@@ -22,13 +49,13 @@ int ft_learn_adopt_saved(struct ft_learn *L, enum ft_disc_end end)
 		if (end == FT_END_CONTENT)
 			ft_info("the first pass read the weights %s/%s lists, but the file does not "
 				"describe this run (%s): discovery runs its passes",
-				L->env.opt->profile_storage_dir, FT_PROFILE_FILE, why);
+				ft_learn_profile_name(L), FT_PROFILE_FILE, why);
 		else if (end == FT_END_SIZES)
 			ft_warn("FT_SKIP_DISCOVERY=1: the first pass does not match %s/%s (%s); "
-				"discovery runs", L->env.opt->profile_storage_dir, FT_PROFILE_FILE, why);
+				"discovery runs", ft_learn_profile_name(L), FT_PROFILE_FILE, why);
 		else
 			ft_warn("%s/%s not used: %s; profiling runs and the file will be rewritten",
-				L->env.opt->profile_storage_dir, FT_PROFILE_FILE, why);
+				ft_learn_profile_name(L), FT_PROFILE_FILE, why);
 		return 0;
 	}
 	/* what discovery found is kept (weights, device); the rest is the
@@ -60,17 +87,43 @@ int ft_learn_adopt_saved(struct ft_learn *L, enum ft_disc_end end)
 	L->adopted = 1;
 	FT_STAT_INC(L->env.stats, profile_adopted);
 	ft_info("%s/%s describes this model on this device: %u traps and their timings "
-		"taken, profiling skipped", L->env.opt->profile_storage_dir, FT_PROFILE_FILE, p->ntraps);
+		"taken, profiling skipped", ft_learn_profile_name(L), FT_PROFILE_FILE, p->ntraps);
 	return 1;
+}
+
+/* The shared namespace's directory holds no profile of this rank: another
+ * rank's, the first by name, into path (data-parallel replicas plan alike;
+ * it is taken only if it describes this process's weights): 0, or -1. */
+static int other_rank(const char *dir, char *path, size_t len)
+{
+	char best[256] = "";
+	DIR *d = opendir(dir);
+	for (struct dirent *e; d && (e = readdir(d));) {
+		size_t n = strlen(e->d_name);
+		if (!strncmp(e->d_name, "profile", 7) && n > 12 && n < sizeof(best) &&
+		    !strcmp(e->d_name + n - 5, ".json") && strcmp(e->d_name, FT_PROFILE_FILE) &&
+		    (!best[0] || strcmp(e->d_name, best) < 0))
+			memcpy(best, e->d_name, n + 1);
+	}
+	if (d)
+		closedir(d);
+	return best[0] && snprintf(path, len, "%s/%s", dir, best) < (int)len ? 0 : -1;
 }
 
 /* Reads dir's profile.json as the one to adopt when discovery ends. */
 static int load_saved(struct ft_learn *L, const char *dir)
 {
-	char why[512];
+	char why[512], other[4400];
 	ft_profile_free(&L->saved);
 	L->have_saved = 0;
 	enum ft_profile_refusal r = ft_profile_load(dir, &L->saved, why, sizeof(why));
+	if (r == FT_PROFILE_MISSING && dir == L->shm_prof && !other_rank(dir, other, sizeof(other)) &&
+	    ft_profile_load(other, &L->saved, why, sizeof(why)) == FT_PROFILE_OK) {
+		L->have_saved = 1;
+		ft_info("no %s in %s yet: loaded %s (another rank's), used if discovery finds "
+			"the same weights", FT_PROFILE_FILE, dir, other);
+		return 0;
+	}
 	if (r == FT_PROFILE_OK) {
 		L->have_saved = 1;
 		ft_info("loaded %s/%s (%u weights, %u traps); it is used if discovery finds the "
@@ -79,7 +132,7 @@ static int load_saved(struct ft_learn *L, const char *dir)
 		return 0;
 	}
 	if (r == FT_PROFILE_MISSING) {
-		if (L->env.opt->skip_discovery)
+		if (ft_learn_skip_discovery(L))
 			ft_warn("FT_SKIP_DISCOVERY=1 but there is no %s in %s: discovery runs, and "
 				"the file is written when INFERENCE begins", FT_PROFILE_FILE, dir);
 		else
@@ -94,20 +147,18 @@ static int load_saved(struct ft_learn *L, const char *dir)
 
 void ft_learn_saved_start(struct ft_learn *L)
 {
-	const char *dir = L->env.opt->profile_storage_dir;
-	if (!dir) {
-		if (L->env.opt->skip_discovery)
-			ft_warn("FT_SKIP_DISCOVERY=1 needs FT_PROFILE_STORAGE_DIR with a profile.json "
-				"of this model on this device: discovery runs");
-		return;
-	}
-	if (!load_saved(L, dir))
+	/* (the namespace's shared profile is taken only on its contents) */
+	if (!L->env.opt->profile_storage_dir && L->env.opt->skip_discovery)
+		ft_warn("FT_SKIP_DISCOVERY=1 needs FT_PROFILE_STORAGE_DIR with a profile.json of "
+			"this model on this device: discovery runs");
+	const char *dir = ft_learn_profile_dir(L);
+	if (dir && !load_saved(L, dir))
 		ft_learn_watch_start(L);
 }
 
 int ft_learn_load(struct ft_learn *L, const char *dir)
 {
-	dir = dir ? dir : L->env.opt->profile_storage_dir;
+	dir = dir ? dir : ft_learn_profile_dir(L);
 	if (!dir || L->nwmap || L->phases.phase != FT_PHASE_DISCOVERY) {
 		ft_warn("ft_load_profile: %s", !dir ? "no directory given and FT_PROFILE_STORAGE_DIR "
 			"is not set" : "discovery has already ended");
@@ -124,7 +175,7 @@ int ft_learn_load(struct ft_learn *L, const char *dir)
 int ft_learn_save(struct ft_learn *L, const char *dir)
 {
 	struct ft_profile *p = &L->prof;
-	dir = dir ? dir : L->env.opt->profile_storage_dir;
+	dir = dir ? dir : ft_learn_profile_dir(L);
 	if (!dir || !p->nweights || L->phases.phase != FT_PHASE_INFERENCE) {
 		ft_warn("profile not saved: %s", !dir ? "no directory given and "
 			"FT_PROFILE_STORAGE_DIR is not set" : "nothing learnt yet (not in INFERENCE, "
@@ -161,11 +212,11 @@ int ft_learn_after_first_pass(struct ft_learn *L, const char *when)
 	if (!L->have_saved || L->skip_tried)
 		return 0;
 	L->skip_tried = 1;
-	enum ft_disc_end end = L->env.opt->skip_discovery ? FT_END_SIZES : FT_END_CONTENT;
+	enum ft_disc_end end = ft_learn_skip_discovery(L) ? FT_END_SIZES : FT_END_CONTENT;
 	if (end == FT_END_CONTENT && !L->saved.sums) {
 		ft_info("%s/%s has no checksums of its weights (written by 0.2): discovery runs "
 			"its passes; the file gets them when it is written again",
-			L->env.opt->profile_storage_dir, FT_PROFILE_FILE);
+			ft_learn_profile_name(L), FT_PROFILE_FILE);
 		return 0;
 	}
 	L->disc.content_known = 1;

@@ -40,7 +40,7 @@
 void ft_learn_watch_start(struct ft_learn *L)
 {
 	if (L->watching || L->started || !L->have_saved || !L->saved.sums ||
-	    !L->saved.nweights || L->env.opt->skip_discovery ||
+	    !L->saved.nweights || ft_learn_skip_discovery(L) ||
 	    ft_disc_init(&L->watch, UINT64_MAX))
 		return;
 	L->watching = 1;

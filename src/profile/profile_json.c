@@ -488,7 +488,7 @@ enum ft_profile_refusal ft_profile_from_json(const char *text, struct ft_profile
 int ft_profile_save(const struct ft_profile *p, const char *dir)
 {
 	char path[4096], tmp[4200];
-	if (mkdir(dir, 0755) && errno != EEXIST)
+	if (mkdir(dir, 0700) && errno != EEXIST)
 		return -errno;
 	snprintf(path, sizeof(path), "%s/%s", dir, FT_PROFILE_FILE);
 	/* one temporary file per save: threads of one process may save at

@@ -50,7 +50,8 @@
 # copy and decode curves (zip-auto); two processes share one host store (shm, shm-zip, shm-verify),
 # also when their plans differ (shm-plans) or their discoveries found other
 # weights (shm-weights), one started after another takes its plan from the
-# profile it left beside the segments (shm-profile),
+# profile it left beside the segments (shm-profile), also another rank's
+# (shm-ranks),
 # one's writes to its weights do not reach the other (shm-modify), and one
 # refuses a damaged store (shm-damaged); the NVMe tier reads the traps
 # beyond the host's share from a file (nvme, nvme-raw, nvme-verify,
@@ -229,7 +230,7 @@ zip-auto)
 	    for t in p["traps"]:
 	        for k in ("median", "min", "max"):
 	            t["compute_ms"][k] /= 1 if d == "slowlink" else 20
-	    big = [c for c in p["copy_curve"] if c["bytes"] == 16 << 20][0]["ms"] * 1e6
+	    big = min([c for c in p["copy_curve"] if c["bytes"] == 16 << 20][0]["ms"] * 1e6, 2e6)
 	    for c in p["copy_curve"]:
 	        if d == "slowlink":
 	            c["ms"] *= 1000
@@ -377,9 +378,10 @@ shm-profile)
 	# owner-only); one started after it takes that plan after one pass
 	# (INFERENCE passes sooner, no profiling), offloads the same traps
 	# and maps all of its store; both give the plain outputs; the profile
-	# stays for the next start, the segment goes.  A profile directory of
-	# another user's (here: one with permissions for others) is refused,
-	# said, and the process discovers the model itself
+	# stays for the next start, the segment goes.  A directory readable by
+	# others is made owner-only and used; one others may write into is
+	# refused, said, and the process discovers the model itself, as it
+	# does with FT_PROFILE_STORAGE_DIR=none
 	plain plain
 	mkdir -p "$tmp/shm" "$tmp/linger"
 	spawn shm-a "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
@@ -402,11 +404,44 @@ shm-profile)
 	[ -f "$tmp/shm/ft-ft-u$(id -u).profile/profile.json" ] || no "no profile beside the segments"
 	[ -z "$(segments)" ] || no "segments left after both exited: $(segments)"
 	echo "$case: A entered INFERENCE at pass $a, B at pass $b; B mapped $(stat shm-b shm_attached_bytes) bytes"
-	chmod 0755 "$tmp/shm/ft-ft-u$(id -u).profile"
+	pd="$tmp/shm/ft-ft-u$(id -u).profile"
+	chmod 0755 "$pd"
 	run shm-c "" FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm"
 	same plain shm-c
-	logs shm-c "FT_SHM_ENABLED: .*profile.* is not a directory of this user with owner-only permissions"
-	is shm-c profile_adopted -eq 0
+	is shm-c profile_adopted -eq 1
+	m=$(ls -ld "$pd" | cut -c1-10)
+	[ "$m" = drwx------ ] || no "$pd: $m, not made owner-only"
+	chmod 0777 "$pd"
+	run shm-d "" FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm"
+	same plain shm-d
+	logs shm-d "FT_SHM_ENABLED: .*profile is not a directory of this user that only this user may write"
+	is shm-d profile_adopted -eq 0
+	chmod 0700 "$pd"
+	run shm-e "" FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" FT_PROFILE_STORAGE_DIR=none
+	same plain shm-e
+	is shm-e profile_adopted -eq 0
+	nologs shm-e "profiles in"
+	;;
+shm-ranks)
+	# data-parallel replicas (RANK set) keep a profile per rank
+	# (profile.rank<r>.json); rank 1, finding none of its own beside the
+	# segments, loads rank 0's, which describes its weights: it takes that
+	# plan after one pass and maps all of its store
+	plain plain
+	mkdir -p "$tmp/shm" "$tmp/linger"
+	for r in 0 1; do
+		spawn "shm-$r" "" FT_TRANSFER_BUDGET_SCALE=1000 FT_SHM_ENABLED=1 FT_SHM_DIR="$tmp/shm" \
+			RANK=$r WORLD_SIZE=2 OFFLOAD_LINGER="$tmp/linger"
+		lingering $((r + 1))
+	done
+	touch "$tmp/linger/go"
+	reap
+	same plain shm-0
+	same plain shm-1
+	[ -f "$tmp/shm/ft-ft-u$(id -u).profile/profile.rank0.json" ] || no "no rank 0 profile"
+	logs shm-1 "loaded .*profile.rank0.json (another rank's)"
+	is shm-1 profile_adopted -eq 1
+	is shm-1 shm_attached_bytes -eq "$(stat shm-1 offload_store_bytes)"
 	;;
 shm-modify)
 	# a process that rewrites a weight after the plan (modify: a host
