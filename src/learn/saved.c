@@ -32,7 +32,7 @@ const char *ft_learn_profile_dir(struct ft_learn *L)
 	char why[512];
 	if (!ft_shm_profile_ok(L->shm_prof, why, sizeof(why)))
 		return L->shm_prof;
-	if (!L->shm_prof_bad++)
+	if (!__atomic_fetch_add(&L->shm_prof_bad, 1, __ATOMIC_RELAXED)) /* (threads: refresh) */
 		ft_warn("FT_SHM_ENABLED: %s; no profile is shared (each process discovers the model "
 			"itself; FT_PROFILE_STORAGE_DIR sets a directory of your own)", why);
 	return NULL;
@@ -100,7 +100,7 @@ static int other_rank(const char *dir, char *path, size_t len)
 	DIR *d = opendir(dir);
 	for (struct dirent *e; d && (e = readdir(d));) {
 		size_t n = strlen(e->d_name);
-		if (!strncmp(e->d_name, "profile", 7) && n > 12 && n < sizeof(best) &&
+		if (!strncmp(e->d_name, "profile", 7) && n >= 12 && n < sizeof(best) &&
 		    !strcmp(e->d_name + n - 5, ".json") && strcmp(e->d_name, FT_PROFILE_FILE) &&
 		    (!best[0] || strcmp(e->d_name, best) < 0))
 			memcpy(best, e->d_name, n + 1);
