@@ -107,11 +107,12 @@ static void drop(struct ft_offload *o, struct ft_off_trap *x, struct ft_z_image 
 	ft_z_free(z);
 }
 
-/* Whether trap x loads faster from image z than raw, by the copy and
- * decode curves: a coded span's pieces are copied while the one before is
- * decoded; a raw trap is one copy (raw block mode) or one per run. */
-static int coding_pays(const struct ft_offload *o, const struct ft_off_trap *x,
-		       const struct ft_z_image *z)
+/* Trap x's load time from image z and raw, by the copy and decode
+ * curves: a coded span's pieces are copied while the one before is
+ * decoded; a raw trap is one copy (raw block mode) or one per run.  Whether
+ * the coded load is faster; both added to the pass's prediction. */
+static int coding_pays(struct ft_offload *o, const struct ft_off_trap *x,
+		       const struct ft_z_image *z, int smaller)
 {
 	double coded = 0, raw = 0;
 	uint32_t runs = o->mode == FT_TM_RAW_BLOCK ? 1 : x->nruns;
@@ -125,7 +126,10 @@ static int coding_pays(const struct ft_offload *o, const struct ft_off_trap *x,
 		raw += ft_curve_ms(o->zcopy, o->nzcopy, n);
 		c = c1;
 	}
-	return coded < 0.97 * raw;
+	int pays = smaller && coded < 0.97 * raw;
+	o->zpred_raw_ms += raw;
+	o->zpred_ms += pays ? coded : raw;
+	return pays;
 }
 
 int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes)
@@ -140,13 +144,14 @@ int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size
 		return -1;
 	o->zenc_ns += ft_off_now_ns() - t0;
 	o->zenc_bytes += bytes;
-	if (!z.coded || z.bytes * 100 > bytes * 97) {
-		drop(o, x, &z, own); /* nothing to gain: raw */
-		return 0;
-	}
-	if (o->nzdec && !coding_pays(o, x, &z)) {
+	int smaller = z.coded && z.bytes * 100 <= bytes * 97;
+	if (o->nzdec && !coding_pays(o, x, &z, smaller) && smaller) {
 		drop(o, x, &z, own); /* its decode would not hide behind its copies */
 		o->zslow++;
+		return 0;
+	}
+	if (!smaller) {
+		drop(o, x, &z, own); /* nothing to gain: raw */
 		return 0;
 	}
 	size_t db = (z.nchunks + 1) * sizeof(*z.desc);

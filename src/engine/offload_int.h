@@ -184,6 +184,8 @@ struct ft_offload {
 	uint32_t zslow;                     /* traps kept raw: their decode is slower
 					       than the copy it saves */
 	uint64_t zenc_ns, zenc_bytes;       /* the encoder's time and input at staging */
+	double zpred_ms, zpred_raw_ms;      /* by the curves: the coded traps' loads a
+					       pass as stored, and raw */
 	CUstream decode;
 	CUdeviceptr slot[FT_OFF_SLOTS];
 	struct ft_off_ring ring, ring_cap;
