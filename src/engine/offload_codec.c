@@ -109,27 +109,23 @@ static void drop(struct ft_offload *o, struct ft_off_trap *x, struct ft_z_image 
 
 /* Trap x's load time from image z and raw, by the copy and decode
  * curves: a coded span's pieces are copied while the one before is
- * decoded; a raw trap is one copy (raw block mode) or one per run.  Whether
- * the coded load is faster; both added to the pass's prediction. */
-static int coding_pays(struct ft_offload *o, const struct ft_off_trap *x,
-		       const struct ft_z_image *z, int smaller)
+ * decoded; a raw trap is one copy (raw block mode) or one per run (ms,
+ * into *coded and *raw). */
+static void load_ms(const struct ft_offload *o, const struct ft_off_trap *x,
+		    const struct ft_z_image *z, double *coded, double *raw)
 {
-	double coded = 0, raw = 0;
 	uint32_t runs = o->mode == FT_TM_RAW_BLOCK ? 1 : x->nruns;
+	*coded = *raw = 0;
 	for (uint32_t i = 0, c = 0; i < runs; i++) {
 		uint64_t n = runs == 1 ? z->raw_bytes : x->runs[i].hi - x->runs[i].lo;
 		uint32_t c1 = c + (uint32_t)((n + FT_Z_CHUNK - 1) / FT_Z_CHUNK);
 		if (c1 > z->nchunks)
 			c1 = z->nchunks;
-		coded += ft_curve_coded_ms(o->zcopy, o->nzcopy, o->zdec, o->nzdec,
-					   ft_z_span(z, c, c1), n, FT_OFF_SLOT_BYTES);
-		raw += ft_curve_ms(o->zcopy, o->nzcopy, n);
+		*coded += ft_curve_coded_ms(o->zcopy, o->nzcopy, o->zdec, o->nzdec,
+					    ft_z_span(z, c, c1), n, FT_OFF_SLOT_BYTES);
+		*raw += ft_curve_ms(o->zcopy, o->nzcopy, n);
 		c = c1;
 	}
-	int pays = smaller && coded < 0.97 * raw;
-	o->zpred_raw_ms += raw;
-	o->zpred_ms += pays ? coded : raw;
-	return pays;
 }
 
 int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes)
@@ -144,14 +140,18 @@ int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size
 		return -1;
 	o->zenc_ns += ft_off_now_ns() - t0;
 	o->zenc_bytes += bytes;
-	int smaller = z.coded && z.bytes * 100 <= bytes * 97;
-	if (o->nzdec && !coding_pays(o, x, &z, smaller) && smaller) {
-		drop(o, x, &z, own); /* its decode would not hide behind its copies */
-		o->zslow++;
-		return 0;
+	int keep = z.coded && z.bytes * 100 <= bytes * 97; /* else nothing to gain */
+	if (o->nzdec) {
+		double coded, raw;
+		load_ms(o, x, &z, &coded, &raw);
+		int slow = keep && !(coded < 0.97 * raw); /* its decode would not hide */
+		o->zslow += (uint32_t)slow;
+		keep &= !slow;
+		o->zpred_raw_ms += raw;
+		o->zpred_ms += keep ? coded : raw;
 	}
-	if (!smaller) {
-		drop(o, x, &z, own); /* nothing to gain: raw */
+	if (!keep) {
+		drop(o, x, &z, own);
 		return 0;
 	}
 	size_t db = (z.nchunks + 1) * sizeof(*z.desc);
