@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_SHM_VERSION 4u
+#define FT_SHM_VERSION 5u /* 5: the non-linear checksum (ft/checksum.h) */
 #define FT_SHM_FILLING 0u
 #define FT_SHM_READY 1u
 #define FT_SHM_CREATOR 1

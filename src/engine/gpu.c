@@ -2,9 +2,9 @@
  * The library's own GPU work (include/ft/gpu.h).  The kernels are PTX text
  * loaded with cuModuleLoadData, so the library needs no nvcc and runs on
  * any GPU the driver can JIT for.  The checksum kernel: each thread walks
- * the range with a grid stride, sums word * (2 * index + 1)
- * (position-dependent, so a moved word changes the sum) and adds its part
- * atomically.  The copy kernel (FT_GRAPH_COPY=kernel): each thread copies
+ * the range with a grid stride, sums each word mixed with its index
+ * (include/ft/checksum.h: position-dependent, so a moved word changes the
+ * sum; non-linear) and adds its part atomically.  The copy kernel (FT_GRAPH_COPY=kernel): each thread copies
  * 16-byte vectors with a grid stride, reading the pinned host store through
  * its device mapping.
  */
@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "codec_ptx.h"
+#include "ft/checksum.h"
 #include "ft/codec.h"
 
 /* Both kernels' grid stride: the thread's first index in %d4, the stride
@@ -50,9 +51,12 @@ static const char checksum_ptx[] =
 	"	shl.b64 %d8, %d4, 3;\n"
 	"	add.u64 %d8, %d1, %d8;\n"
 	"	ld.global.nc.u64 %d9, [%d8];\n"
-	"	shl.b64 %d10, %d4, 1;\n"
-	"	add.u64 %d10, %d10, 1;\n"
-	"	mad.lo.u64 %d7, %d9, %d10, %d7;\n"
+	"	mul.lo.u64 %d10, %d4, " FT_CHECKSUM_XSTR(FT_CHECKSUM_K1_PTX) ";\n"
+	"	xor.b64 %d9, %d9, %d10;\n"
+	"	mul.lo.u64 %d9, %d9, " FT_CHECKSUM_XSTR(FT_CHECKSUM_K2_PTX) ";\n"
+	"	shr.u64 %d10, %d9, 32;\n"
+	"	xor.b64 %d9, %d9, %d10;\n"
+	"	add.u64 %d7, %d7, %d9;\n"
 	"	add.u64 %d4, %d4, %d6;\n"
 	"	bra LOOP;\n"
 	"DONE:\n"

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ft/checksum.h"
 #include "ft/offload.h"
 #include "offload_int.h"
 #include "ft/log.h"
@@ -216,14 +217,14 @@ static int by_weight(const void *a, const void *b)
 	return x->lo < y->lo ? -1 : x->lo > y->lo;
 }
 
-/* The GPU checksum kernel's sum (gpu.c): word i of the range times 2i + 1,
- * modulo 2^64, over the aligned 8-byte words (p is page aligned here). */
+/* The GPU checksum kernel's sum (include/ft/checksum.h) over the aligned
+ * 8-byte words (p is page aligned here). */
 uint64_t ft_off_host_checksum(const unsigned char *p, size_t n)
 {
 	uint64_t sum = 0;
 	const uint64_t *w = (const uint64_t *)(const void *)p;
 	for (size_t i = 0; i < n / 8; i++)
-		sum += w[i] * (2 * i + 1);
+		sum += ft_checksum_word(w[i], i);
 	return sum;
 }
 

@@ -18,6 +18,7 @@
 
 #include <cudaTypedefs.h>
 
+#include "ft/checksum.h"
 #include "fake.h"
 #include "ft/codec.h"
 
@@ -314,7 +315,7 @@ static void run_checksum(const unsigned char *b)
 	uint64_t n, *out, acc = 0;
 	memcpy(&p, b, 8); memcpy(&n, b + 8, 8); memcpy(&out, b + 16, 8);
 	for (uint64_t i = 0; i < n; i++)
-		acc += p[i] * (2 * i + 1);
+		acc += ft_checksum_word(p[i], i);
 	*out += acc;
 }
 
