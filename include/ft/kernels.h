@@ -81,7 +81,9 @@ unsigned ft_kernel_mark_stale(const struct ft_kernel *k, struct ft_refs *refs);
  * otherwise).  Returns -1
  * when the word roams: at least 4 of its references were out of turn,
  * more than in turn; 1 when it reads in turn: at least 4 were in turn, no
- * fewer than out; 0 while it is not known yet.  A word that held a pointer in almost every launch
+ * fewer than out; 0 while it is not known yet.  Once FT_KERNEL_COUNTED
+ * references are counted, both counts are halved: the verdict follows the
+ * word's latest references.  A word that held a pointer in almost every launch
  * but to traps all over the pass is a slot of a by-value struct that
  * stale pointers always fill (ATen's cat metadata in a long prefill): the
  * kernel does not read through it.  Only a word the kernel really reads

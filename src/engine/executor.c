@@ -363,7 +363,9 @@ static uint32_t ahead(const struct ft_offload *o, int t)
  * pass is (in turn, or a word that reads in turn); 0, a read, but not of the
  * pass's position (an out-of-turn reference from a word not known yet:
  * loaded, the position stays; any reference to a trap read all over the
- * pass, which ATen's cat metadata carries in slots it does not read). */
+ * pass, which ATen's cat metadata carries in slots it does not read).
+ * While the position is not sure (sure_after), no reference is judged by
+ * it or counted: each places it, but for a word already known to roam. */
 static int turn(const struct ft_offload *o, CUstream s, struct ft_kernel *kern,
 		const uint16_t *words, unsigned i, int t)
 {
@@ -371,11 +373,35 @@ static int turn(const struct ft_offload *o, CUstream s, struct ft_kernel *kern,
 	 * (another thread's forward) it says nothing, and a word judged by it
 	 * would drop that thread's real reads: in turn, loaded, and nothing
 	 * learnt about the word */
-	if (!kern || !words || o->cur < 0 || s != o->cur_stream)
+	if (!kern || !words || (o->cur >= 0 && s != o->cur_stream))
 		return 1;
-	int off = o->t[t].block >= 0, in = ahead(o, t) <= 2;
-	int c = ft_kernel_turn(kern, words[i], in, off);
+	int off = o->t[t].block >= 0, in = ahead(o, t) <= 2, sure = o->cur >= 0 && o->cur_sure;
+	int c = ft_kernel_turn(kern, words[i], in, off && sure);
+	if (!sure)
+		return c < 0 ? -1 : 1;
 	return in || c > 0 ? 1 : c < 0 ? -1 : 0;
+}
+
+/* Whether the position is sure after a launch moved it from old to cur:
+ * it was (in turn, or a jump by a word known to read in turn), or it
+ * stepped one or two traps on from where it was placed, as a pass goes
+ * on.  One placed where the position was unknown (a plan applied mid-run,
+ * after a capture or replay) is not sure: with a plan applied once a
+ * model's weights were built on the device, before its first forward, the
+ * first reference was a stale pointer to the last weight built, from a
+ * kernel too new for its statistics to mark it; the pass was placed there,
+ * the layers' reads, out of turn by it, were counted until their word was
+ * taken for a roaming one, and the later layers were not loaded (the
+ * preload case built; on an H100 a process that took another's plan
+ * loaded almost nothing and gave wrong logits). */
+static int sure_after(const struct ft_offload *o, int old, int cur)
+{
+	if (old < 0 || cur < 0)
+		return 0;
+	if (o->cur_sure)
+		return 1;
+	uint32_t d = (uint32_t)(cur - old + (int)o->ntraps) % o->ntraps;
+	return d >= 1 && d <= 2;
 }
 
 /* Of traps a and b, read by one launch and sharing a block, the one that
@@ -831,6 +857,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	serve(o, s, touched, needs, nt, kernel, timing, nread);
 	if (o->mode != FT_TM_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
+	o->cur_sure = sure_after(o, o->cur, cur);
 	o->cur = cur;
 	o->cur_stream = s;
 	/* The blocks it reads are its own until the launch is on its stream:

@@ -191,8 +191,16 @@ int ft_kernel_turn(struct ft_kernel *k, unsigned w, int in_turn, int count)
 	uint32_t in = atomic_load_explicit(&c[2 * w], memory_order_relaxed);
 	uint32_t out = atomic_load_explicit(&c[2 * w + 1], memory_order_relaxed);
 	if (count) {
-		if (in + out < FT_KERNEL_COUNTED)
-			atomic_fetch_add_explicit(&c[2 * w + !in_turn], 1, memory_order_relaxed);
+		if (in + out >= FT_KERNEL_COUNTED) {
+			/* halved: the verdict follows what the word does
+			 * lately (one taken while the position was wrong
+			 * does not stand for good); (racing counts are lost,
+			 * not wrong) */
+			in /= 2, out /= 2;
+			atomic_store_explicit(&c[2 * w], in, memory_order_relaxed);
+			atomic_store_explicit(&c[2 * w + 1], out, memory_order_relaxed);
+		}
+		atomic_fetch_add_explicit(&c[2 * w + !in_turn], 1, memory_order_relaxed);
 		out += !in_turn;
 		in += !!in_turn;
 	}

@@ -72,6 +72,7 @@ int ft_off_capture_launch(struct ft_offload *o, CUstream s, uint64_t cap, const 
 			swap_ready(b);
 		}
 		o->saved_cur = o->cur;
+		o->saved_cur_sure = o->cur_sure;
 		o->saved_cur_stream = o->cur_stream;
 		o->saved_last_stream = o->last_stream;
 		ft_off_position_lost(o);
@@ -125,6 +126,7 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 			swap_ready(b);
 		}
 		o->cur = o->saved_cur;
+		o->cur_sure = o->saved_cur_sure;
 		o->slice_epoch++; /* (FT_EXPERT_PAGING: the position is lost) */
 		o->cur_stream = o->saved_cur_stream;
 		o->last_stream = o->saved_last_stream;

@@ -157,7 +157,7 @@ struct ft_offload {
 					       refused (ft_off_capture_broken) */
 	CUevent fork, join;
 	int cap_first;                      /* the capture's first position, -1 */
-	int saved_cur;
+	int saved_cur, saved_cur_sure;
 	CUstream saved_cur_stream;
 	CUstream saved_last_stream;         /* last_stream before the capture (its
 					       stream may be gone after it) */
@@ -214,6 +214,8 @@ struct ft_offload {
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
 	struct ft_off_wsl *wsl;             /* per weight: its slices (FT_EXPERT_PAGING) */
 	int cur;                            /* trap of the latest launch that read one */
+	int cur_sure;                       /* cur is confirmed (executor.c: sure_after):
+					       references are judged in or out of turn */
 	/* FT_EXPERT_PAGING: bumped by every eager reference to a weight that
 	 * is read whole (no views: a layer's dense weights), and wherever the
 	 * eager position is lost (captures, replays): a loop over routed
@@ -239,6 +241,7 @@ struct ft_offload {
 static inline void ft_off_position_lost(struct ft_offload *o)
 {
 	o->cur = -1;
+	o->cur_sure = 0;
 	o->slice_epoch++;
 }
 

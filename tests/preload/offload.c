@@ -12,7 +12,11 @@
  * report on stderr at the end.
  * OFFLOAD_MIB=n makes every tensor n MiB (default 4).
  * usage: offload OUT [modify | graph | mixed | early | stale | shared | stray | roam |
- *                    tail]
+ *                    tail | built | ...]
+ *   built: the model is built on the device: each weight written by a
+ *   kernel from a staging tensor (its initialiser); the first three
+ *   forwards begin with a kernel whose second word still holds the last
+ *   weight written (a stale slot).
  *   modify: after step 10 the program rewrites a weight with a host copy
  *   and reads another back (a checkpoint); the outputs must still match a
  *   run without the library that does the same.
@@ -90,6 +94,7 @@
  */
 #include <cuda.h>
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,9 +149,19 @@ static void vec_add(CUdeviceptr a, CUdeviceptr x, CUdeviceptr c)
 	cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
 }
 
+static int built;      /* built: the model built on the device (weights written by kernels) */
+
 static void forward(int step)
 {
 	vec_add(inp, emb, h);
+	if (built && step < 3) {
+		/* a kernel new to the library whose second word still holds
+		 * the last weight the building kernels wrote (a struct slot
+		 * of ATen's, stale), in the first forwards only */
+		CUdeviceptr p[4] = { h, w[LAYERS - 1][1], 0, 0 };
+		void *a[] = { &p[0], &p[1], &p[2], &p[3] };
+		cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, stream, a, NULL);
+	}
 	for (int l = 0; l < LAYERS; l++) {
 		vec_add(h, w[l][0], tmp);
 		if (pdl && stream) {
@@ -327,14 +342,38 @@ static int capture_joined(CUgraphExec *exec)
 	return 0;
 }
 
+static void fill_now(CUdeviceptr d, float base);
+
+/* A weight's values; built: written by a kernel from a staging tensor, as
+ * a model built on the device is (its initialisers). */
 static void fill(CUdeviceptr d, float base)
+{
+	static CUdeviceptr src;
+	if (!built || d == zero || d == inp) {
+		fill_now(d, base);
+		return;
+	}
+	if (!src)
+		cuMemAlloc_v2(&src, N * sizeof(float));
+	fill_now(src, base);
+	vec_add(src, zero, d);
+}
+
+static void fill_now(CUdeviceptr d, float base)
 {
 	static float *v;
 	if (!v)
 		v = malloc((size_t)N * sizeof(*v));
-	for (int i = 0; i < N; i++)
-		v[i] = base + (float)(i % 977) * 0.001f;
-	cuMemcpyHtoD_v2(d, v, sizeof(v));
+	/* every value a bfloat16's (the low half of each float zero): the
+	 * store's codec finds what it finds in a model's weights */
+	for (int i = 0; i < N; i++) {
+		float x = base + (float)(i % 977) * 0.001f;
+		uint32_t u;
+		memcpy(&u, &x, sizeof(u));
+		u &= 0xffff0000u;
+		memcpy(&v[i], &u, sizeof(u));
+	}
+	cuMemcpyHtoD_v2(d, v, (size_t)N * sizeof(*v));
 }
 
 /* OFFLOAD_LINGER=dir: after the last step, says so (dir/ready.<pid>) and
@@ -390,6 +429,7 @@ int main(int argc, char **argv)
 	stacked = argc > 2 && !strcmp(argv[2], "stacked");
 	moe = argc > 2 && !strcmp(argv[2], "moe");
 	roam = argc > 2 && !strcmp(argv[2], "roam");
+	built = argc > 2 && !strcmp(argv[2], "built");
 	if (argc > 2 && !strcmp(argv[2], "tail"))
 		tail_from = 12;
 	CUgraphExec exec = NULL;
@@ -403,17 +443,21 @@ int main(int argc, char **argv)
 	add = fake_function("vec_add");
 	touch = fake_function("touch4");
 	add_ind = fake_function("vec_add_ind");
+	if (built) { /* (the initialisers add it) */
+		cuMemAlloc_v2(&zero, N * sizeof(float));
+		fill(zero, 0.0f);
+	}
 	CUdeviceptr *all[] = { &emb, &head };
 	for (int i = 0; i < 2; i++)
 		cuMemAlloc_v2(all[i], N * sizeof(float));
 	for (int l = 0; l < LAYERS; l++)
 		for (int k = 0; k < 2; k++)
 			cuMemAlloc_v2(&w[l][k], (size_t)N * sizeof(float) + (l == 2 && k == 1 ? 2u << 20 : 0));
-	fill(emb, 1.0f);
-	fill(head, 2.0f);
+	fill(emb, 3.125f);
+	fill(head, 3.375f);
 	if (getenv("OFFLOAD_EXTRA")) {
 		cuMemAlloc_v2(&extra, N * sizeof(float));
-		fill(extra, 0.75f);
+		fill(extra, 3.625f);
 	}
 	if (hidden) {
 		cuMemAlloc_v2(&table, 64);
@@ -421,7 +465,7 @@ int main(int argc, char **argv)
 	}
 	for (int e = 0; experts && e < EXPERTS; e++) {
 		cuMemAlloc_v2(&ex[e], N * sizeof(float));
-		fill(ex[e], 0.125f * (float)(e + 1));
+		fill(ex[e], 4.0f + 0.125f * (float)e);
 	}
 	if (stacked) {
 		float *x = malloc((size_t)N * EXPERTS * sizeof(*x));
@@ -461,8 +505,10 @@ int main(int argc, char **argv)
 			cuMemAlloc_v2(&h, N * sizeof(float));
 			cuMemAlloc_v2(&tmp, N * sizeof(float));
 			cuMemAlloc_v2(&out, N * sizeof(float));
-			cuMemAlloc_v2(&zero, N * sizeof(float));
-			fill(zero, 0.0f);
+			if (!zero) {
+				cuMemAlloc_v2(&zero, N * sizeof(float));
+				fill(zero, 0.0f);
+			}
 		}
 		if (modify && s == 10) {
 			fill(w[3][0], 9.5f);                              /* a weight rewritten */

@@ -22,7 +22,9 @@
 # the library cannot see into NaN (early-hidden), also with programmatic
 # edges in it (early-pdl); on a restart with the profile.json of the first
 # start, the plan comes after the first forward and the graph pages itself
-# (early-restart), also after cuGraphExecUpdate (update) and new kernel node
+# (early-restart), also for a model built on the device, whose first forward
+# carries a stale pointer to the last weight built (built), also after
+# cuGraphExecUpdate (update) and new kernel node
 # parameters (params), not after another change to one of its nodes
 # (enabled), a graph per piece of the pass at its launch boundaries
 # (pieces), and when the driver refuses the clone or the substitute, what
@@ -656,6 +658,24 @@ early-restart)
 	is restart-capture graphs_kept -eq 0
 	is restart-capture graphs_substituted -eq 0
 	is restart-capture hidden_readers -eq 0
+	;;
+built)
+	# the model built on the device (each weight written by a kernel) and
+	# restarted with the first start's profile.json: the plan comes once
+	# the building kernels wrote the weights, before the first forward,
+	# whose first new kernel carries a stale pointer to the last weight
+	# built (no statistics of that kernel mark it yet): it must not place
+	# the pass there and have the layers' reads taken for roaming ones
+	# (they would load nothing; on an H100 a restart loaded nothing and
+	# gave wrong logits)
+	plain plain built
+	run first built FT_PROFILE_STORAGE_DIR="$tmp/prof"
+	same plain first
+	run restart built FT_PROFILE_STORAGE_DIR="$tmp/prof"
+	same plain restart
+	is restart profile_adopted -eq 1
+	is restart offload_ignored_refs -eq 0
+	is restart offload_roaming_refs -eq 0
 	;;
 early-hidden)
 	# the captured forward also reads layer 5's first weight through an

@@ -171,6 +171,24 @@ static void words_in_and_out_of_turn(void **state)
 	assert_int_equal(ft_kernel_turn(e, 9, 0, 1), 1);  /* 4 in, 1 out */
 }
 
+/* A verdict does not stand for good: once FT_KERNEL_COUNTED references are
+ * counted, the counts are halved, so that a word taken for roaming (while
+ * the position was wrong) reads in turn again once it does so lately. */
+static void verdicts_follow_the_latest(void **state)
+{
+	struct ft_kernels *k = *state;
+	struct ft_kernel *e = (struct ft_kernel *)ft_kernels_get(k, &func_h);
+	assert_non_null(e);
+	for (int i = 0; i < FT_KERNEL_COUNTED; i++)
+		ft_kernel_turn(e, 5, 0, 1);
+	assert_int_equal(ft_kernel_turn(e, 5, 1, 0), -1);
+	int n = 0;
+	while (ft_kernel_turn(e, 5, 1, 1) != 1 && n < 4 * FT_KERNEL_COUNTED)
+		n++;
+	/* halved once to 512 out: 512 in make it a reader again */
+	assert_true(n >= FT_KERNEL_COUNTED / 2 - 1 && n <= FT_KERNEL_COUNTED);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -178,6 +196,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(kernel_read_as_parameterless, setup, teardown),
 		cmocka_unit_test_setup_teardown(flush_forgets, setup, teardown),
 		cmocka_unit_test_setup_teardown(sporadic_words_are_stale, setup, teardown),
+		cmocka_unit_test_setup_teardown(verdicts_follow_the_latest, setup, teardown),
 		cmocka_unit_test_setup_teardown(words_in_and_out_of_turn, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
