@@ -13,7 +13,8 @@
 # Exits 77 where there is no GPU.
 # usage: shm.sh <libflextensor.so> <output dir> [share, default 0.5]
 # (SHM_MODE: the transfer mode, default raw_block_transfer; SHM_COMPRESS:
-# FT_TRANSFER_COMPRESSION, default auto)
+# FT_TRANSFER_COMPRESSION, default auto; SHM_VARIANTS: "private shm", the
+# default, or "shm" alone)
 set -u
 lib=$1 out=$2 share=${3:-0.5}
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
@@ -41,7 +42,7 @@ rc=0
 # the profile the shared runs keep beside their segments: the first of them
 # discovers the model, the second takes its plan after one pass
 rm -rf "/dev/shm/ft-benchshm-u$(id -u).profile"
-for v in private shm; do
+for v in ${SHM_VARIANTS:-private shm}; do
 	on=0
 	[ $v = shm ] && on=1
 	mkdir -p "$out/linger-$v"
@@ -85,7 +86,8 @@ cat "$out/memory.md"
 import os, sys, torch
 out, share = sys.argv[1], float(sys.argv[2])
 st = {p: torch.load(os.path.join(out, f"{p}-{share}.pt"))["stats"]
-      for p in ("A-shm", "B-shm", "A-private", "B-private")}
+      for p in ("A-shm", "B-shm", "A-private", "B-private")
+      if os.path.exists(os.path.join(out, f"{p}-{share}.pt"))}
 a, b = st["A-shm"], st["B-shm"]
 made, mapped, store = a["shm_created_bytes"], b["shm_attached_bytes"], b["offload_store_bytes"]
 print(f"shared store: A filled {made / 1e9:.2f} GB, B mapped {mapped / 1e9:.2f} GB of its "
