@@ -10,7 +10,10 @@
  * offloaded bytes (one load per offloaded trap), no launch reading two
  * traps of one block (a trap sent back to the GPU), few late loads.
  * usage: exec_replay TRACE.jsonl TRUTH.json PLAN.json
- * (EXEC_REPLAY_LINKS=1 lists the small and linked weights first.)
+ * (EXEC_REPLAY_LINKS=1 lists the small and linked weights first;
+ * EXEC_REPLAY_FROM=n applies the plan n launches into the first INFERENCE
+ * forward, mid-pass, as a restart's saved plan may be: the position is
+ * unknown there, and the checks are the same.)
  * On the H200's Qwen2-7B recording the executor before the link fix
  * (9937159) copies 4.95 x the offloaded bytes in a prefill and sends layers
  * back to the GPU; the test asserts one load per offloaded trap.
@@ -229,11 +232,13 @@ int main(int argc, char **argv)
 	const cJSON *fw;
 	int failures = 0, fwd = 0;
 	size_t i = 0; /* the plan is applied at the first INFERENCE launch */
+	if (getenv("EXEC_REPLAY_FROM"))
+		inf += atof(getenv("EXEC_REPLAY_FROM"));
 	while (i < nrecs && (strcmp(ev(recs[i]), "launch") || num(recs[i], "seq") < inf))
 		i++;
 	cJSON_ArrayForEach(fw, cJSON_GetObjectItem(truth, "forwards")) {
 		double first = num(fw, "first"), end = num(fw, "end");
-		if (first < inf)
+		if (end <= inf)
 			continue;
 		uint64_t c0 = ft_stats_read(&stats, FT_STAT_offload_copy_bytes);
 		uint64_t m0 = ft_stats_read(&stats, FT_STAT_offload_misses);
