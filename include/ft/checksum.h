@@ -14,17 +14,18 @@
 
 #include <stdint.h>
 
-#define FT_CHECKSUM_K1 0x1E3779B97F4A7C15ull /* odd, under 2^63 */
-#define FT_CHECKSUM_K2 0x2545F4914F6CDD1Dull
-/* the same, as the kernel's PTX writes them */
-#define FT_CHECKSUM_K1_PTX 0x1E3779B97F4A7C15
-#define FT_CHECKSUM_K2_PTX 0x2545F4914F6CDD1D
+/* odd, under 2^63: written as they are into the kernel's PTX
+ * (FT_CHECKSUM_XSTR), with ull in C (FT_CHECKSUM_U64) */
+#define FT_CHECKSUM_K1 0x1E3779B97F4A7C15
+#define FT_CHECKSUM_K2 0x2545F4914F6CDD1D
 #define FT_CHECKSUM_STR(x) #x
 #define FT_CHECKSUM_XSTR(x) FT_CHECKSUM_STR(x)
+#define FT_CHECKSUM_U64_(x) x##ull
+#define FT_CHECKSUM_U64(x) FT_CHECKSUM_U64_(x)
 
 static inline uint64_t ft_checksum_word(uint64_t w, uint64_t i)
 {
-	uint64_t x = (w ^ (i * FT_CHECKSUM_K1)) * FT_CHECKSUM_K2;
+	uint64_t x = (w ^ (i * FT_CHECKSUM_U64(FT_CHECKSUM_K1))) * FT_CHECKSUM_U64(FT_CHECKSUM_K2);
 	return x ^ (x >> 32);
 }
 

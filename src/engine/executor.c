@@ -382,7 +382,7 @@ static int turn(const struct ft_offload *o, CUstream s, struct ft_kernel *kern,
 	return in || c > 0 ? 1 : c < 0 ? -1 : 0;
 }
 
-/* Whether the position is sure after a launch moved it from old to cur:
+/* Whether the position is sure after a launch moved it from o->cur to cur:
  * it was (in turn, or a jump by a word known to read in turn), or it
  * stepped one or two traps on from where it was placed, as a pass goes
  * on.  One placed where the position was unknown (a plan applied mid-run,
@@ -394,14 +394,12 @@ static int turn(const struct ft_offload *o, CUstream s, struct ft_kernel *kern,
  * taken for a roaming one, and the later layers were not loaded (the
  * preload case built; on an H100 a process that took another's plan
  * loaded almost nothing and gave wrong logits). */
-static int sure_after(const struct ft_offload *o, int old, int cur)
+static int sure_after(const struct ft_offload *o, int cur)
 {
-	if (old < 0 || cur < 0)
+	if (o->cur < 0 || cur < 0)
 		return 0;
-	if (o->cur_sure)
-		return 1;
-	uint32_t d = (uint32_t)(cur - old + (int)o->ntraps) % o->ntraps;
-	return d >= 1 && d <= 2;
+	uint32_t d = ahead(o, cur);
+	return o->cur_sure || (d >= 1 && d <= 2);
 }
 
 /* Of traps a and b, read by one launch and sharing a block, the one that
@@ -857,7 +855,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	serve(o, s, touched, needs, nt, kernel, timing, nread);
 	if (o->mode != FT_TM_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
-	o->cur_sure = sure_after(o, o->cur, cur);
+	o->cur_sure = sure_after(o, cur);
 	o->cur = cur;
 	o->cur_stream = s;
 	/* The blocks it reads are its own until the launch is on its stream:
