@@ -14,7 +14,8 @@
 # usage: shm.sh <libflextensor.so> <output dir> [share, default 0.5]
 # (SHM_MODE: the transfer mode, default raw_block_transfer; SHM_COMPRESS:
 # FT_TRANSFER_COMPRESSION, default auto; SHM_VARIANTS: "private shm", the
-# default, or "shm" alone)
+# default, or "shm" alone; SHM_TRACE=1: each process's FT_TRACE in OUT, and
+# the shared runs' profile.json copied there)
 set -u
 lib=$1 out=$2 share=${3:-0.5}
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
@@ -50,7 +51,7 @@ for v in ${SHM_VARIANTS:-private shm}; do
 		env LD_PRELOAD="$lib" FT_ENABLED=1 FT_MAX_GPU_MEM_FRACTION="$f" FT_TRANSFER_MODE="$mode" \
 			FT_TRANSFER_COMPRESSION="${SHM_COMPRESS:-auto}" FT_SHM_ENABLED=$on \
 			FT_SHM_NAMESPACE=benchshm FT_PROFILING_ITERS=3 FT_LOG_LEVEL=info \
-			BENCH_LINGER="$out/linger-$v" \
+			BENCH_LINGER="$out/linger-$v" ${SHM_TRACE:+FT_TRACE="$out/$p-$v.trace.jsonl"} \
 			"$py" "$bench" lib "$out" "$share" "$p-$v" 2>"$out/$p-$v.log" &
 		eval "job_$p=$!"
 		# the next one starts when this one is done and waiting
@@ -77,6 +78,7 @@ for v in ${SHM_VARIANTS:-private shm}; do
 	left=$(ls /dev/shm | grep -c "^ft-benchshm-u[0-9]*-[0-9a-f]\{32\}$")
 	[ "$left" = 0 ] || { echo "$v: $left shared segments left after both exited"; rc=1; }
 done
+[ -n "${SHM_TRACE:-}" ] && cp "/dev/shm/ft-benchshm-u$(id -u).profile/profile.json" "$out/" 2>/dev/null
 "$py" "$bench" report "$out" || rc=1
 cat "$out/memory.md"
 # one process filled the shared store; the other took its plan from the
