@@ -10,6 +10,13 @@
  * offloaded bytes (one load per offloaded trap), no launch reading two
  * traps of one block (a trap sent back to the GPU), few late loads.
  * usage: exec_replay TRACE.jsonl TRUTH.json PLAN.json
+ * A recording of a process that adopted a saved plan (no PROFILING phase:
+ * the watch found the saved weights and INFERENCE began) replays with its
+ * profile.json as PLAN (the plan's blocks, the saved weights' sizes as
+ * extents, the weights read all over the pass kept out of their traps, as
+ * apply.c does) from the first launch after the watch's pass record; with
+ * TRUTH "-" a forward begins at each launch of a kernel whose name holds
+ * EXEC_REPLAY_BEGIN (alternatives split by '|': the embedding's kernels).
  * (EXEC_REPLAY_LINKS=1 lists the small and linked weights first;
  * EXEC_REPLAY_FROM=n applies the plan n launches into the first INFERENCE
  * forward, mid-pass, as a restart's saved plan may be: the position is
@@ -89,6 +96,52 @@ static double phase_start(const char *phase)
 	return -1;
 }
 
+/* An adopted plan's start: the first launch after the pass record that
+ * entered INFERENCE (the watch's: it has no start_seq). */
+static double adopted_start(void)
+{
+	size_t i = 0;
+	while (i < nrecs && (strcmp(ev(recs[i]), "pass") ||
+			     strcmp(cJSON_GetObjectItem(recs[i], "phase")->valuestring, "INFERENCE")))
+		i++;
+	while (i < nrecs && strcmp(ev(recs[i]), "launch"))
+		i++;
+	return i < nrecs ? num(recs[i], "seq") : -1;
+}
+
+/* Forwards of a recording without a truth file: each begins at a launch
+ * of a kernel whose name holds one of begin's '|'-separated parts; into
+ * {"forwards": [{kind, first, end}]}. */
+static cJSON *derive_forwards(const char *begin)
+{
+	cJSON *truth = cJSON_CreateObject(), *fws = cJSON_AddArrayToObject(truth, "forwards");
+	double first = -1, last = -1;
+	for (size_t i = 0; i < nrecs; i++) {
+		const cJSON *r = recs[i];
+		if (strcmp(ev(r), "launch"))
+			continue;
+		int starts = 0;
+		const char *kn = cJSON_GetObjectItem(r, "kernel")->valuestring;
+		for (const char *b = begin, *e; *b && !starts; b = *e ? e + 1 : e) {
+			e = strchr(b, '|') ? strchr(b, '|') : b + strlen(b);
+			for (const char *q = kn; *q && !starts; q++)
+				starts = !strncmp(q, b, (size_t)(e - b));
+		}
+		last = num(r, "seq");
+		if (first < 0)
+			first = last; /* (the launches before the first: a forward's end) */
+		if (!starts || last == first)
+			continue;
+		cJSON *f = cJSON_CreateObject();
+		cJSON_AddStringToObject(f, "kind", "forward");
+		cJSON_AddNumberToObject(f, "first", first);
+		cJSON_AddNumberToObject(f, "end", last);
+		cJSON_AddItemToArray(fws, f);
+		first = last;
+	}
+	return truth;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -135,7 +188,13 @@ int main(int argc, char **argv)
 {
 	if (argc != 4)
 		return 2;
-	char *tt = read_file(argv[2]), *pt = read_file(argv[3]);
+	const char *begin = getenv("EXEC_REPLAY_BEGIN");
+	if (!strcmp(argv[2], "-") && !begin) {
+		fprintf(stderr, "no truth file: EXEC_REPLAY_BEGIN names the kernels that begin a forward\n");
+		return 2;
+	}
+	char *tt = strcmp(argv[2], "-") ? read_file(argv[2]) : strdup("{}"),
+	     *pt = read_file(argv[3]);
 	cJSON *truth = tt ? cJSON_Parse(tt) : NULL, *plan = pt ? cJSON_Parse(pt) : NULL;
 	if (load(argv[1]) || !truth || !plan) {
 		fprintf(stderr, "cannot read the recording\n");
@@ -154,13 +213,16 @@ int main(int argc, char **argv)
 			disc = r;
 		}
 	}
-	double prof = phase_start("PROFILING"), inf = phase_start("INFERENCE");
-	if (!disc || prof < 0 || inf < 0) {
+	/* a profile.json as the plan: a process that adopted it */
+	const cJSON *saved = cJSON_GetObjectItem(plan, "model");
+	double prof = phase_start("PROFILING"), inf = saved ? adopted_start() : phase_start("INFERENCE");
+	if (!disc || (!saved && prof < 0) || inf < 0) {
 		fprintf(stderr, "no discovery record or phases in the recording\n");
 		return 2;
 	}
 	/* discovery's passes: the two forwards before profiling */
-	regions(prof - 2 * (inf - prof) / 4, prof);
+	if (!saved)
+		regions(prof - 2 * (inf - prof) / 4, prof);
 
 	/* VMM allocations: every one of 2 MiB and more, at its address */
 	static struct ft_vmm_alloc va[MAX_ID];
@@ -187,29 +249,42 @@ int main(int argc, char **argv)
 
 	/* the weights and traps discovery found, the plan's blocks */
 	const cJSON *ws = cJSON_GetObjectItem(disc, "weights_in_order"), *x;
+	const cJSON *sizes = saved ? cJSON_GetObjectItem(saved, "weight_bytes") : NULL;
 	uint32_t nw = 0, ntraps = 0;
 	struct ft_off_weight *w = calloc((size_t)cJSON_GetArraySize(ws) + 1, sizeof(*w));
 	cJSON_ArrayForEach(x, ws) {
 		int id = (int)num(x, "id");
 		uint64_t o = (uint64_t)num(x, "off");
 		uint32_t t = (uint32_t)num(x, "trap");
-		w[nw++] = (struct ft_off_weight){ ptr_of[id] + o, ptr_of[id] + o + extent(id, o), t, 0, 0, NULL, 0 };
+		uint64_t e = sizes ? (uint64_t)cJSON_GetArrayItem(sizes, (int)nw)->valuedouble : extent(id, o);
+		w[nw++] = (struct ft_off_weight){ ptr_of[id] + o, ptr_of[id] + o + e, t, 0, 0, NULL, 0 };
 		if (t + 1 > ntraps)
 			ntraps = t + 1;
 	}
-	const cJSON *tb = cJSON_GetObjectItem(plan, "trap_block");
+	const cJSON *pp = saved ? cJSON_GetObjectItem(plan, "plan") : plan;
+	const cJSON *tb = saved ? cJSON_GetObjectItem(pp, "traps") : cJSON_GetObjectItem(plan, "trap_block");
 	if ((uint32_t)cJSON_GetArraySize(tb) != ntraps) {
 		fprintf(stderr, "the plan has %d traps, discovery %u\n", cJSON_GetArraySize(tb), ntraps);
 		return 2;
 	}
 	int *block = calloc(ntraps, sizeof(*block));
-	for (uint32_t t = 0; t < ntraps; t++)
-		block[t] = cJSON_GetArrayItem(tb, (int)t)->valueint;
+	for (uint32_t t = 0; t < ntraps; t++) {
+		const cJSON *b = cJSON_GetArrayItem(tb, (int)t);
+		block[t] = saved ? (int)num(b, "block") : b->valueint;
+	}
+	if (!cJSON_GetObjectItem(truth, "forwards"))
+		truth = derive_forwards(begin);
+	/* (apply.c) weights read all over the pass stay on the GPU, out of
+	 * their traps */
+	const cJSON *shared = saved ? cJSON_GetObjectItem(plan, "shared_weights") : NULL;
+	cJSON_ArrayForEach(x, shared)
+		if (x->valueint >= 0 && (uint32_t)x->valueint < nw)
+			w[x->valueint].trap = UINT32_MAX;
 	const struct ft_off_config c = { .real = &real, .vmm = &vmm, .stats = &stats,
 					 .mode = FT_TM_ALLOCATION_BLOCK, .pinned = 1, .hold_ignored = 1 };
 	struct ft_offload *o = ft_off_new();
 	char why[256];
-	if (ft_off_init(o, &c, block, ntraps, (uint32_t)num(plan, "blocks"), w, nw, why, sizeof(why)) ||
+	if (ft_off_init(o, &c, block, ntraps, (uint32_t)num(pp, "blocks"), w, nw, why, sizeof(why)) ||
 	    ft_off_stage(o, why, sizeof(why))) {
 		fprintf(stderr, "the engine's set-up failed: %s\n", why);
 		return 2;

@@ -6,4 +6,10 @@ set -u
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gzip -dc "$2/$3.trace.jsonl.gz" >"$tmp/trace.jsonl" || exit 1
-"$1" "$tmp/trace.jsonl" "$2/$3.truth.json" "$2/$3.plan.json"
+# (a process that adopted a saved plan: its profile.json is the plan, and
+# EXEC_REPLAY_BEGIN says where its forwards begin)
+if [ -e "$2/$3.profile.json" ]; then
+	"$1" "$tmp/trace.jsonl" - "$2/$3.profile.json"
+else
+	"$1" "$tmp/trace.jsonl" "$2/$3.truth.json" "$2/$3.plan.json"
+fi
