@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum otype { T_BOOL, T_INT, T_FLOAT, T_ENUM, T_PATH, T_NAME };
@@ -625,6 +626,22 @@ static void cross_check(struct loader *l)
 		fail(l, "FT_NVME_OFFLOAD_ENABLED=1 needs FT_NVME_OFFLOAD_PATH (a directory on a local "
 		     "disk for the file of traps beyond FT_NVME_HOST_BYTES): set it, or unset "
 		     "FT_NVME_OFFLOAD_ENABLED");
+	/* (found here, not when the plan is applied and weights wait in
+	 * host memory for room on the GPU) */
+	struct stat st;
+	const char *bad = NULL;
+	if (o->nvme_offload_enabled && o->nvme_offload_path) {
+		if (stat(o->nvme_offload_path, &st))
+			bad = strerror(errno);
+		else if (!S_ISDIR(st.st_mode))
+			bad = "not a directory";
+		else if (access(o->nvme_offload_path, W_OK | X_OK))
+			bad = strerror(errno);
+	}
+	if (bad)
+		fail(l, "FT_NVME_OFFLOAD_PATH=%s is not a directory this process can write to "
+		     "(%s): create it (mkdir -p) or point it at one on a local disk",
+		     o->nvme_offload_path, bad);
 	if (o->nvme_alignment_bytes & (o->nvme_alignment_bytes - 1))
 		fail(l, "FT_NVME_ALIGNMENT_BYTES=%ld is not a power of two (the disk's block size, "
 		     "4096 on most): set 512, 4096, ...", o->nvme_alignment_bytes);
