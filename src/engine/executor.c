@@ -357,6 +357,13 @@ static uint32_t ahead(const struct ft_offload *o, int t)
 	return o->cur < 0 ? 0 : (uint32_t)(t - o->cur + (int)o->ntraps) % o->ntraps;
 }
 
+/* Whether trap t goes on from the shadow position o->alt: at it, or one
+ * or two traps after it. */
+static int shadowed(const struct ft_offload *o, int t)
+{
+	return o->alt >= 0 && (uint32_t)(t - o->alt + (int)o->ntraps) % o->ntraps <= 2;
+}
+
 /* What the reference from word words[i] of kern to trap t says about the
  * pass (ft_kernel_turn; only references to offloaded traps are counted):
  * -1, nothing (a word that points all over the pass: no read); 1, it is where the
@@ -365,9 +372,14 @@ static uint32_t ahead(const struct ft_offload *o, int t)
  * loaded, the position stays; any reference to a trap read all over the
  * pass, which ATen's cat metadata carries in slots it does not read).
  * While the position is not sure (sure_after), no reference is judged by
- * it or counted: each places it, but for a word already known to roam. */
+ * it or counted: each places it, but for a word already known to roam.
+ * An out-of-turn reference to an offloaded trap that goes on from the
+ * shadow (the latest such reference's trap) is not counted either, and is
+ * loaded whatever its word's verdict: the references of a pass the
+ * position has lost go on in order from one another, and judging them by
+ * the position would drop its reads (*odd: t is out of turn). */
 static int turn(const struct ft_offload *o, CUstream s, struct ft_kernel *kern,
-		const uint16_t *words, unsigned i, int t)
+		const uint16_t *words, unsigned i, int t, int *odd)
 {
 	/* the position is the latest launch's: of a launch on another stream
 	 * (another thread's forward) it says nothing, and a word judged by it
@@ -376,10 +388,49 @@ static int turn(const struct ft_offload *o, CUstream s, struct ft_kernel *kern,
 	if (!kern || !words || (o->cur >= 0 && s != o->cur_stream))
 		return 1;
 	int off = o->t[t].block >= 0, in = ahead(o, t) <= 2, sure = o->cur >= 0 && o->cur_sure;
-	int c = ft_kernel_turn(kern, words[i], in, off && sure);
+	int alt = sure && off && !in && shadowed(o, t);
+	int c = ft_kernel_turn(kern, words[i], in, off && sure && !alt);
 	if (!sure)
 		return c < 0 ? -1 : 1;
-	return in || c > 0 ? 1 : c < 0 ? -1 : 0;
+	if (in || c > 0)
+		return 1;
+	*odd = off;
+	return alt ? 0 : c < 0 ? -1 : 0;
+}
+
+/* The shadow after a launch on the position's stream whose references to
+ * offloaded traps out of turn went to odd[0..nodd), placed says whether
+ * one of its references placed the pass.  A pass whose position was sure
+ * but wrong (a stale word to a later trap from a kernel too new to be
+ * known placed it; a prefill's new GEMM kernels read where the plan's pass
+ * does not begin) reads out of turn in order: when the shadow steps on
+ * twice with no placing reference meanwhile, the position moves to it.
+ * References out of turn that do not go on from one another (a roaming
+ * word's) only move the shadow.  Returns the position. */
+static int shadow(struct ft_offload *o, int cur, int placed, const int *odd, int nodd)
+{
+	if (placed || cur < 0 || !o->cur_sure) {
+		o->alt = -1;
+		o->alt_steps = 0;
+		return cur;
+	}
+	for (int k = 0; k < nodd; k++) {
+		uint32_t d = o->alt < 0 ? 3 : (uint32_t)(odd[k] - o->alt + (int)o->ntraps) % o->ntraps;
+		if (d == 0)
+			continue;
+		o->alt_steps = d <= 2 ? o->alt_steps + 1 : 0;
+		o->alt = odd[k];
+	}
+	if (o->alt_steps < 2)
+		return cur;
+	FT_STAT_INC(o->stats, offload_relocations);
+	ft_info_once("the pass's position was at trap %d while launches read traps "
+		     "out of its turn in order, up to trap %d: it moved there (offload_relocations)",
+		     cur, o->alt);
+	cur = o->alt;
+	o->alt = -1;
+	o->alt_steps = 0;
+	return cur;
 }
 
 /* Whether the position is sure after a launch moved it from o->cur to cur:
@@ -631,10 +682,12 @@ static void ignored_slices(struct ft_offload *o, const int *ignored,
 /* The traps a launch reads, at most FT_OFF_TOUCHED, into touched[0..):
  * moves[k] says whether a reference to touched[k] places the pass.  The
  * traps linked to the weights read come last: they cannot crowd out the
- * ones read directly.  Under o->lock. */
+ * ones read directly.  The offloaded traps referred to out of the pass's
+ * turn go to odd[0..*nodd) (shadow).  Under o->lock. */
 static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const uint16_t *words,
 		  unsigned n, unsigned nstale, struct ft_kernel *kern, const char *kernel,
-		  int *touched, int *moves, struct ft_off_need *needs, int *nread)
+		  int *touched, int *moves, struct ft_off_need *needs, int *nread, int *odd,
+		  int *nodd)
 {
 	int nt = 0, nl = 0, linked[FT_OFF_TOUCHED], ni = 0, ignored[FT_OFF_TOUCHED];
 	struct ft_off_need ineeds[FT_OFF_TOUCHED];
@@ -676,7 +729,10 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 				linked[nl++] = k;
 			continue;
 		}
-		int where = turn(o, s, kern, words, i, t);
+		int out = 0;
+		int where = turn(o, s, kern, words, i, t, &out);
+		if (out && *nodd < FT_OFF_TOUCHED && among(odd, *nodd, t) < 0)
+			odd[(*nodd)++] = t;
 		if (where < 0) {
 			if (o->t[t].block >= 0) {
 				FT_STAT_INC(o->stats, offload_roaming_refs);
@@ -831,20 +887,27 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 {
 	if (!o->active || !(n + nstale || o->gpu))
 		return;
-	int touched[FT_OFF_TOUCHED], moves[FT_OFF_TOUCHED];
+	int touched[FT_OFF_TOUCHED], moves[FT_OFF_TOUCHED], odd[FT_OFF_TOUCHED], nodd = 0;
 	struct ft_off_need needs[FT_OFF_TOUCHED];
 	ft_off_lock(o);
 	ft_off_demote_pending(o); /* traps that had to come back while a capture was under way */
 	int nread;
-	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, needs, &nread);
+	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, needs, &nread,
+			odd, &nodd);
 	if (!nt) {
+		if (nodd && !o->cap_id)
+			o->cur = shadow(o, o->cur, 0, odd, nodd);
 		pthread_mutex_unlock(&o->lock);
 		return;
 	}
 	verify_others(o, s, touched, nt);
-	int cur = position(o, touched, moves, nt);
+	int cur = position(o, touched, moves, nt), placed = 0;
 	if (!o->cap_id && o->cur >= 0 && cur < o->cur)
 		ignored_pass(o); /* a pass begins */
+	for (int k = 0; k < nread; k++)
+		placed |= moves[k];
+	if (!o->cap_id && (placed || nodd))
+		cur = shadow(o, cur, placed, odd, nodd);
 	for (int k = 0; !o->cap_id && o->seen && k < nread; k++)
 		o->seen[touched[k]] |= 1;
 	if (o->cap_id && o->cap_first < 0)

@@ -341,6 +341,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->sums_gpu = c->sums;
 	o->chunk = vmm->chunk;
 	o->cur = -1;
+	o->alt = -1;
 	o->gcur = -1;
 	if (!nblocks || vmm->state <= 0)
 		FAIL("no VMM-backed allocations (FT_VMM_MIN_BYTES=0, or VMM unusable)");

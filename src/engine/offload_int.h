@@ -216,6 +216,11 @@ struct ft_offload {
 	int cur;                            /* trap of the latest launch that read one */
 	int cur_sure;                       /* cur is confirmed (executor.c: sure_after):
 					       references are judged in or out of turn */
+	int alt;                            /* while cur is sure: the trap of the latest
+					       reference out of its turn, where the pass
+					       may really be (executor.c: shadow); -1 none */
+	uint32_t alt_steps;                 /* launches that stepped alt one or two traps
+					       on, none placing the pass meanwhile */
 	/* FT_EXPERT_PAGING: bumped by every eager reference to a weight that
 	 * is read whole (no views: a layer's dense weights), and wherever the
 	 * eager position is lost (captures, replays): a loop over routed
@@ -242,6 +247,8 @@ static inline void ft_off_position_lost(struct ft_offload *o)
 {
 	o->cur = -1;
 	o->cur_sure = 0;
+	o->alt = -1;
+	o->alt_steps = 0;
 	o->slice_epoch++;
 }
 

@@ -184,6 +184,31 @@ static uint64_t extent(int id, uint64_t o)
 	return size_of[id] - o;
 }
 
+/* Kernels whose parameter words are the weights they read: the GEMMs. */
+static int gemm(const char *name)
+{
+	return !strncmp(name, "nvjet", 5) || strstr(name, "gemm") || strstr(name, "Gemm");
+}
+
+/* The references a[0..n) (not stale) into offloaded bytes whose trap is not
+ * in its block after the launch: a read the executor dropped. */
+static unsigned unserved_reads(const struct ft_offload *o, const uint64_t *a, unsigned n)
+{
+	unsigned bad = 0;
+	for (unsigned i = 0; i < n; i++)
+		for (uint32_t k = 0; k < o->nw; k++) {
+			const struct ft_off_weight *w = &o->w[k];
+			if (a[i] < w->lo || a[i] >= w->hi || w->trap >= o->ntraps)
+				continue;
+			int b = o->t[w->trap].block;
+			if (b >= 0 && ft_off_weight_offloaded(o, (int)k, a[i]) &&
+			    o->b[b].occupant != (int)w->trap)
+				bad++;
+			break;
+		}
+	return bad;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 4)
@@ -301,6 +326,14 @@ int main(int argc, char **argv)
 	printf("%u weights in %u traps; %.1f MiB offloaded, %u blocks of %.1f MiB\n", nw, ntraps,
 	       (double)moved / 1048576.0, nb, (double)bb / 1048576.0);
 
+	/* EXEC_REPLAY_MISPLACE=F:T[:L]: at forward F's launch L (default 0)
+	 * the position is at trap T, and sure */
+	int misplace = 0, mis_fwd = 0, mis_trap = 0, mis_at = 0, nth = 0;
+	unsigned long long unserved = 0;
+	if (getenv("EXEC_REPLAY_MISPLACE"))
+		misplace = sscanf(getenv("EXEC_REPLAY_MISPLACE"), "%d:%d:%d", &mis_fwd, &mis_trap,
+				  &mis_at) >= 2;
+
 	/* the INFERENCE forwards, launch by launch */
 	static struct { char *name; struct ft_kernel *k; } kerns[4096];
 	unsigned nk = 0;
@@ -349,7 +382,16 @@ int main(int argc, char **argv)
 				}
 				CUstream s = (CUstream)(uintptr_t)strtoull(
 					cJSON_GetObjectItem(r, "stream")->valuestring, NULL, 16);
+				if (misplace && fwd == mis_fwd && nth++ == mis_at) {
+					/* the position sure but wrong (a stale
+					 * word's placing, another layout's pass) */
+					o->cur = mis_trap, o->cur_sure = 1, o->cur_stream = s;
+					misplace = 0;
+				}
 				ft_off_launch(o, s, a, wd, n, all - n, k < nk ? kerns[k].k : NULL, name);
+				ft_off_launched(o);
+				if (gemm(name))
+					unserved += unserved_reads(o, a, n);
 			} else if (!strcmp(ev(r), "copy") || !strcmp(ev(r), "memset")) {
 				const cJSON *d = cJSON_GetObjectItem(r, "dst_id"), *s = cJSON_GetObjectItem(r, "src_id");
 				uint64_t bytes = (uint64_t)num(r, "bytes");
@@ -383,6 +425,14 @@ int main(int argc, char **argv)
 	if (!fwd || conflicts) {
 		fprintf(stderr, "FAIL: %d forwards, %llu launches read two traps of one block\n", fwd,
 			conflicts);
+		failures++;
+	}
+	printf("%llu reads of GEMM kernels from offloaded traps not in their blocks; the position "
+	       "moved to its shadow %llu times\n", unserved,
+	       (unsigned long long)ft_stats_read(&stats, FT_STAT_offload_relocations));
+	if (unserved) {
+		fprintf(stderr, "FAIL: %llu GEMM reads of weights the executor did not load\n",
+			unserved);
 		failures++;
 	}
 	if (misses > (unsigned long long)fwd * 2) {
