@@ -11,8 +11,6 @@
 #include "ft/shm.h"
 #include "learn_int.h"
 
-#define FT_SHM_SHARED_PROFILES 0
-
 static const char *const pass_sources[] = { "none", "eager", "graph", "mark" };
 
 void ft_learn_alloc(struct ft_learn *L, uint64_t id)
@@ -329,15 +327,8 @@ int ft_learn_init(struct ft_learn *L, const struct ft_learn_env *env)
 		return -1;
 	ft_phases_init(&L->phases, 1, 1);
 	ft_learn_phase_counts(L);
-	/* Profiles shared beside the segments (FT_SHM_ENABLED without
-	 * FT_PROFILE_STORAGE_DIR) are off: on an H100 the benchmark's second
-	 * process took the first one's plan after one pass and then judged
-	 * every GEMM's weight reference stale (its launches were never
-	 * profiled in that process), loaded nothing, and its outputs were
-	 * wrong.  On again once the adopted-plan path learns its kernels'
-	 * reference words. */
 	const struct ft_options *o = env->opt;
-	if (FT_SHM_SHARED_PROFILES && o->shm_enabled && o->shm_dir && !o->profile_storage_dir &&
+	if (o->shm_enabled && o->shm_dir && !o->profile_storage_dir &&
 	    o->source[FT_OPT_profile_storage_dir] == FT_SRC_DEFAULT) {
 		if (ft_shm_profile_path(o->shm_dir, o->shm_namespace, L->shm_prof, sizeof(L->shm_prof)))
 			L->shm_prof[0] = 0;
