@@ -12,11 +12,17 @@
  * report on stderr at the end.
  * OFFLOAD_MIB=n makes every tensor n MiB (default 4).
  * usage: offload OUT [modify | graph | mixed | early | stale | shared | stray | roam |
- *                    tail | built | ...]
+ *                    tail | built | prefill | ...]
  *   built: the model is built on the device: each weight written by a
  *   kernel from a staging tensor (its initialiser); the first three
  *   forwards begin with a kernel whose second word still holds the last
  *   weight written (a stale slot).
+ *   prefill: from step 14 every other forward is a "prefill": a new kernel
+ *   first carries, launch after launch, layers 0 to 3's first weights in
+ *   its second word (stale slots that step on in the pass's turn: the
+ *   position is sure there, and wrong), then the forward runs on another
+ *   kernel (new to the library at the first prefill, as a prefill's GEMMs
+ *   are), embedding included.
  *   modify: after step 10 the program rewrites a weight with a host copy
  *   and reads another back (a checkpoint); the outputs must still match a
  *   run without the library that does the same.
@@ -150,9 +156,20 @@ static void vec_add(CUdeviceptr a, CUdeviceptr x, CUdeviceptr c)
 }
 
 static int built;      /* built: the model built on the device (weights written by kernels) */
+static int prefills;   /* prefill: every other forward from step 14 on another kernel */
+static CUfunction add2;
 
 static void forward(int step)
 {
+	CUfunction gemm = add;
+	if (prefills && step >= 14 && step % 2 == 0) {
+		for (int l = 0; l < 4; l++) {
+			CUdeviceptr p[4] = { h, w[l][0], 0, 0 };
+			void *a[] = { &p[0], &p[1], &p[2], &p[3] };
+			cuLaunchKernel(touch, 1, 1, 1, 1, 1, 1, 0, stream, a, NULL);
+		}
+		add = add2;
+	}
 	vec_add(inp, emb, h);
 	if (built && step < 3) {
 		/* a kernel new to the library whose second word still holds
@@ -250,6 +267,7 @@ static void forward(int step)
 		}
 	}
 	vec_add(h, head, out);
+	add = gemm;
 }
 
 /* pieces: the embedding (0), each layer (1 + l) and the head (LAYERS + 1),
@@ -430,6 +448,7 @@ int main(int argc, char **argv)
 	moe = argc > 2 && !strcmp(argv[2], "moe");
 	roam = argc > 2 && !strcmp(argv[2], "roam");
 	built = argc > 2 && !strcmp(argv[2], "built");
+	prefills = argc > 2 && !strcmp(argv[2], "prefill");
 	if (argc > 2 && !strcmp(argv[2], "tail"))
 		tail_from = 12;
 	CUgraphExec exec = NULL;
@@ -443,6 +462,7 @@ int main(int argc, char **argv)
 	add = fake_function("vec_add");
 	touch = fake_function("touch4");
 	add_ind = fake_function("vec_add_ind");
+	add2 = fake_function("vec_add2");
 	if (built) { /* (the initialisers add it) */
 		cuMemAlloc_v2(&zero, N * sizeof(float));
 		fill(zero, 0.0f);

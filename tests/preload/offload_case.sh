@@ -23,7 +23,8 @@
 # edges in it (early-pdl); on a restart with the profile.json of the first
 # start, the plan comes after the first forward and the graph pages itself
 # (early-restart), also for a model built on the device, whose first forward
-# carries a stale pointer to the last weight built (built), also after
+# carries a stale pointer to the last weight built (built), and for forwards
+# on new kernels after stale slots placed the pass wrong (prefill), also after
 # cuGraphExecUpdate (update) and new kernel node
 # parameters (params), not after another change to one of its nodes
 # (enabled), a graph per piece of the pass at its launch boundaries
@@ -903,6 +904,16 @@ moe)
 	logs moe "weights whose reads interleave.*joined"
 	is moe shared_weights -eq 0
 	is moe offload_slice_copies -gt 0
+	;;
+prefill)
+	# every other forward on new kernels after stale slots that place the
+	# pass at layer 3 (sure, and wrong): the new GEMM word must not be
+	# judged roaming and layers dropped; the shadow moves the position
+	plain plain-prefill prefill
+	run prefill prefill
+	same plain-prefill prefill
+	is prefill offload_relocations -gt 0
+	is prefill offload_roaming_refs -eq 0
 	;;
 roam)
 	# a new kernel whose word always points three layers on: four loads (a
