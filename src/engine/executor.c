@@ -399,27 +399,44 @@ static int turn(const struct ft_offload *o, CUstream s, struct ft_kernel *kern,
 }
 
 /* The shadow after a launch on the position's stream whose references to
- * offloaded traps out of turn went to odd[0..nodd), placed says whether
- * one of its references placed the pass.  A pass whose position was sure
- * but wrong (a stale word to a later trap from a kernel too new to be
- * known placed it; a prefill's new GEMM kernels read where the plan's pass
- * does not begin) reads out of turn in order: when the shadow steps on
- * twice with no placing reference meanwhile, the position moves to it.
- * References out of turn that do not go on from one another (a roaming
- * word's) only move the shadow.  Returns the position. */
-static int shadow(struct ft_offload *o, int cur, int placed, const int *odd, int nodd)
+ * offloaded traps out of turn went to odd[0..nodd); moved says whether a
+ * reference of it moved the pass on.  A pass whose position was sure but
+ * wrong (a stale word to a later trap from a kernel too new to be known
+ * placed it; a prefill's new GEMM kernels read where the plan's pass does
+ * not begin) reads out of turn in order: when the shadow steps on in two
+ * launches with the position not moving meanwhile, the position moves to
+ * it.  (Only a move resets the shadow: a stale word that keeps placing the
+ * pass where it is must not keep the real reads' stretch from forming.)
+ * A launch steps the shadow once at most: one whose words point at
+ * several layers (ATen's cat metadata) is no stretch.  References out of
+ * turn that do not go on from one another (a roaming word's) only move
+ * the shadow.  Returns the position. */
+static int shadow(struct ft_offload *o, int cur, int moved, const int *odd, int nodd)
 {
-	if (placed || cur < 0 || !o->cur_sure) {
+	if (moved || cur < 0 || !o->cur_sure) {
 		o->alt = -1;
 		o->alt_steps = 0;
 		return cur;
 	}
+	/* the furthest trap one or two on from the shadow; else, with none
+	 * at it either, the furthest from the position starts a new one */
+	int step = -1, far = -1, at = 0;
+	uint32_t best = 0, fd = 0;
 	for (int k = 0; k < nodd; k++) {
 		uint32_t d = o->alt < 0 ? 3 : (uint32_t)(odd[k] - o->alt + (int)o->ntraps) % o->ntraps;
-		if (d == 0)
-			continue;
-		o->alt_steps = d <= 2 ? o->alt_steps + 1 : 0;
-		o->alt = odd[k];
+		uint32_t a = ahead(o, odd[k]);
+		at |= d == 0;
+		if (d >= 1 && d <= 2 && d > best)
+			best = d, step = odd[k];
+		if (a >= fd)
+			fd = a, far = odd[k];
+	}
+	if (step >= 0) {
+		o->alt = step;
+		o->alt_steps++;
+	} else if (!at && far >= 0) {
+		o->alt = far;
+		o->alt_steps = 0;
 	}
 	if (o->alt_steps < 2)
 		return cur;
@@ -901,13 +918,11 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 		return;
 	}
 	verify_others(o, s, touched, nt);
-	int cur = position(o, touched, moves, nt), placed = 0;
+	int cur = position(o, touched, moves, nt);
 	if (!o->cap_id && o->cur >= 0 && cur < o->cur)
 		ignored_pass(o); /* a pass begins */
-	for (int k = 0; k < nread; k++)
-		placed |= moves[k];
-	if (!o->cap_id && (placed || nodd))
-		cur = shadow(o, cur, placed, odd, nodd);
+	if (!o->cap_id && (cur != o->cur || nodd))
+		cur = shadow(o, cur, cur != o->cur, odd, nodd);
 	for (int k = 0; !o->cap_id && o->seen && k < nread; k++)
 		o->seen[touched[k]] |= 1;
 	if (o->cap_id && o->cap_first < 0)
