@@ -322,6 +322,12 @@ static int among(const int *touched, int nt, int t)
 	return -1;
 }
 
+/* How many traps t is after trap from in the pass, cyclically. */
+static uint32_t after(const struct ft_offload *o, int from, int t)
+{
+	return (uint32_t)(t - from + (int)o->ntraps) % o->ntraps;
+}
+
 /* Loads the next offloaded traps after cur whose blocks are free: their
  * previous occupants come later than they do, cyclically (done), and are
  * not read by the launch about to run (touched[0..nt): the release events
@@ -333,7 +339,7 @@ static void prefetch(struct ft_offload *o, int cur, const int *touched, int nt)
 {
 	uint32_t n = o->ntraps, ahead = 0, end = n;
 	if (o->cap_id && o->cap_first >= 0 && o->cap_first != cur)
-		end = (uint32_t)(o->cap_first - cur + (int)n) % n;
+		end = after(o, cur, o->cap_first);
 	for (uint32_t step = 1; step < end && ahead + 1 < o->nblocks; step++) {
 		int t = (int)((cur + step) % n);
 		if (o->t[t].block < 0)
@@ -342,7 +348,7 @@ static void prefetch(struct ft_offload *o, int cur, const int *touched, int nt)
 		int occ = o->b[o->t[t].block].occupant;
 		if (occ == t)
 			continue;
-		if (occ >= 0 && (uint32_t)(occ - cur + (int)n) % n < step)
+		if (occ >= 0 && after(o, cur, occ) < step)
 			break; /* its block still serves a trap before it */
 		if (occ >= 0 && among(touched, nt, occ) >= 0)
 			break;
@@ -354,14 +360,14 @@ static void prefetch(struct ft_offload *o, int cur, const int *touched, int nt)
  * position is unknown). */
 static uint32_t ahead(const struct ft_offload *o, int t)
 {
-	return o->cur < 0 ? 0 : (uint32_t)(t - o->cur + (int)o->ntraps) % o->ntraps;
+	return o->cur < 0 ? 0 : after(o, o->cur, t);
 }
 
 /* Whether trap t goes on from the shadow position o->alt: at it, or one
  * or two traps after it. */
 static int shadowed(const struct ft_offload *o, int t)
 {
-	return o->alt >= 0 && (uint32_t)(t - o->alt + (int)o->ntraps) % o->ntraps <= 2;
+	return o->alt >= 0 && after(o, o->alt, t) <= 2;
 }
 
 /* What the reference from word words[i] of kern to trap t says about the
@@ -423,7 +429,7 @@ static int shadow(struct ft_offload *o, int cur, int moved, const int *odd, int 
 	int step = -1, far = -1, at = 0;
 	uint32_t best = 0, fd = 0;
 	for (int k = 0; k < nodd; k++) {
-		uint32_t d = o->alt < 0 ? 3 : (uint32_t)(odd[k] - o->alt + (int)o->ntraps) % o->ntraps;
+		uint32_t d = o->alt < 0 ? 3 : after(o, o->alt, odd[k]);
 		uint32_t a = ahead(o, odd[k]);
 		at |= d == 0;
 		if (d >= 1 && d <= 2 && d > best)
