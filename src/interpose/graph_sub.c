@@ -240,26 +240,22 @@ out:
 
 /* ---- what a node reads ---- */
 
-/* The addresses kernel node h refers to (the read ones first, *nstale stale
- * ones after): how many are read. */
-static int kernel_refs(CUgraphNode h, uint64_t *a, uint16_t *word, unsigned *nstale,
-		       struct ft_kernel **kern, const char **name)
+/* The addresses a kernel's parameters p refer to (the read ones first,
+ * *nstale stale ones after): how many are read. */
+static int params_refs(const CUDA_KERNEL_NODE_PARAMS *p, uint64_t *a, uint16_t *word,
+		       unsigned *nstale, struct ft_kernel **kern, const char **name)
 {
-	CUDA_KERNEL_NODE_PARAMS p;
-	memset(&p, 0, sizeof(p));
 	*nstale = 0;
 	*kern = NULL;
 	*name = "?";
-	if (ft_g.real.cuGraphKernelNodeGetParams_v2(h, &p))
-		return -1;
 	/* the handle the launch gave: a CUkernel stands for its function */
-	const void *fn = p.kern ? (const void *)p.kern : (const void *)p.func;
+	const void *fn = p->kern ? (const void *)p->kern : (const void *)p->func;
 	const struct ft_kernel *k = ft_kernels_get(&ft_g.kernels, fn);
 	struct ft_refs refs;
 	if (k)
 		*name = k->name;
 	if (ft_scan_launch(&ft_g.reg, ft_g.tmaps, k && k->known ? &k->layout : NULL,
-			   p.kernelParams, p.extra, &refs))
+			   p->kernelParams, p->extra, &refs))
 		return -1;
 	if (k) {
 		ft_kernel_mark_stale(k, &refs);
@@ -269,6 +265,64 @@ static int kernel_refs(CUgraphNode h, uint64_t *a, uint16_t *word, unsigned *nst
 	unsigned n = ft_obs_addrs(&refs, a, word);
 	*nstale = refs.n - n;
 	return (int)n;
+}
+
+/* The same for kernel node h's parameters. */
+static int kernel_refs(CUgraphNode h, uint64_t *a, uint16_t *word, unsigned *nstale,
+		       struct ft_kernel **kern, const char **name)
+{
+	CUDA_KERNEL_NODE_PARAMS p;
+	memset(&p, 0, sizeof(p));
+	if (ft_g.real.cuGraphKernelNodeGetParams_v2(h, &p)) {
+		*nstale = 0;
+		*kern = NULL;
+		*name = "?";
+		return -1;
+	}
+	return params_refs(&p, a, word, nstale, kern, name);
+}
+
+/* The offloaded traps that p's references (stale ones too) fall in, into
+ * rd (at most cap): how many, or -1 when p cannot be scanned. */
+static int params_traps(const CUDA_KERNEL_NODE_PARAMS *p, struct ft_off_read *rd, unsigned cap)
+{
+	uint64_t a[FT_MAX_REFS];
+	uint16_t word[FT_MAX_REFS];
+	unsigned nstale;
+	struct ft_kernel *kern;
+	const char *name;
+	int n = params_refs(p, a, word, &nstale, &kern, &name);
+	if (n < 0)
+		return -1;
+	return (int)ft_off_graph_traps(ft_g.off, a, (unsigned)n + nstale, rd, cap);
+}
+
+void ft_sub_captured_changed(CUgraphExec exec, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	/* (called after the application's setter: the graph's node n keeps
+	 * the parameters it was captured with) */
+	struct ft_graph_exec x;
+	if (!ft_off_active(ft_g.off) || !ft_graphs_exec_get(ft_g.graphs, H(exec), &x) ||
+	    x.how != FT_GRAPH_CAPTURED)
+		return;
+	struct ft_off_read now[FT_GRAPH_READS], was[FT_GRAPH_READS];
+	int nn = params_traps(p, now, FT_GRAPH_READS), nw = -1;
+	if (!nn)
+		return; /* reads nothing offloaded */
+	CUDA_KERNEL_NODE_PARAMS old;
+	memset(&old, 0, sizeof(old));
+	if (nn > 0 && nn <= FT_GRAPH_READS && !ft_g.real.cuGraphKernelNodeGetParams_v2(n, &old))
+		nw = params_traps(&old, was, FT_GRAPH_READS);
+	int covered = nw >= 0 && nw <= FT_GRAPH_READS;
+	for (int i = 0; covered && i < nn; i++) {
+		int in = 0;
+		for (int j = 0; j < nw; j++)
+			in |= now[i].trap == was[j].trap;
+		covered = in;
+	}
+	if (!covered)
+		ft_off_keep_all(ft_g.off, "a kernel node of a CUDA graph captured with its loads "
+					  "got new parameters that read other offloaded weights");
 }
 
 static uint64_t copy_end(CUmemorytype t, CUdeviceptr d)

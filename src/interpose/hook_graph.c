@@ -7,6 +7,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "hooks.h"
 
@@ -127,6 +128,20 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned long lo
 	return rc;
 }
 
+/* The older ABIs (cuGraphInstantiate of CUDA 10, _v2 of 11: no flags, an
+ * error node and a log buffer), which programs built with older headers
+ * still call. */
+#define INSTANTIATE_LOG(sym)                                                   \
+	CUresult sym(CUgraphExec *e, CUgraph g, CUgraphNode *err, char *log, size_t n) \
+	{                                                                      \
+		CUresult rc = FT_CALL(sym, e, g, err, log, n);                 \
+		if (OBSERVING())                                               \
+			instantiated(#sym, g, e, 0, rc);                       \
+		return rc;                                                     \
+	}
+INSTANTIATE_LOG(cuGraphInstantiate)
+INSTANTIATE_LOG(cuGraphInstantiate_v2)
+
 #define INSTANTIATE_PARAMS(sym)                                                \
 	CUresult sym(CUgraphExec *e, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS *p) \
 	{                                                                      \
@@ -194,8 +209,7 @@ CUresult cuGraphDestroy(CUgraph g)
  * allow.  The new graph gets an executable of its own, launched in the
  * application's place: the update succeeds as it would without the
  * library.  0, or -1 (the driver's answer stands). */
-static int update_paged(CUgraphExec e, CUgraph g, unsigned long long flags,
-			CUgraphExecUpdateResultInfo *info)
+static int update_paged(CUgraphExec e, CUgraph g, unsigned long long flags)
 {
 	struct ft_graph_exec x;
 	CUgraphExec sub = NULL;
@@ -213,53 +227,81 @@ static int update_paged(CUgraphExec e, CUgraph g, unsigned long long flags,
 	x.how = FT_GRAPH_SUBSTITUTE;
 	ft_graphs_exec_set(ft_g.graphs, H(e), &x);
 	FT_STAT_INC(&ft_g.stats, graphs_substituted);
-	if (info)
-		*info = (CUgraphExecUpdateResultInfo){ .result = CU_GRAPH_EXEC_UPDATE_SUCCESS };
 	return 0;
 }
 
-/* The application's executable now runs graph g: its clone, its paging
- * and what it reads are g's. */
-CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *info)
+/* The application's executable now runs graph g (rc: the driver's answer
+ * to the update): its clone, its paging and what it reads are g's.  The
+ * answer to give; *made_good: a refused update was made good
+ * (update_paged), and the caller reports success. */
+static CUresult updated(const char *api, CUgraphExec e, CUgraph g, CUresult rc, int *made_good)
 {
-	CUresult rc = FT_CALL(cuGraphExecUpdate_v2, e, g, info);
+	*made_good = 0;
 	if (!OBSERVING())
 		return rc;
 	struct ft_graph_exec x;
 	unsigned long long flags = ft_graphs_exec_get(ft_g.graphs, H(e), &x) ? x.flags : 0;
 	if (rc != CUDA_SUCCESS) {
-		if (ft_off_active(ft_g.off) && !update_paged(e, g, flags, info))
+		if (ft_off_active(ft_g.off) && !update_paged(e, g, flags)) {
 			rc = CUDA_SUCCESS;
-		ft_obs_event("graph_exec_update", "cuGraphExecUpdate_v2", rc, "exec", H(e),
-			     "graph", H(g));
+			*made_good = 1;
+		}
+		ft_obs_event("graph_exec_update", api, rc, "exec", H(e), "graph", H(g));
 		return rc;
 	}
 	ft_graphs_exec_destroy(ft_g.graphs, H(e));
 	const char *unkept;
 	ft_graphs_instantiate(ft_g.graphs, H(g), H(e), ft_sub_keep(g, flags, &unkept), flags);
 	planned(e, unkept);
-	ft_obs_event("graph_exec_update", "cuGraphExecUpdate_v2", rc, "exec", H(e), "graph",
-		     H(g));
+	ft_obs_event("graph_exec_update", api, rc, "exec", H(e), "graph", H(g));
+	return rc;
+}
+
+CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo *info)
+{
+	int made_good;
+	CUresult rc = updated("cuGraphExecUpdate_v2", e, g, FT_CALL(cuGraphExecUpdate_v2, e, g, info),
+			      &made_good);
+	if (made_good && info)
+		*info = (CUgraphExecUpdateResultInfo){ .result = CU_GRAPH_EXEC_UPDATE_SUCCESS };
+	return rc;
+}
+
+/* The CUDA 10.2-11 ABI of the same. */
+CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
+			   CUgraphExecUpdateResult *result)
+{
+	int made_good;
+	CUresult rc = updated("cuGraphExecUpdate", e, g, FT_CALL(cuGraphExecUpdate, e, g, err, result),
+			      &made_good);
+	if (made_good) {
+		if (err)
+			*err = NULL;
+		if (result)
+			*result = CU_GRAPH_EXEC_UPDATE_SUCCESS;
+	}
 	return rc;
 }
 
 /* A kernel node's new parameters reach the substitute: the clone takes
  * them (the node found through the application's graph, which lives while
- * its nodes are used) and the substitute is made again. */
-CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
-					   const CUDA_KERNEL_NODE_PARAMS *p)
+ * its nodes are used) and the executable is planned again (a substitute
+ * made again, or launch-boundary paging of what it reads now). */
+static void kernel_node_changed(CUgraphExec e, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
 {
-	CUresult rc = FT_CALL(cuGraphExecKernelNodeSetParams_v2, e, n, p);
 	struct ft_graph_exec x;
-	if (rc != CUDA_SUCCESS || !OBSERVING() || !ft_graphs_exec_get(ft_g.graphs, H(e), &x) ||
-	    !x.kept)
-		return rc;
+	if (!ft_graphs_exec_get(ft_g.graphs, H(e), &x))
+		return;
+	if (!x.kept) {
+		ft_sub_captured_changed(e, n, p);
+		return;
+	}
 	CUgraphNode c = NULL;
 	if (ft_g.real.cuGraphNodeFindInClone(&c, n, (CUgraph)(uintptr_t)x.kept) ||
 	    ft_g.real.cuGraphKernelNodeSetParams_v2(c, p)) {
 		/* the clone no longer describes the executable */
 		ft_sub_unpageable(e, "a kernel node got new parameters its kept clone cannot take");
-		return rc;
+		return;
 	}
 	/* the references recorded at capture may be stale now: a substitute
 	 * reads the clone's nodes again */
@@ -271,20 +313,58 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
 	}
 	ft_graphs_exec_set(ft_g.graphs, H(e), &x);
 	ft_sub_plan(e);
+}
+
+CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
+					   const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	CUresult rc = FT_CALL(cuGraphExecKernelNodeSetParams_v2, e, n, p);
+	if (rc == CUDA_SUCCESS && OBSERVING())
+		kernel_node_changed(e, n, p);
 	return rc;
 }
 
-/* Any other change to a node of an executable that a substitute replaces:
- * the application's executable takes it, the substitute could not follow,
- * so what it reads comes back to the GPU and the executable runs itself. */
+/* Any other change to a node of an executable that the library pages (a
+ * substitute replaces it, or its launch waits for the traps it read): the
+ * application's executable takes it, the library could not follow, so
+ * what it reads comes back to the GPU and the executable runs itself. */
 static void exec_changed(CUgraphExec e, const char *api)
 {
 	struct ft_graph_exec x;
 	char why[96];
-	if (!ft_graphs_exec_get(ft_g.graphs, H(e), &x) || x.how != FT_GRAPH_SUBSTITUTE)
+	if (!ft_graphs_exec_get(ft_g.graphs, H(e), &x) ||
+	    (x.how != FT_GRAPH_SUBSTITUTE && x.how != FT_GRAPH_BOUNDARY))
+		return;
+	/* a node switched on or off reads nothing the capture did not show:
+	 * the launch still waits for everything it read */
+	if (x.how == FT_GRAPH_BOUNDARY && !strcmp(api, "cuGraphNodeSetEnabled"))
 		return;
 	snprintf(why, sizeof(why), "%s changed one of its nodes", api);
 	ft_sub_unpageable(e, why);
+}
+
+/* The generic setter (CUDA 12.2): a kernel node's change is followed as
+ * through cuGraphExecKernelNodeSetParams (the two parameter structs have
+ * one layout), any other as exec_changed. */
+CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p)
+{
+	CUresult rc = FT_CALL(cuGraphExecNodeSetParams, e, n, p);
+	if (rc != CUDA_SUCCESS || !OBSERVING())
+		return rc;
+	if (p && p->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+		const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
+		CUDA_KERNEL_NODE_PARAMS kp = {
+			.func = k->func, .gridDimX = k->gridDimX, .gridDimY = k->gridDimY,
+			.gridDimZ = k->gridDimZ, .blockDimX = k->blockDimX,
+			.blockDimY = k->blockDimY, .blockDimZ = k->blockDimZ,
+			.sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
+			.extra = k->extra, .kern = k->kern, .ctx = k->ctx,
+		};
+		kernel_node_changed(e, n, &kp);
+	} else {
+		exec_changed(e, "cuGraphExecNodeSetParams");
+	}
+	return rc;
 }
 
 #define EXEC_NODE_SET(sym, T)                                                  \
@@ -303,7 +383,6 @@ static void exec_changed(CUgraphExec e, const char *api)
 			exec_changed(e, #sym);                                 \
 		return rc;                                                     \
 	}
-EXEC_NODE_SET(cuGraphExecNodeSetParams, CUgraphNodeParams *)
 EXEC_NODE_SET_CTX(cuGraphExecMemcpyNodeSetParams, const CUDA_MEMCPY3D *)
 EXEC_NODE_SET_CTX(cuGraphExecMemsetNodeSetParams, const CUDA_MEMSET_NODE_PARAMS *)
 EXEC_NODE_SET(cuGraphExecHostNodeSetParams, const CUDA_HOST_NODE_PARAMS *)

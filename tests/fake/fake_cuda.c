@@ -23,6 +23,8 @@
 #include "ft/codec.h"
 
 #undef cuGetProcAddress
+#undef cuGraphInstantiate
+#undef cuGraphExecUpdate
 #define API __attribute__((visibility("default")))
 #define H(x) ((void *)(uintptr_t)(x))
 
@@ -1292,6 +1294,22 @@ API CUresult cuGraphInstantiateWithFlags(CUgraphExec *e, CUgraph g, unsigned lon
 	return CUDA_SUCCESS;
 }
 
+/* The CUDA 10 and 11 ABIs (an error node and a log buffer, no flags). */
+API CUresult cuGraphInstantiate_v2(CUgraphExec *e, CUgraph g, CUgraphNode *err, char *log,
+				   size_t n)
+{
+	if (err)
+		*err = NULL;
+	if (log && n)
+		log[0] = 0;
+	return cuGraphInstantiateWithFlags(e, g, 0);
+}
+
+API CUresult cuGraphInstantiate(CUgraphExec *e, CUgraph g, CUgraphNode *err, char *log, size_t n)
+{
+	return cuGraphInstantiate_v2(e, g, err, log, n);
+}
+
 API CUresult cuGraphExecDestroy(CUgraphExec e)
 {
 	free(e);
@@ -1335,6 +1353,19 @@ API CUresult cuGraphExecUpdate_v2(CUgraphExec e, CUgraph hGraph, CUgraphExecUpda
 	return CUDA_SUCCESS;
 }
 
+/* The CUDA 10.2-11 ABI of the same. */
+API CUresult cuGraphExecUpdate(CUgraphExec e, CUgraph g, CUgraphNode *err,
+			       CUgraphExecUpdateResult *result)
+{
+	CUgraphExecUpdateResultInfo info;
+	CUresult rc = cuGraphExecUpdate_v2(e, g, &info);
+	if (err)
+		*err = NULL;
+	if (result)
+		*result = info.result;
+	return rc;
+}
+
 /* The exec's node of the same index as h (a node of its graph). */
 API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode h,
 					       const CUDA_KERNEL_NODE_PARAMS *p)
@@ -1344,6 +1375,21 @@ API CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode h,
 	if (i >= x->n)
 		return CUDA_ERROR_INVALID_VALUE;
 	return set_kernel_params(&x->r[i], p);
+}
+
+/* The generic setter: kernel nodes only here. */
+API CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode h, CUgraphNodeParams *p)
+{
+	if (!p || p->type != CU_GRAPH_NODE_TYPE_KERNEL)
+		return CUDA_ERROR_NOT_SUPPORTED;
+	const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
+	CUDA_KERNEL_NODE_PARAMS kp = { .func = k->func, .gridDimX = k->gridDimX,
+				       .gridDimY = k->gridDimY, .gridDimZ = k->gridDimZ,
+				       .blockDimX = k->blockDimX, .blockDimY = k->blockDimY,
+				       .blockDimZ = k->blockDimZ, .sharedMemBytes = k->sharedMemBytes,
+				       .kernelParams = k->kernelParams, .extra = k->extra,
+				       .kern = k->kern, .ctx = k->ctx };
+	return cuGraphExecKernelNodeSetParams_v2(e, h, &kp);
 }
 
 /* An executable's node (named by its graph's node) on or off. */
@@ -1446,7 +1492,9 @@ static const struct row rows[] = {
 	R("cuStreamBeginCapture", 10010, 0, cuStreamBeginCapture_v2),
 	R("cuStreamEndCapture", 10000, 0, cuStreamEndCapture),
 	R("cuStreamGetCaptureInfo", 12030, 0, cuStreamGetCaptureInfo_v3),
-	R("cuGraphInstantiate", 11040, 0, cuGraphInstantiateWithFlags),
+	R("cuGraphInstantiate", 10000, 0, cuGraphInstantiate),
+	R("cuGraphInstantiate", 11000, 0, cuGraphInstantiate_v2),
+	R("cuGraphInstantiate", 12000, 0, cuGraphInstantiateWithFlags),
 	R("cuGraphInstantiateWithFlags", 11040, 0, cuGraphInstantiateWithFlags),
 	R("cuGraphLaunch", 10000, 0, cuGraphLaunch),
 	R("cuStreamBeginCaptureToGraph", 12030, 0, cuStreamBeginCaptureToGraph),
@@ -1464,8 +1512,10 @@ static const struct row rows[] = {
 	R("cuGraphAddDependencies", 12030, 0, cuGraphAddDependencies_v2),
 	R("cuGraphDestroy", 10000, 0, cuGraphDestroy),
 	R("cuGraphExecDestroy", 10000, 0, cuGraphExecDestroy),
+	R("cuGraphExecUpdate", 10020, 0, cuGraphExecUpdate),
 	R("cuGraphExecUpdate", 12000, 0, cuGraphExecUpdate_v2),
 	R("cuGraphExecKernelNodeSetParams", 12000, 0, cuGraphExecKernelNodeSetParams_v2),
+	R("cuGraphExecNodeSetParams", 12020, 0, cuGraphExecNodeSetParams),
 	R("cuGraphNodeSetEnabled", 11060, 0, cuGraphNodeSetEnabled),
 };
 

@@ -37,10 +37,15 @@
  *   graph is paged by a substitute.
  *   update: as early, and at step 16 the forward is captured again into a
  *   new graph that cuGraphExecUpdate puts into the executable.
+ *   OFFLOAD_LEGACY=1 (with early, update, pieces): executables are made and
+ *   updated through the CUDA 10.2-11 ABIs (cuGraphInstantiate_v2,
+ *   cuGraphExecUpdate), found as a CUDA 11 runtime finds them.
  *   params: as early (the graph kept), and at step 16 the executable's
  *   second node (layer 0's first weight) gets new parameters: it reads
  *   layer 1's first weight instead (cuGraphExecKernelNodeSetParams): the
- *   substitute is built again from the changed clone.
+ *   substitute is built again from the changed clone (OFFLOAD_GENERIC=1:
+ *   through cuGraphExecNodeSetParams; OFFLOAD_CAPTURE_AT=12: the graph is
+ *   captured after the plan, with its loads, and has no clone).
  *   enabled: as early (the graph kept), and at step 16 the program switches
  *   the executable's first node off (cuGraphNodeSetEnabled): the substitute
  *   cannot follow such a change, so what the graph reads comes back and the
@@ -311,13 +316,54 @@ static void forward_pieces(CUgraphExec *pe)
 
 static CUgraph kept; /* enabled: the graph is kept, for its nodes */
 
+/* OFFLOAD_LEGACY=1: executables made and updated through the CUDA 10.2-11
+ * ABIs (error node and log buffer, no flags), looked up as a CUDA 11
+ * runtime does, by cuGetProcAddress at version 11000. */
+typedef CUresult (*legacy_instantiate_fn)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
+typedef CUresult (*legacy_update_fn)(CUgraphExec, CUgraph, CUgraphNode *,
+				     CUgraphExecUpdateResult *);
+static legacy_instantiate_fn legacy_instantiate;
+static legacy_update_fn legacy_update;
+
+static int legacy_lookup(void)
+{
+	if (!getenv("OFFLOAD_LEGACY"))
+		return 0;
+	if (cuGetProcAddress_v2("cuGraphInstantiate", (void **)&legacy_instantiate, 11000, 0,
+				NULL) != CUDA_SUCCESS ||
+	    cuGetProcAddress_v2("cuGraphExecUpdate", (void **)&legacy_update, 11000, 0, NULL) !=
+		    CUDA_SUCCESS ||
+	    !legacy_instantiate || !legacy_update) {
+		fprintf(stderr, "legacy entry points not found\n");
+		return -1;
+	}
+	return 0;
+}
+
+static CUresult instantiate(CUgraphExec *exec, CUgraph g)
+{
+	char log[64];
+	CUgraphNode err;
+	return legacy_instantiate ? legacy_instantiate(exec, g, &err, log, sizeof(log))
+				  : cuGraphInstantiateWithFlags(exec, g, 0);
+}
+
+static CUresult update_exec(CUgraphExec exec, CUgraph g)
+{
+	CUgraphExecUpdateResultInfo info;
+	CUgraphExecUpdateResult result;
+	CUgraphNode err;
+	return legacy_update ? legacy_update(exec, g, &err, &result)
+			     : cuGraphExecUpdate_v2(exec, g, &info);
+}
+
 static int capture(void (*fn)(int), int arg, CUgraphExec *exec)
 {
 	CUgraph g;
 	cuStreamBeginCapture_v2(stream, CU_STREAM_CAPTURE_MODE_GLOBAL);
 	fn(arg);
 	if (cuStreamEndCapture(stream, &g) != CUDA_SUCCESS ||
-	    cuGraphInstantiateWithFlags(exec, g, 0) != CUDA_SUCCESS) {
+	    instantiate(exec, g) != CUDA_SUCCESS) {
 		fprintf(stderr, "capture failed\n");
 		return -1;
 	}
@@ -352,7 +398,7 @@ static int capture_joined(CUgraphExec *exec)
 	}
 	piece(2);
 	if (cuStreamEndCapture(stream, &g) != CUDA_SUCCESS ||
-	    cuGraphInstantiateWithFlags(exec, g, 0) != CUDA_SUCCESS) {
+	    instantiate(exec, g) != CUDA_SUCCESS) {
 		fprintf(stderr, "joined capture failed\n");
 		return -1;
 	}
@@ -459,6 +505,8 @@ int main(int argc, char **argv)
 	if (mib && atoi(mib) > 0)
 		N = atoi(mib) << 18;
 	cuInit(0);
+	if (legacy_lookup())
+		return 1;
 	add = fake_function("vec_add");
 	touch = fake_function("touch4");
 	add_ind = fake_function("vec_add_ind");
@@ -550,11 +598,10 @@ int main(int argc, char **argv)
 				if (joined && capture_joined(&pe[1]))
 					return 1;
 			} else if (exec) {
-				CUgraphExecUpdateResultInfo info;
 				cuStreamBeginCapture_v2(cs, CU_STREAM_CAPTURE_MODE_GLOBAL);
 				forward(s);
 				if (cuStreamEndCapture(cs, &g) != CUDA_SUCCESS ||
-				    cuGraphExecUpdate_v2(exec, g, &info) != CUDA_SUCCESS) {
+				    update_exec(exec, g) != CUDA_SUCCESS) {
 					fprintf(stderr, "update failed\n");
 					return 1;
 				}
@@ -573,20 +620,35 @@ int main(int argc, char **argv)
 			}
 		}
 		if (params && s == 16) {
-			CUgraphNode node[2];
-			size_t nn = 2;
+			/* the graph's second kernel node (a graph captured
+			 * after the plan has the library's copies too) */
+			CUgraphNode node[512], second = NULL;
+			size_t nn = 512;
 			CUdeviceptr a = h, x = w[1][0], c = tmp;
-			int n = N;
+			int n = N, kernels = 0;
 			void *pv[] = { &a, &x, &c, &n };
 			CUDA_KERNEL_NODE_PARAMS kp = { 0 };
-			if (cuGraphGetNodes(kept, node, &nn) != CUDA_SUCCESS || nn < 2 ||
-			    cuGraphKernelNodeGetParams_v2(node[1], &kp) != CUDA_SUCCESS) {
-				fprintf(stderr, "cannot read the graph's second node\n");
+			if (cuGraphGetNodes(kept, node, &nn) != CUDA_SUCCESS)
+				nn = 0;
+			for (size_t i = 0; i < nn && !second; i++) {
+				CUgraphNodeType t;
+				if (cuGraphNodeGetType(node[i], &t) == CUDA_SUCCESS &&
+				    t == CU_GRAPH_NODE_TYPE_KERNEL && ++kernels == 2)
+					second = node[i];
+			}
+			if (!second || cuGraphKernelNodeGetParams_v2(second, &kp) != CUDA_SUCCESS) {
+				fprintf(stderr, "cannot read the graph's second kernel node\n");
 				return 1;
 			}
+			node[1] = second;
 			kp.kernelParams = pv;
 			kp.extra = NULL;
-			if (cuGraphExecKernelNodeSetParams_v2(exec, node[1], &kp) != CUDA_SUCCESS) {
+			/* OFFLOAD_GENERIC: through the generic setter */
+			CUgraphNodeParams np = { .type = CU_GRAPH_NODE_TYPE_KERNEL };
+			memcpy(&np.kernel, &kp, sizeof(kp));
+			if ((getenv("OFFLOAD_GENERIC") ? cuGraphExecNodeSetParams(exec, node[1], &np)
+						       : cuGraphExecKernelNodeSetParams_v2(
+								 exec, node[1], &kp)) != CUDA_SUCCESS) {
 				fprintf(stderr, "cuGraphExecKernelNodeSetParams failed\n");
 				return 1;
 			}

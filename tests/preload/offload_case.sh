@@ -25,8 +25,9 @@
 # (early-restart), also for a model built on the device, whose first forward
 # carries a stale pointer to the last weight built (built), and for forwards
 # on new kernels after stale slots placed the pass wrong (prefill), also after
-# cuGraphExecUpdate (update) and new kernel node
-# parameters (params), not after another change to one of its nodes
+# cuGraphExecUpdate (update), also through the CUDA 11 ABIs of instantiation
+# and update (legacy), and new kernel node
+# parameters (params, also through the generic setter), not after another change to one of its nodes
 # (enabled), a graph per piece of the pass at its launch boundaries
 # (pieces), and when the driver refuses the clone or the substitute, what
 # the graph reads stays on the GPU (early-noclone, early-nosub); a stray
@@ -712,6 +713,25 @@ update)
 	is update-capture graphs_substituted -eq 2
 	is update-capture hidden_readers -eq 0
 	;;
+legacy)
+	# executables made and updated through the CUDA 10.2-11 ABIs
+	# (cuGraphInstantiate_v2, cuGraphExecUpdate), found as a CUDA 11
+	# runtime finds them: paged as through today's (unhooked, a graph
+	# captured before the plan read blocks holding other traps)
+	plain plain-early early OFFLOAD_LEGACY=1
+	run early early OFFLOAD_LEGACY=1 FAKE_GRAPH_ORDER=lifo
+	same plain-early early
+	is early graphs_substituted -eq 1
+	is early hidden_readers -eq 0
+	plain plain-update update OFFLOAD_LEGACY=1
+	run update update OFFLOAD_LEGACY=1 FAKE_GRAPH_ORDER=lifo
+	same plain-update update
+	is update graphs_substituted -eq 2
+	plain plain-pieces pieces OFFLOAD_LEGACY=1
+	run pieces pieces OFFLOAD_LEGACY=1 FAKE_GRAPH_ORDER=lifo
+	same plain-pieces pieces
+	is pieces graphs_boundary -gt 0
+	;;
 params)
 	# a kernel node of the substituted executable gets new parameters (it
 	# reads another layer's weight): the substitute is built again from the
@@ -722,6 +742,22 @@ params)
 	is params graphs_substituted -eq 2
 	is params graphs_resident -eq 0
 	is params hidden_readers -eq 0
+	# the same through the generic setter (cuGraphExecNodeSetParams)
+	run generic params FAKE_GRAPH_ORDER=lifo OFFLOAD_GENERIC=1
+	same plain-params generic
+	is generic graphs_substituted -eq 2
+	is generic graphs_resident -eq 0
+	is generic hidden_readers -eq 0
+	# captured after the plan, paging itself (its loads in it, no clone
+	# to plan it again from): the node now reads a trap it did not, so
+	# every weight comes back to the GPU
+	plain plain-late params OFFLOAD_CAPTURE_AT=12
+	launch late params FT_TRANSFER_BUDGET_SCALE=1000 FAKE_GRAPH_ORDER=lifo \
+		OFFLOAD_CAPTURE_AT=12 FT_GRAPH_PAGING=capture || no "late run exited $?"
+	same plain-late late
+	is late offload_copies -gt 0 # (offloaded until then)
+	is late graphs_substituted -eq 0
+	logs late "captured with its loads got new parameters"
 	;;
 enabled)
 	# a node of the substituted executable switched (cuGraphNodeSetEnabled):
