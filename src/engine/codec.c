@@ -248,11 +248,30 @@ static void decode_chunk(const struct ft_z_image *z, uint32_t c, void *out)
 
 void ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out)
 {
-	unsigned char *o = out;
+	unsigned char *o = out, *part = NULL;
+	if (off >= z->raw_bytes)
+		return;
+	if (n > z->raw_bytes - off)
+		n = z->raw_bytes - off;
 	for (uint32_t c = (uint32_t)(off / FT_Z_CHUNK); n && c < z->nchunks; c++) {
-		size_t m = (size_t)chunk_vals(z->raw_bytes, c) * 2;
-		decode_chunk(z, c, o);
-		o += m;
-		n = n > m ? n - m : 0;
+		size_t m = (size_t)chunk_vals(z->raw_bytes, c) * 2, skip = off % FT_Z_CHUNK;
+		size_t take = m - skip < n ? m - skip : n;
+		if (!skip && take == m) {
+			decode_chunk(z, c, o);
+		} else {
+			/* a chunk in part (a range that does not begin or end on
+			 * the chunks' grid: a weight's bytes in a raw-mode
+			 * trap's store), decoded aside */
+			if (!part && !(part = malloc(FT_Z_CHUNK))) {
+				memset(o, 0, n);
+				return;
+			}
+			decode_chunk(z, c, part);
+			memcpy(o, part + skip, take);
+		}
+		o += take;
+		off += take;
+		n -= take;
 	}
+	free(part);
 }

@@ -40,6 +40,19 @@ static double round_trip(enum codec_class c, size_t nvals, unsigned threads)
 	memset(out, 0, nvals * 2);
 	ft_z_read(&z, 3 * FT_Z_CHUNK, 5 * FT_Z_CHUNK, out);
 	assert_memory_equal(out, v + 3 * FT_Z_VALS, 5 * FT_Z_CHUNK);
+	/* ranges off the chunks' grid, as a raw-mode trap's weights lie in
+	 * its store: each within a chunk, across chunks, to the end */
+	const size_t at[][2] = { { 2 * FT_Z_CHUNK + 4096, 1000 }, { FT_Z_CHUNK - 6, 12 },
+				 { 7 * FT_Z_CHUNK + 2, 3 * FT_Z_CHUNK + 62 },
+				 { nvals * 2 - FT_Z_CHUNK - 10, FT_Z_CHUNK + 10 } };
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+		if (at[i][0] + at[i][1] > nvals * 2)
+			continue;
+		memset(out, 0x5a, nvals * 2);
+		ft_z_read(&z, at[i][0], at[i][1], out);
+		assert_memory_equal(out, (const unsigned char *)v + at[i][0], at[i][1]);
+		assert_int_equal(((const unsigned char *)out)[at[i][1]], 0x5a); /* no more */
+	}
 	double ratio = (double)z.raw_bytes / (double)z.bytes;
 	ft_z_free(&z);
 	free(v);
