@@ -17,7 +17,9 @@
  * For study, not the tests: LR_STABLE=1 makes every region's contents
  * stable (not only the recording's weights: a recording whose regions
  * began elsewhere, a stacked tensor's experts), LR_DISCOVERY_ITERS=n sets
- * FT_DISCOVERY_ITERS, LEARN_REPLAY_INFO=1 logs at info level.
+ * FT_DISCOVERY_ITERS, LEARN_REPLAY_INFO=1 logs at info level, LR_DUMP=id
+ * prints the regions of allocation id (0: all) with their extents, views
+ * and owners when discovery ends.
  */
 #include <cjson/cJSON.h>
 #include <stdatomic.h>
@@ -208,7 +210,21 @@ int main(int argc, char **argv)
 			ft_learn_before(&L, s, 0, &refs, seq);
 			if (capture_profiling && ft_learn_phase(&L) == FT_PHASE_PROFILING)
 				atomic_store(&captures, 1); /* until the recording ends */
+			int was = ft_learn_phase(&L);
 			ft_learn_after(&L, s, 0, &refs, seq);
+			if (getenv("LR_DUMP") && was == FT_PHASE_DISCOVERY &&
+			    ft_learn_phase(&L) != FT_PHASE_DISCOVERY) {
+				int want = atoi(getenv("LR_DUMP"));
+				for (uint32_t i = 0; i < L.disc.n; i++) {
+					const struct ft_disc_region *g = &L.disc.r[i];
+					if ((int)g->alloc_id != want && want)
+						continue;
+					printf("region %u alloc %llu off %llu extent %llu views %llu owner %u touched %llx written %d differ %d\n",
+					       i, (unsigned long long)g->alloc_id, (unsigned long long)g->offset,
+					       (unsigned long long)g->extent, (unsigned long long)g->views,
+					       g->owner, (unsigned long long)g->touched, g->written, g->sums_differ);
+				}
+			}
 			launches++;
 		} else if (!strcmp(ev, "copy") || !strcmp(ev, "memset")) {
 			const cJSON *d = cJSON_GetObjectItem(r, "dst_id");
