@@ -634,19 +634,39 @@ void ft_disc_extents(struct ft_discover *d)
 	/* One aligned part alone is no sign of views the data chooses: a
 	 * buffer the allocator placed in a weight's free tail, read in some
 	 * passes, looks the same, and offloaded with the weight its writes
-	 * would be lost.  Two or more are (a token's rows, routed experts). */
-	for (int round = 0, changed = 1; part && changed && round < 8; round++) {
+	 * would be lost.  Two or more are (a token's rows, routed experts),
+	 * read in two passes or more between them: the data chooses other
+	 * views in other passes.  Views all read in one pass are that pass's
+	 * buffers (on an H100 a Mixtral's warm-up left a GEMM's output and a
+	 * reduction's in a weight's free tail, read there once and stable
+	 * after; taken for two views, they made a prefill's hidden states,
+	 * placed there later, load the weight's trap, be written into its
+	 * block and lost: FT_VERIFY said "offloaded trap 2 changed in its
+	 * block"). */
+	uint64_t *seen = part ? calloc(d->n + 1, sizeof(*seen)) : NULL;
+	for (int round = 0, changed = 1; part && seen && changed && round < 8; round++) {
 		changed = 0;
 		set_owners(d, part);
 		memset(nparts, 0, d->n * sizeof(*nparts));
+		memset(seen, 0, d->n * sizeof(*seen));
 		for (uint32_t i = 0; i < d->n; i++)
-			nparts[d->r[i].owner] += part[i] == 1;
-		for (uint32_t i = 0; i < d->n; i++)
-			if (part[i] == 1 && nparts[d->r[i].owner] < 2) {
+			if (part[i] == 1) {
+				nparts[d->r[i].owner]++;
+				seen[d->r[i].owner] |= d->r[i].touched & all;
+			}
+		for (uint32_t i = 0; i < d->n; i++) {
+			uint32_t o = d->r[i].owner;
+			if (part[i] == 1 &&
+			    (nparts[o] < 2 || __builtin_popcountll(seen[o]) < 2)) {
 				part[i] = 0;
 				changed = 1;
 			}
+		}
 	}
+	if (part && !seen) /* out of memory: no views */
+		for (uint32_t i = 0; i < d->n; i++)
+			part[i] = part[i] == 1 ? 0 : part[i];
+	free(seen);
 	experts_read_every_pass(d, part);
 	declared_parts(d, part);
 	set_owners(d, part);

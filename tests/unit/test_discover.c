@@ -235,6 +235,37 @@ static void reads_after_a_late_boundary_move(void **state)
 	ft_disc_destroy(&d);
 }
 
+/* Two buffers a warm-up left in a weight's free tail (a segment of the
+ * caching allocator: a GEMM's output, a reduction's), read in the first
+ * pass only and stable after: no views chosen by the data (those vary
+ * from pass to pass), so no parts; the weight ends at the first.  (On an
+ * H100 they were taken for views: a prefill's hidden states placed there
+ * loaded the weight's trap, were written into its block and lost.) */
+static void buffers_of_one_pass_are_no_views(void **state)
+{
+	(void)state;
+	enum { SEG = 1 };
+	struct ft_discover d;
+	ft_disc_init(&d, 5);
+	for (int pass = 0; pass < 4; pass++) {
+		ft_disc_read(&d, SEG, 4 * MB, 0, 20 * MB);
+		if (!pass) {
+			ft_disc_read(&d, SEG, 12 * MB, 0, 20 * MB);
+			ft_disc_read(&d, SEG, 14566912, 0, 20 * MB); /* 512-aligned */
+		}
+		ft_disc_pass_end(&d);
+		ft_disc_extents(&d);
+		for (uint32_t i = 0; i < d.n; i++)
+			ft_disc_sum(&d, i, 100 + d.r[i].offset);
+	}
+	uint32_t w = find(&d, SEG, 4 * MB);
+	assert_int_equal(ft_disc_classify(&d, w), FT_DISC_WEIGHT);
+	assert_int_equal(d.r[w].extent, 8 * MB);
+	assert_int_equal(d.r[w].views, 0);
+	assert_int_equal(ft_disc_classify(&d, find(&d, SEG, 12 * MB)), FT_DISC_NOT_EVERY);
+	ft_disc_destroy(&d);
+}
+
 /* Views the data chooses split no weight: an embedding read whole every
  * pass and through one token's row in some (a decode step's lookup), and a
  * stacked expert tensor read through the routed experts' slices only, are
@@ -806,6 +837,7 @@ int main(void)
 		cmocka_unit_test(unaligned_reference_splits_nothing),
 		cmocka_unit_test(one_checksum_is_not_proof),
 		cmocka_unit_test(tail_buffer_restarts_sampling),
+		cmocka_unit_test(buffers_of_one_pass_are_no_views),
 		cmocka_unit_test(views_chosen_by_data_are_parts),
 		cmocka_unit_test(slices_are_views_a_mebibyte_apart),
 		cmocka_unit_test(stacked_tensor_first_experts_unread),
