@@ -233,7 +233,7 @@ typedef uint64_t (*ft_disc_sum_fn)(void *ctx, const struct ft_disc_region *r, ui
 
 /* A saved profile after one pass: picks, of the candidate weights
  * idx[0..n) (first-touch order), one region for each of the saved
- * profile's weights, in the saved order, into idx[0..nsizes).  Without
+ * profile's weights, in the saved order, into (*idx)[0..nsizes).  Without
  * sums, the first subsequence whose extents are exactly sizes[0..nsizes).
  * With sums, whatever the order (where a pass begins in a forward can
  * differ from run to run): a region is weight k when it starts with
@@ -244,10 +244,16 @@ typedef uint64_t (*ft_disc_sum_fn)(void *ctx, const struct ft_disc_region *r, ui
  * made, may not have been read yet), and its views and parts are the
  * regions inside those bytes (the saved size may hold regions this pass
  * read apart; the size-only match, without sums, takes no such weight).
+ * With split (at a pass's end only: bytes no launch read yet are taken by
+ * their checksum), a saved weight that begins where another found one
+ * ends, inside one of this process's regions (a stack slot split the
+ * weight in the run that saved the profile), is found there too: a region
+ * is made at its start (d->r grows, *idx may move; up to 8 such weights).
  * Returns nsizes, or 0 when some weight was not found (then *found: how
  * many were, and *missing: the first that was not). */
-uint32_t ft_disc_match(struct ft_discover *d, uint32_t *idx, uint32_t n,
+uint32_t ft_disc_match(struct ft_discover *d, uint32_t **idx, uint32_t n,
 		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
-		       ft_disc_sum_fn sum, void *ctx, uint32_t *found, uint32_t *missing);
+		       ft_disc_sum_fn sum, void *ctx, int split, uint32_t *found,
+		       uint32_t *missing);
 
 #endif

@@ -500,9 +500,9 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 		 * before, which no buffer written by kernels holds) */
 		int content = end == FT_END_CONTENT;
 		uint32_t found, missing;
-		uint32_t m = ft_disc_match(&L->disc, idx, n, L->saved.weights,
+		uint32_t m = ft_disc_match(&L->disc, &idx, n, L->saved.weights,
 					   content ? L->saved.sums : NULL, L->saved.nweights,
-					   ft_learn_region_sum, L, &found, &missing);
+					   ft_learn_region_sum, L, 1, &found, &missing);
 		if (!m && content)
 			ft_info("the first pass did not read the %u weights %s/%s lists with their "
 				"contents (%u were found; not weight %u, %llu bytes, checksum "

@@ -139,8 +139,9 @@ static int try_match(struct ft_learn *L, int capture)
 		return 0;
 	}
 	L->sums_refused = 0;
-	uint32_t m = ft_disc_match(d, idx, n, L->saved.weights, L->saved.sums, L->saved.nweights,
-				   ft_learn_region_sum, L, &found, &missing);
+	/* (mid-forward: only weights the launches read, no split ones) */
+	uint32_t m = ft_disc_match(d, &idx, n, L->saved.weights, L->saved.sums, L->saved.nweights,
+				   ft_learn_region_sum, L, 0, &found, &missing);
 	free(idx);
 	if (!m && L->sums_refused) {
 		L->watch_next = d->n + 1; /* a capture began: not a try */

@@ -635,29 +635,37 @@ void ft_disc_extents(struct ft_discover *d)
 	 * buffer the allocator placed in a weight's free tail, read in some
 	 * passes, looks the same, and offloaded with the weight its writes
 	 * would be lost.  Two or more are (a token's rows, routed experts),
-	 * read in two passes or more between them: the data chooses other
-	 * views in other passes.  Views all read in one pass are that pass's
-	 * buffers (on an H100 a Mixtral's warm-up left a GEMM's output and a
-	 * reduction's in a weight's free tail, read there once and stable
-	 * after; taken for two views, they made a prefill's hidden states,
-	 * placed there later, load the weight's trap, be written into its
-	 * block and lost: FT_VERIFY said "offloaded trap 2 changed in its
-	 * block"). */
-	uint64_t *seen = part ? calloc(d->n + 1, sizeof(*seen)) : NULL;
+	 * read in two passes or more between them (the data chooses other
+	 * views in other passes), or at starts a stride of FT_DISC_SLICE_MIN
+	 * or more apart (experts: a prefill routes to all of them in one
+	 * pass, decode steps to the same few after it).  Views all read in
+	 * one pass at no such stride are that pass's buffers (on an H100 a
+	 * Mixtral's warm-up left a GEMM's output and a reduction's in a
+	 * weight's free tail, 512-aligned, read there once and stable after;
+	 * taken for two views, they made a prefill's hidden states, placed
+	 * there later, load the weight's trap, be written into its block and
+	 * lost: FT_VERIFY said "offloaded trap 2 changed in its block").
+	 * Buffers of two passes still pass (not seen yet). */
+	uint64_t *seen = part ? calloc(2 * ((size_t)d->n + 1), sizeof(*seen)) : NULL;
+	uint64_t *step = seen ? seen + d->n + 1 : NULL;
 	for (int round = 0, changed = 1; part && seen && changed && round < 8; round++) {
 		changed = 0;
 		set_owners(d, part);
 		memset(nparts, 0, d->n * sizeof(*nparts));
-		memset(seen, 0, d->n * sizeof(*seen));
+		memset(seen, 0, 2 * ((size_t)d->n + 1) * sizeof(*seen));
 		for (uint32_t i = 0; i < d->n; i++)
 			if (part[i] == 1) {
+				const struct ft_disc_region *o = &d->r[d->r[i].owner];
 				nparts[d->r[i].owner]++;
 				seen[d->r[i].owner] |= d->r[i].touched & all;
+				step[d->r[i].owner] = gcd64(step[d->r[i].owner],
+							    d->r[i].offset - o->offset);
 			}
 		for (uint32_t i = 0; i < d->n; i++) {
 			uint32_t o = d->r[i].owner;
 			if (part[i] == 1 &&
-			    (nparts[o] < 2 || __builtin_popcountll(seen[o]) < 2)) {
+			    (nparts[o] < 2 || (__builtin_popcountll(seen[o]) < 2 &&
+					       step[o] < FT_DISC_SLICE_MIN))) {
 				part[i] = 0;
 				changed = 1;
 			}
@@ -818,6 +826,10 @@ uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx)
 }
 
 /* Saved weights sorted by (size, checksum), for ft_disc_match. */
+#define MATCH_AFTER_MAX 8 /* saved weights found inside a region (match_after) */
+/* Where region_of[] says saved weight j is: d->r's index (>= 0), not found
+ * (NONE), or made[-2 - region_of[j]] (a region this process has not). */
+#define NONE (-1)
 struct saved_w {
 	uint64_t size, sum;
 	uint32_t k;
@@ -846,25 +858,138 @@ static int take_saved(const struct saved_w *w, uint32_t nw, const int32_t *regio
 			hi = mid;
 	}
 	for (; lo < nw && w[lo].size == size && w[lo].sum == sum; lo++)
-		if (region_of[w[lo].k] < 0)
+		if (region_of[w[lo].k] == NONE)
 			return (int)w[lo].k;
 	return -1;
 }
 
-static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
+/* The region found for saved weight j (NULL: none). */
+static const struct ft_disc_region *found_at(const struct ft_discover *d, const int32_t *region_of,
+					     const struct ft_disc_region *made, uint32_t j)
+{
+	return region_of[j] >= 0 ? &d->r[region_of[j]] : region_of[j] == NONE ? NULL
+									 : &made[-2 - region_of[j]];
+}
+
+/* Whether a region begins at (alloc, offset), here or among made[0..nmade). */
+static int begins_at(const struct ft_discover *d, const struct ft_disc_region *made,
+		     uint32_t nmade, uint64_t alloc, uint64_t offset)
+{
+	for (uint32_t i = 0; i < nmade; i++)
+		if (made[i].alloc_id == alloc && made[i].offset == offset)
+			return 1;
+	uint32_t lo = 0, hi = d->n;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		const struct ft_disc_region *r = &d->r[mid];
+		if (r->alloc_id < alloc || (r->alloc_id == alloc && r->offset < offset))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < d->n && d->r[lo].alloc_id == alloc && d->r[lo].offset == offset;
+}
+
+/* Saved weights not found at a region's start that begin where a found one
+ * ends, in its allocation, where no region begins in this process: a stack
+ * slot that pointed into a weight split it in the run that saved the
+ * profile and not in this one (on an H100 a start-up harness's restarts
+ * saw 114 weights against the saved 115, and learnt again).  Each is
+ * checksummed there and, found, described in made[] (at most cap).  Tried
+ * only for a few missing weights (each try is a checksum per found weight
+ * and missing size).  Returns how many more were found. */
+static uint32_t match_after(const struct ft_discover *d, const struct saved_w *w, uint32_t nw,
+			    const uint64_t *sizes, uint32_t nsizes, int32_t *region_of,
+			    struct ft_disc_region *made, uint32_t *nmade, uint32_t cap,
+			    ft_disc_sum_fn sum, void *ctx)
+{
+	uint32_t more = 0;
+	for (int progress = 1; progress && *nmade < cap;) {
+		progress = 0;
+		for (uint32_t f = 0; f < nsizes && *nmade < cap; f++) {
+			const struct ft_disc_region *a = found_at(d, region_of, made, f);
+			if (!a)
+				continue;
+			uint64_t at = a->offset + sizes[f], checked = 0;
+			if (at >= a->alloc_size || begins_at(d, made, *nmade, a->alloc_id, at))
+				continue;
+			struct ft_disc_region r = *a;
+			r.offset = at;
+			for (uint32_t x = 0; x < nw; x++) {
+				if (region_of[w[x].k] != NONE || w[x].size > a->alloc_size - at ||
+				    w[x].size == checked)
+					continue;
+				checked = w[x].size;
+				uint64_t s = sum(ctx, &r, w[x].size);
+				int j = s ? take_saved(w, nw, region_of, w[x].size, s) : -1;
+				if (j < 0)
+					continue;
+				r.extent = r.sum_extent = w[x].size;
+				r.sum = s;
+				r.nsums = 1;
+				r.views = 0;
+				made[*nmade] = r;
+				region_of[j] = -2 - (int32_t)(*nmade)++;
+				more++;
+				progress = 1;
+				break;
+			}
+		}
+	}
+	return more;
+}
+
+/* made[0..nmade) become regions of d->r (sorted in), and region_of[] says
+ * d->r's indices only.  0, or -1 (out of memory: d as it was, but grown). */
+static int insert_made(struct ft_discover *d, int32_t *region_of, uint32_t nsizes,
+		       const struct ft_disc_region *made, uint32_t nmade)
+{
+	if (d->n + nmade > d->cap) {
+		uint32_t cap = d->cap;
+		while (cap < d->n + nmade)
+			cap *= 2;
+		struct ft_disc_region *x = realloc(d->r, cap * sizeof(*x));
+		if (!x)
+			return -1;
+		d->r = x;
+		d->cap = cap;
+	}
+	for (uint32_t m = 0; m < nmade; m++) {
+		uint32_t q = 0;
+		while (q < d->n && (d->r[q].alloc_id < made[m].alloc_id ||
+				    (d->r[q].alloc_id == made[m].alloc_id &&
+				     d->r[q].offset < made[m].offset)))
+			q++;
+		memmove(&d->r[q + 1], &d->r[q], (d->n - q) * sizeof(*d->r));
+		d->r[q] = made[m];
+		d->n++;
+		for (uint32_t j = 0; j < nsizes; j++) {
+			if (region_of[j] >= (int32_t)q)
+				region_of[j]++;
+			else if (region_of[j] == -2 - (int32_t)m)
+				region_of[j] = (int32_t)q;
+		}
+	}
+	ft_disc_extents(d); /* owners by the new indices */
+	return 0;
+}
+
+static uint32_t match_sums(struct ft_discover *d, uint32_t **pidx, uint32_t n,
 			   const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
-			   ft_disc_sum_fn sum, void *ctx, uint32_t *found, uint32_t *missing)
+			   ft_disc_sum_fn sum, void *ctx, int split, uint32_t *found,
+			   uint32_t *missing)
 {
 	struct saved_w *w = malloc((nsizes + 1) * sizeof(*w));
 	int32_t *region_of = malloc((nsizes + 1) * sizeof(*region_of));
 	uint8_t *used = calloc(n + 1, 1);
-	uint32_t nw = 0, k = 0;
+	struct ft_disc_region made[MATCH_AFTER_MAX];
+	uint32_t nw = 0, k = 0, nmade = 0, *idx = *pidx;
 	*found = 0;
 	*missing = 0;
 	if (!w || !region_of || !used)
 		goto out;
 	for (uint32_t i = 0; i < nsizes; i++) {
-		region_of[i] = -1;
+		region_of[i] = NONE;
 		if (sums[i]) /* all-zero bytes prove nothing: never found */
 			w[nw++] = (struct saved_w){ sizes[i], sums[i], i };
 	}
@@ -903,6 +1028,16 @@ static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
 			}
 		}
 	}
+	if (split && k < nw && nw - k <= MATCH_AFTER_MAX)
+		k += match_after(d, w, nw, sizes, nsizes, region_of, made, &nmade,
+				 MATCH_AFTER_MAX, sum, ctx);
+	if (k == nsizes && nmade) {
+		uint32_t *grown = realloc(idx, (nsizes + 1) * sizeof(*idx));
+		if (grown)
+			*pidx = idx = grown;
+		if (!grown || insert_made(d, region_of, nsizes, made, nmade))
+			k--; /* (out of memory: not found) */
+	}
 	/* matched weights never overlap: a region found over a saved size
 	 * up to its allocation's end may reach into another's (one weight's
 	 * view matching another weight's bytes); then the two are not found */
@@ -921,7 +1056,7 @@ static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
 			const struct ft_disc_region *a = prev < 0 ? NULL : &d->r[region_of[prev]];
 			if (a && a->alloc_id == d->r[i].alloc_id &&
 			    d->r[i].offset < a->offset + sizes[prev]) {
-				region_of[j] = -1;
+				region_of[j] = NONE;
 				k--;
 				break;
 			}
@@ -930,7 +1065,7 @@ static uint32_t match_sums(struct ft_discover *d, uint32_t *idx, uint32_t n,
 		free(saved_in);
 	}
 	*found = k;
-	while (*missing < nsizes && region_of[*missing] >= 0)
+	while (*missing < nsizes && region_of[*missing] != NONE)
 		(*missing)++;
 	if (k == nsizes)
 		for (uint32_t i = 0; i < nsizes; i++) {
@@ -950,13 +1085,15 @@ out:
 	return k == nsizes ? k : 0;
 }
 
-uint32_t ft_disc_match(struct ft_discover *d, uint32_t *idx, uint32_t n,
+uint32_t ft_disc_match(struct ft_discover *d, uint32_t **pidx, uint32_t n,
 		       const uint64_t *sizes, const uint64_t *sums, uint32_t nsizes,
-		       ft_disc_sum_fn sum, void *ctx, uint32_t *found, uint32_t *missing)
+		       ft_disc_sum_fn sum, void *ctx, int split, uint32_t *found,
+		       uint32_t *missing)
 {
 	if (sums)
-		return match_sums(d, idx, n, sizes, sums, nsizes, sum, ctx, found, missing);
-	uint32_t k = 0;
+		return match_sums(d, pidx, n, sizes, sums, nsizes, sum, ctx, split, found,
+				  missing);
+	uint32_t k = 0, *idx = *pidx;
 	for (uint32_t i = 0; i < n && k < nsizes; i++)
 		if (d->r[idx[i]].extent == sizes[k])
 			idx[k++] = idx[i];
