@@ -61,9 +61,9 @@ void ft_z_free(struct ft_z_image *z);
 void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out);
 /* Decodes the raw bytes [off, off + n) of z's store into out (clipped to
  * the store's end), any range; one on the chunks' grid (off and n
- * multiples of FT_Z_CHUNK, or n reaching the end) needs no memory.  Out of
- * memory for a partial chunk, the rest of out is zeroed. */
-void ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out);
+ * multiples of FT_Z_CHUNK, or n reaching the end) needs no memory.  0, or
+ * -ENOMEM (no memory to decode a chunk in part: out not all written). */
+int ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out);
 /* Image bytes of chunks [a, b). */
 static inline size_t ft_z_span(const struct ft_z_image *z, uint32_t a, uint32_t b)
 {

@@ -246,11 +246,11 @@ static void decode_chunk(const struct ft_z_image *z, uint32_t c, void *out)
 	ft_z_decode_at(z->data + FT_Z_OFF(z->desc[c]), z->desc[c], chunk_vals(z->raw_bytes, c), out);
 }
 
-void ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out)
+int ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out)
 {
 	unsigned char *o = out, *part = NULL;
 	if (off >= z->raw_bytes)
-		return;
+		return 0;
 	if (n > z->raw_bytes - off)
 		n = z->raw_bytes - off;
 	for (uint32_t c = (uint32_t)(off / FT_Z_CHUNK); n && c < z->nchunks; c++) {
@@ -262,10 +262,8 @@ void ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out)
 			/* a chunk in part (a range that does not begin or end on
 			 * the chunks' grid: a weight's bytes in a raw-mode
 			 * trap's store), decoded aside */
-			if (!part && !(part = malloc(FT_Z_CHUNK))) {
-				memset(o, 0, n);
-				return;
-			}
+			if (!part && !(part = malloc(FT_Z_CHUNK)))
+				return -ENOMEM;
 			decode_chunk(z, c, part);
 			memcpy(o, part + skip, take);
 		}
@@ -274,4 +272,5 @@ void ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out)
 		n -= take;
 	}
 	free(part);
+	return 0;
 }

@@ -275,9 +275,7 @@ void ft_off_store_read(const struct ft_offload *o, int t, size_t off, size_t n, 
 	struct ft_z_image z;
 	if (x->z.desc) {
 		image_of(o, t, &z, &own);
-		if (z.data)
-			ft_z_read(&z, off, n, out);
-		else
+		if (!z.data || ft_z_read(&z, off, n, out))
 			memset(out, 0, n); /* (a false alarm of FT_VERIFY's, at worst) */
 		free(own);
 	} else if (x->disk_bytes && ft_off_disk_read(o, t, off, n, out)) {
@@ -314,9 +312,8 @@ void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdevic
 			stuck(o, t);
 			break;
 		}
-		if (x->z.desc)
-			ft_z_read(&z, off + done, m, buf);
-		if (r->cuMemcpyHtoD_v2(dst + done, buf, m)) {
+		if ((x->z.desc && ft_z_read(&z, off + done, m, buf)) ||
+		    r->cuMemcpyHtoD_v2(dst + done, buf, m)) {
 			stuck(o, t);
 			break;
 		}

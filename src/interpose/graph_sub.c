@@ -282,9 +282,11 @@ static int kernel_refs(CUgraphNode h, uint64_t *a, uint16_t *word, unsigned *nst
 	return params_refs(&p, a, word, nstale, kern, name);
 }
 
-/* The offloaded traps that p's references (stale ones too) fall in, into
- * rd (at most cap): how many, or -1 when p cannot be scanned. */
-static int params_traps(const CUDA_KERNEL_NODE_PARAMS *p, struct ft_off_read *rd, unsigned cap)
+/* The offloaded traps that p's references fall in (stale ones too when
+ * stale), into rd (at most cap): how many, or -1 when p cannot be
+ * scanned. */
+static int params_traps(const CUDA_KERNEL_NODE_PARAMS *p, int stale, struct ft_off_read *rd,
+			unsigned cap)
 {
 	uint64_t a[FT_MAX_REFS];
 	uint16_t word[FT_MAX_REFS];
@@ -294,35 +296,44 @@ static int params_traps(const CUDA_KERNEL_NODE_PARAMS *p, struct ft_off_read *rd
 	int n = params_refs(p, a, word, &nstale, &kern, &name);
 	if (n < 0)
 		return -1;
-	return (int)ft_off_graph_traps(ft_g.off, a, (unsigned)n + nstale, rd, cap);
+	return (int)ft_off_graph_traps(ft_g.off, a, (unsigned)n + (stale ? nstale : 0), rd, cap);
 }
 
-void ft_sub_captured_changed(CUgraphExec exec, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
+void ft_sub_params_unkept(CUgraphExec exec, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
 {
-	/* (called after the application's setter: the graph's node n keeps
-	 * the parameters it was captured with) */
 	struct ft_graph_exec x;
-	if (!ft_off_active(ft_g.off) || !ft_graphs_exec_get(ft_g.graphs, H(exec), &x) ||
-	    x.how != FT_GRAPH_CAPTURED)
-		return;
+	if (!ft_off_active(ft_g.off) || (ft_graphs_exec_get(ft_g.graphs, H(exec), &x) && x.kept))
+		return; /* (a kept clone takes the parameters after the setter) */
 	struct ft_off_read now[FT_GRAPH_READS], was[FT_GRAPH_READS];
-	int nn = params_traps(p, now, FT_GRAPH_READS), nw = -1;
+	int nn = params_traps(p, 1, now, FT_GRAPH_READS), nw = -1;
 	if (!nn)
 		return; /* reads nothing offloaded */
 	CUDA_KERNEL_NODE_PARAMS old;
 	memset(&old, 0, sizeof(old));
+	/* the node's parameters in the application's graph: those it was
+	 * captured (and paged) with, the read ones only (a capture loads
+	 * nothing for stale references) */
 	if (nn > 0 && nn <= FT_GRAPH_READS && !ft_g.real.cuGraphKernelNodeGetParams_v2(n, &old))
-		nw = params_traps(&old, was, FT_GRAPH_READS);
-	int covered = nw >= 0 && nw <= FT_GRAPH_READS;
-	for (int i = 0; covered && i < nn; i++) {
+		nw = params_traps(&old, 0, was, FT_GRAPH_READS);
+	uint64_t keep[FT_GRAPH_READS];
+	unsigned nk = 0;
+	for (int i = 0; i < nn && i < FT_GRAPH_READS; i++) {
 		int in = 0;
 		for (int j = 0; j < nw; j++)
 			in |= now[i].trap == was[j].trap;
-		covered = in;
+		if (!in)
+			keep[nk++] = now[i].addr;
 	}
-	if (!covered)
-		ft_off_keep_all(ft_g.off, "a kernel node of a CUDA graph captured with its loads "
-					  "got new parameters that read other offloaded weights");
+	if (nn < 0 || nw < 0 || nn > FT_GRAPH_READS)
+		ft_off_keep_all(ft_g.off, "a kernel node of a CUDA graph got new parameters the "
+					  "library cannot check");
+	else if (nk) {
+		ft_warn_once("a kernel node of a CUDA graph the library cannot page again got "
+			     "new parameters that read other offloaded weights: those come back "
+			     "to the GPU for good");
+		ft_off_keep(ft_g.off, keep, nk, "read by a kernel node's new parameters in a CUDA "
+						"graph that cannot be paged again");
+	}
 }
 
 static uint64_t copy_end(CUmemorytype t, CUdeviceptr d)

@@ -7,7 +7,6 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "hooks.h"
 
@@ -293,7 +292,13 @@ static void kernel_node_changed(CUgraphExec e, CUgraphNode n, const CUDA_KERNEL_
 	if (!ft_graphs_exec_get(ft_g.graphs, H(e), &x))
 		return;
 	if (!x.kept) {
-		ft_sub_captured_changed(e, n, p);
+		/* a rescued update's executable runs in the application's
+		 * place: it takes the change too (it was made from the graph
+		 * the node belongs to) */
+		if (x.how == FT_GRAPH_SUBSTITUTE && x.sub &&
+		    ft_g.real.cuGraphExecKernelNodeSetParams_v2((CUgraphExec)(uintptr_t)x.sub, n, p))
+			ft_sub_unpageable(e, "a kernel node got new parameters its substitute "
+					     "cannot take");
 		return;
 	}
 	CUgraphNode c = NULL;
@@ -318,6 +323,8 @@ static void kernel_node_changed(CUgraphExec e, CUgraphNode n, const CUDA_KERNEL_
 CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
 					   const CUDA_KERNEL_NODE_PARAMS *p)
 {
+	if (OBSERVING() && p)
+		ft_sub_params_unkept(e, n, p); /* before another launch can run them */
 	CUresult rc = FT_CALL(cuGraphExecKernelNodeSetParams_v2, e, n, p);
 	if (rc == CUDA_SUCCESS && OBSERVING())
 		kernel_node_changed(e, n, p);
@@ -328,16 +335,16 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
  * substitute replaces it, or its launch waits for the traps it read): the
  * application's executable takes it, the library could not follow, so
  * what it reads comes back to the GPU and the executable runs itself. */
-static void exec_changed(CUgraphExec e, const char *api)
+static void exec_changed(CUgraphExec e, const char *api, int switched)
 {
 	struct ft_graph_exec x;
 	char why[96];
 	if (!ft_graphs_exec_get(ft_g.graphs, H(e), &x) ||
 	    (x.how != FT_GRAPH_SUBSTITUTE && x.how != FT_GRAPH_BOUNDARY))
 		return;
-	/* a node switched on or off reads nothing the capture did not show:
-	 * the launch still waits for everything it read */
-	if (x.how == FT_GRAPH_BOUNDARY && !strcmp(api, "cuGraphNodeSetEnabled"))
+	/* a node switched on or off (switched) reads nothing the capture
+	 * did not show: the launch still waits for everything it read */
+	if (x.how == FT_GRAPH_BOUNDARY && switched)
 		return;
 	snprintf(why, sizeof(why), "%s changed one of its nodes", api);
 	ft_sub_unpageable(e, why);
@@ -348,31 +355,36 @@ static void exec_changed(CUgraphExec e, const char *api)
  * one layout), any other as exec_changed. */
 CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p)
 {
-	CUresult rc = FT_CALL(cuGraphExecNodeSetParams, e, n, p);
-	if (rc != CUDA_SUCCESS || !OBSERVING())
-		return rc;
-	if (p && p->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+	int kernel = p && p->type == CU_GRAPH_NODE_TYPE_KERNEL;
+	CUDA_KERNEL_NODE_PARAMS kp = { 0 };
+	if (kernel) {
 		const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
-		CUDA_KERNEL_NODE_PARAMS kp = {
+		kp = (CUDA_KERNEL_NODE_PARAMS){
 			.func = k->func, .gridDimX = k->gridDimX, .gridDimY = k->gridDimY,
 			.gridDimZ = k->gridDimZ, .blockDimX = k->blockDimX,
 			.blockDimY = k->blockDimY, .blockDimZ = k->blockDimZ,
 			.sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
 			.extra = k->extra, .kern = k->kern, .ctx = k->ctx,
 		};
-		kernel_node_changed(e, n, &kp);
-	} else {
-		exec_changed(e, "cuGraphExecNodeSetParams");
+		if (OBSERVING())
+			ft_sub_params_unkept(e, n, &kp);
 	}
+	CUresult rc = FT_CALL(cuGraphExecNodeSetParams, e, n, p);
+	if (rc != CUDA_SUCCESS || !OBSERVING())
+		return rc;
+	if (kernel)
+		kernel_node_changed(e, n, &kp);
+	else
+		exec_changed(e, "cuGraphExecNodeSetParams", 0);
 	return rc;
 }
 
-#define EXEC_NODE_SET(sym, T)                                                  \
+#define EXEC_NODE_SET(sym, T, switched)                                        \
 	CUresult sym(CUgraphExec e, CUgraphNode n, T p)                        \
 	{                                                                      \
 		CUresult rc = FT_CALL(sym, e, n, p);                           \
 		if (rc == CUDA_SUCCESS && OBSERVING())                         \
-			exec_changed(e, #sym);                                 \
+			exec_changed(e, #sym, switched);                       \
 		return rc;                                                     \
 	}
 #define EXEC_NODE_SET_CTX(sym, T)                                              \
@@ -380,17 +392,17 @@ CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParam
 	{                                                                      \
 		CUresult rc = FT_CALL(sym, e, n, p, c);                        \
 		if (rc == CUDA_SUCCESS && OBSERVING())                         \
-			exec_changed(e, #sym);                                 \
+			exec_changed(e, #sym, 0);                              \
 		return rc;                                                     \
 	}
 EXEC_NODE_SET_CTX(cuGraphExecMemcpyNodeSetParams, const CUDA_MEMCPY3D *)
 EXEC_NODE_SET_CTX(cuGraphExecMemsetNodeSetParams, const CUDA_MEMSET_NODE_PARAMS *)
-EXEC_NODE_SET(cuGraphExecHostNodeSetParams, const CUDA_HOST_NODE_PARAMS *)
-EXEC_NODE_SET(cuGraphExecChildGraphNodeSetParams, CUgraph)
-EXEC_NODE_SET(cuGraphExecEventRecordNodeSetEvent, CUevent)
-EXEC_NODE_SET(cuGraphExecEventWaitNodeSetEvent, CUevent)
-EXEC_NODE_SET(cuGraphExecBatchMemOpNodeSetParams, const CUDA_BATCH_MEM_OP_NODE_PARAMS *)
-EXEC_NODE_SET(cuGraphNodeSetEnabled, unsigned int)
+EXEC_NODE_SET(cuGraphExecHostNodeSetParams, const CUDA_HOST_NODE_PARAMS *, 0)
+EXEC_NODE_SET(cuGraphExecChildGraphNodeSetParams, CUgraph, 0)
+EXEC_NODE_SET(cuGraphExecEventRecordNodeSetEvent, CUevent, 0)
+EXEC_NODE_SET(cuGraphExecEventWaitNodeSetEvent, CUevent, 0)
+EXEC_NODE_SET(cuGraphExecBatchMemOpNodeSetParams, const CUDA_BATCH_MEM_OP_NODE_PARAMS *, 0)
+EXEC_NODE_SET(cuGraphNodeSetEnabled, unsigned int, 1) /* switches only */
 
 /* Contexts: which device later allocations belong to. */
 CUresult cuCtxSetCurrent(CUcontext c)

@@ -137,12 +137,13 @@ void ft_sub_plan(CUgraphExec exec);
 /* exec can no longer be paged (why): what it reads comes back to the GPU
  * for good (its substitute goes). */
 void ft_sub_unpageable(CUgraphExec exec, const char *why);
-/* Kernel node n of exec, an executable captured with its loads (no clone
- * to plan it again from), got parameters p: they are safe where they read
- * no offloaded trap that n's parameters at capture did not (the graph's
- * loads put those in their blocks before n runs); else offloading stops
- * (every weight back to the GPU, said once). */
-void ft_sub_captured_changed(CUgraphExec exec, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p);
+/* Kernel node n of exec, an executable with no clone to plan it again
+ * from (captured with its loads, kept resident, made by a rescued update,
+ * or reading nothing tracked when captured), is about to get parameters p:
+ * the offloaded traps they read that n's parameters at capture did not
+ * (the graph's loads, if any, put only those in their blocks) come back to
+ * the GPU for good, before the setter runs. */
+void ft_sub_params_unkept(CUgraphExec exec, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p);
 /* Every executable kept so far (the plan was just applied). */
 void ft_sub_plan_all(void);
 /* cuGraphLaunch / cuGraphUpload of exec on s, paged as decided. */

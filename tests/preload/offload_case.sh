@@ -749,15 +749,16 @@ params)
 	is generic graphs_resident -eq 0
 	is generic hidden_readers -eq 0
 	# captured after the plan, paging itself (its loads in it, no clone
-	# to plan it again from): the node now reads a trap it did not, so
-	# every weight comes back to the GPU
+	# to plan it again from): the node now reads a trap it did not, which
+	# comes back to the GPU for good before the new parameters run
 	plain plain-late params OFFLOAD_CAPTURE_AT=12
 	launch late params FT_TRANSFER_BUDGET_SCALE=1000 FAKE_GRAPH_ORDER=lifo \
 		OFFLOAD_CAPTURE_AT=12 FT_GRAPH_PAGING=capture || no "late run exited $?"
 	same plain-late late
 	is late offload_copies -gt 0 # (offloaded until then)
 	is late graphs_substituted -eq 0
-	logs late "captured with its loads got new parameters"
+	is late offload_demoted -gt 0
+	logs late "cannot page again got new parameters"
 	;;
 enabled)
 	# a node of the substituted executable switched (cuGraphNodeSetEnabled):
