@@ -190,10 +190,6 @@ int ft_disc_declared(const struct ft_discover *d, uint64_t va);
 /* Verdict for region i. */
 enum ft_disc_reason ft_disc_classify(const struct ft_discover *d, uint32_t i);
 const char *ft_disc_reason_name(enum ft_disc_reason r);
-/* The bytes from region i's start within which reads inside it are views:
- * up to `end` bytes, its parts' starts, and beyond the last one the
- * smallest distance between consecutive starts (a row, an expert). */
-uint64_t ft_disc_views_in(const struct ft_discover *d, uint32_t i, uint64_t end);
 /* Indices of the weights in first-touch order of the last pass; returns how
  * many (idx malloc'd). */
 uint32_t ft_disc_weights(const struct ft_discover *d, uint32_t **idx);

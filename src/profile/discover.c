@@ -1,5 +1,6 @@
 /* Weight identification (include/ft/discover.h). */
 #include "ft/discover.h"
+#include "discover_int.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -29,8 +30,7 @@ static int before(const struct ft_disc_region *r, uint64_t a, uint64_t o)
 	return r->alloc_id < a || (r->alloc_id == a && r->offset < o);
 }
 
-/* Index of the first region not before (a, o). */
-static uint32_t lower(const struct ft_discover *d, uint64_t a, uint64_t o)
+uint32_t ft_disc_lower(const struct ft_discover *d, uint64_t a, uint64_t o)
 {
 	uint32_t lo = 0, hi = d->n;
 	while (lo < hi) {
@@ -43,10 +43,32 @@ static uint32_t lower(const struct ft_discover *d, uint64_t a, uint64_t o)
 	return lo;
 }
 
+int ft_disc_reserve(struct ft_discover *d, uint32_t n)
+{
+	uint32_t cap = d->cap;
+	while (cap < n)
+		cap *= 2;
+	if (cap == d->cap)
+		return 0;
+	struct ft_disc_region *r = realloc(d->r, cap * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	d->r = r;
+	d->cap = cap;
+	return 0;
+}
+
+void ft_disc_insert(struct ft_discover *d, uint32_t i, const struct ft_disc_region *r)
+{
+	memmove(&d->r[i + 1], &d->r[i], (d->n - i) * sizeof(*d->r));
+	d->r[i] = *r;
+	d->n++;
+}
+
 int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_base,
 		 uint64_t alloc_size)
 {
-	uint32_t i = lower(d, a, o);
+	uint32_t i = ft_disc_lower(d, a, o);
 	int known = i < d->n && d->r[i].alloc_id == a && d->r[i].offset == o;
 	/* No tensor a kernel reads starts at an address that is not 16-byte
 	 * aligned: such a word (an index, a size, a computed address seen on
@@ -55,18 +77,13 @@ int ft_disc_read(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t alloc_b
 	if (!known && o % FT_DISC_ALIGN && i > 0 && d->r[i - 1].alloc_id == a)
 		i--;
 	else if (!known) {
-		if (d->n == d->cap) {
-			struct ft_disc_region *r = realloc(d->r, d->cap * 2 * sizeof(*r));
-			if (!r)
-				return -ENOMEM;
-			d->r = r;
-			d->cap *= 2;
-		}
-		memmove(&d->r[i + 1], &d->r[i], (d->n - i) * sizeof(*d->r));
-		d->r[i] = (struct ft_disc_region){ .alloc_id = a, .offset = o,
-						   .alloc_base = alloc_base, .alloc_size = alloc_size,
-						   .last_pass = UINT32_MAX, .owner = i };
-		d->n++;
+		if (ft_disc_reserve(d, d->n + 1))
+			return -ENOMEM;
+		ft_disc_insert(d, i, &(struct ft_disc_region){ .alloc_id = a, .offset = o,
+							       .alloc_base = alloc_base,
+							       .alloc_size = alloc_size,
+							       .last_pass = UINT32_MAX,
+							       .owner = i });
 	}
 	struct ft_disc_region *r = &d->r[i];
 	if (d->pass < FT_DISCOVER_MAX_PASSES)
@@ -114,7 +131,7 @@ void ft_disc_unread_since(struct ft_discover *d, uint64_t since)
 	/* regions read again since: their reach before, latest read first */
 	for (; d->nundo && d->undo[d->nundo - 1].feed >= since; d->nundo--) {
 		const struct ft_disc_undo *u = &d->undo[d->nundo - 1];
-		uint32_t i = lower(d, u->alloc_id, u->offset);
+		uint32_t i = ft_disc_lower(d, u->alloc_id, u->offset);
 		if (i < d->n && d->r[i].alloc_id == u->alloc_id && d->r[i].offset == u->offset &&
 		    d->r[i].last_pass == d->pass)
 			d->r[i].reach = u->reach;
@@ -125,7 +142,7 @@ void ft_disc_unread_since(struct ft_discover *d, uint64_t since)
  * a misaligned word: the region holding it); 0 when there is none. */
 static int resolve(const struct ft_discover *d, uint64_t a, uint64_t o, uint64_t *off)
 {
-	uint32_t i = lower(d, a, o);
+	uint32_t i = ft_disc_lower(d, a, o);
 	if (i < d->n && d->r[i].alloc_id == a && d->r[i].offset == o) {
 		*off = o;
 		return 1;
@@ -299,7 +316,7 @@ uint32_t ft_disc_weight_pairs(const struct ft_discover *d, const uint32_t *idx, 
 		const struct ft_disc_pair *p = &d->pairs[i];
 		if (pair_empty(p))
 			continue;
-		uint32_t x = lower(d, p->a_id, p->a_off), y = lower(d, p->b_id, p->b_off);
+		uint32_t x = ft_disc_lower(d, p->a_id, p->a_off), y = ft_disc_lower(d, p->b_id, p->b_off);
 		if (x >= d->n || y >= d->n)
 			continue;
 		x = d->r[x].owner; /* a part is read as its region */
@@ -340,7 +357,7 @@ void ft_disc_write(struct ft_discover *d, uint64_t a, uint64_t o, uint64_t bytes
 {
 	/* Regions of a that start before o + bytes and end after o; extents
 	 * are not final yet, so any region from the one holding o on. */
-	uint32_t i = lower(d, a, o);
+	uint32_t i = ft_disc_lower(d, a, o);
 	if (i > 0 && d->r[i - 1].alloc_id == a)
 		i--; /* the region that may contain o */
 	for (; i < d->n && d->r[i].alloc_id == a && d->r[i].offset < o + bytes; i++) {
@@ -556,20 +573,15 @@ void ft_disc_lead_slices(struct ft_discover *d)
 		    d->passes_done < 2 || slice_views(d, i, r->extent, NULL, 0, &g) < 2 ||
 		    g < FT_DISC_SLICE_MIN || r->offset % g)
 			continue;
-		if (d->n == d->cap) {
-			struct ft_disc_region *x = realloc(d->r, d->cap * 2 * sizeof(*x));
-			if (!x)
-				return;
-			d->r = x;
-			d->cap *= 2;
-		}
-		memmove(&d->r[i + 1], &d->r[i], (d->n - i) * sizeof(*d->r));
+		if (ft_disc_reserve(d, d->n + 1))
+			return;
 		made = 1;
-		d->r[i] = (struct ft_disc_region){ .alloc_id = d->r[i + 1].alloc_id, .offset = 0,
-						   .alloc_base = d->r[i + 1].alloc_base,
-						   .alloc_size = d->r[i + 1].alloc_size,
-						   .last_pass = UINT32_MAX, .owner = i };
-		d->n++;
+		/* (read from d->r again: reserving may have moved it) */
+		struct ft_disc_region lead = { .alloc_id = d->r[i].alloc_id, .offset = 0,
+					       .alloc_base = d->r[i].alloc_base,
+					       .alloc_size = d->r[i].alloc_size,
+					       .last_pass = UINT32_MAX, .owner = i };
+		ft_disc_insert(d, i, &lead);
 	}
 	if (made) /* (else the extents stand) */
 		ft_disc_extents(d);
@@ -652,11 +664,10 @@ void ft_disc_extents(struct ft_discover *d)
 		memset(seen, 0, 2 * ((size_t)d->n + 1) * sizeof(*seen));
 		for (uint32_t i = 0; i < d->n; i++)
 			if (part[i] == 1) {
-				const struct ft_disc_region *o = &d->r[d->r[i].owner];
-				nparts[d->r[i].owner]++;
-				seen[d->r[i].owner] |= d->r[i].touched & all;
-				step[d->r[i].owner] = gcd64(step[d->r[i].owner],
-							    d->r[i].offset - o->offset);
+				uint32_t o = d->r[i].owner;
+				nparts[o]++;
+				seen[o] |= d->r[i].touched & all;
+				step[o] = gcd64(step[o], d->r[i].offset - d->r[o].offset);
 			}
 		for (uint32_t i = 0; i < d->n; i++) {
 			uint32_t o = d->r[i].owner;

@@ -6,6 +6,7 @@
  * one ends.
  */
 #include "ft/discover.h"
+#include "discover_int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -63,16 +64,8 @@ static int begins_at(const struct ft_discover *d, const struct ft_disc_region *m
 	for (uint32_t i = 0; i < nmade; i++)
 		if (made[i].alloc_id == alloc && made[i].offset == offset)
 			return 1;
-	uint32_t lo = 0, hi = d->n;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		const struct ft_disc_region *r = &d->r[mid];
-		if (r->alloc_id < alloc || (r->alloc_id == alloc && r->offset < offset))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < d->n && d->r[lo].alloc_id == alloc && d->r[lo].offset == offset;
+	uint32_t i = ft_disc_lower(d, alloc, offset);
+	return i < d->n && d->r[i].alloc_id == alloc && d->r[i].offset == offset;
 }
 
 /* Saved weights not found at a region's start that begin where a found one
@@ -129,25 +122,11 @@ static uint32_t match_after(const struct ft_discover *d, const struct saved_w *w
 static int insert_made(struct ft_discover *d, int32_t *region_of, uint32_t nsizes,
 		       const struct ft_disc_region *made, uint32_t nmade)
 {
-	if (d->n + nmade > d->cap) {
-		uint32_t cap = d->cap;
-		while (cap < d->n + nmade)
-			cap *= 2;
-		struct ft_disc_region *x = realloc(d->r, cap * sizeof(*x));
-		if (!x)
-			return -1;
-		d->r = x;
-		d->cap = cap;
-	}
+	if (ft_disc_reserve(d, d->n + nmade))
+		return -1;
 	for (uint32_t m = 0; m < nmade; m++) {
-		uint32_t q = 0;
-		while (q < d->n && (d->r[q].alloc_id < made[m].alloc_id ||
-				    (d->r[q].alloc_id == made[m].alloc_id &&
-				     d->r[q].offset < made[m].offset)))
-			q++;
-		memmove(&d->r[q + 1], &d->r[q], (d->n - q) * sizeof(*d->r));
-		d->r[q] = made[m];
-		d->n++;
+		uint32_t q = ft_disc_lower(d, made[m].alloc_id, made[m].offset);
+		ft_disc_insert(d, q, &made[m]);
 		for (uint32_t j = 0; j < nsizes; j++) {
 			if (region_of[j] >= (int32_t)q)
 				region_of[j]++;
