@@ -295,7 +295,9 @@ void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdevic
 		return;
 	}
 	/* a chunk at a time (decoded, or read from the NVMe tier's file):
-	 * no large host buffer needed but a coded image read from the file */
+	 * no large host buffer needed but a coded image read from the file.
+	 * Pieces end on the codec's chunk grid, so that a range off it (a
+	 * raw-mode trap's run) decodes each chunk once */
 	unsigned char *buf = malloc(FT_Z_CHUNK), *own = NULL;
 	struct ft_z_image z = { 0 };
 	if (x->z.desc)
@@ -306,8 +308,10 @@ void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdevic
 		free(own);
 		return;
 	}
-	for (size_t done = 0; done < n; done += FT_Z_CHUNK) {
-		size_t m = n - done < FT_Z_CHUNK ? n - done : FT_Z_CHUNK;
+	for (size_t done = 0, m; done < n; done += m) {
+		m = FT_Z_CHUNK - (off + done) % FT_Z_CHUNK;
+		if (m > n - done)
+			m = n - done;
 		if (!x->z.desc && ft_off_disk_read(o, t, off + done, m, buf)) {
 			stuck(o, t);
 			break;
