@@ -68,6 +68,8 @@ struct ft_learn_env {
 	/* offloading just began: graphs captured before it are made to page
 	 * what they read (NULL: none) */
 	void (*graphs_planned)(void);
+	/* the real dlsym, for libraries the library loads itself (libcufile) */
+	void *(*dlsym)(void *handle, const char *symbol);
 };
 
 struct ft_prof_launch {

@@ -119,6 +119,10 @@ struct ft_off_config {
 	 * store keep it in a file in nvme_dir; NULL: host memory only */
 	const char *nvme_dir;
 	uint64_t nvme_align, nvme_host_bytes;
+	int nvme_cufile;                    /* FT_NVME_TRANSFER_MODE=cufile: read with
+					       GPUDirect Storage where it is present */
+	void *(*dlsym)(void *handle, const char *symbol); /* the real one (libcufile's
+					       entry points); NULL: no cuFile */
 	double pass_ms;                     /* the plan's predicted pass (0: unknown):
 					       what the disk's reads are held against */
 };

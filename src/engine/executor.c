@@ -120,6 +120,17 @@ void ft_off_copy_in(struct ft_offload *o, CUdeviceptr dst, const unsigned char *
 		FT_STAT_INC(o->stats, offload_copy_kernels);
 		return;
 	}
+	if (x->ring_gpu) { /* the NVMe tier's ring in GPU memory (cuFile) */
+		if ((r->cuMemcpyDtoDAsync_v2 &&
+		     !r->cuMemcpyDtoDAsync_v2(dst, (CUdeviceptr)(uintptr_t)src, n, cs)) ||
+		    (!r->cuStreamSynchronize(cs) && !r->cuMemcpyDtoD_v2(dst, (CUdeviceptr)(uintptr_t)src, n)))
+			return;
+		FT_STAT_INC(o->stats, offload_stuck);
+		ft_error_once("cannot copy trap %d into its block from the NVMe tier's GPU buffer: "
+			      "launches that read it read whatever the block holds; run with "
+			      "FT_NVME_TRANSFER_MODE=posix", t);
+		return;
+	}
 	if (!r->cuMemcpyHtoDAsync_v2(dst, src, n, cs))
 		return;
 	if (ft_off_refused(o, cs)) {

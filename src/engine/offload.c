@@ -337,6 +337,8 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->nvme_dir = c->nvme_dir;
 	o->nvme_align = c->nvme_align ? c->nvme_align : 4096;
 	o->nvme_host_bytes = c->nvme_host_bytes;
+	o->nvme_cufile = c->nvme_cufile;
+	o->dlsym = c->dlsym;
 	o->pass_ms = c->pass_ms;
 	o->sums_gpu = c->sums;
 	o->chunk = vmm->chunk;
@@ -545,9 +547,11 @@ static void disk_said(struct ft_offload *o, uint64_t disk, size_t most)
 			first = (int)t;
 	double rate = first >= 0 ? ft_off_disk_rate(o, first) : 0;
 	ft_info("FT_NVME_OFFLOAD_ENABLED: %.1f MiB of the store in a file in %s, %.1f MiB in host "
-		"memory (FT_NVME_HOST_BYTES=%llu) and a ring of 3 x %.1f MiB%s",
+		"memory (FT_NVME_HOST_BYTES=%llu) and a ring of 3 x %.1f MiB %s%s",
 		(double)disk / 1048576.0, o->nvme_dir, (double)o->store_bytes / 1048576.0,
 		(unsigned long long)o->nvme_host_bytes, (double)most / 1048576.0,
+		ft_off_disk_gds(o) ? "in GPU memory, read by cuFile (GPUDirect Storage)"
+				   : "of pinned host memory",
 		rate ? "" : "; the file is read through the page cache (the disk's rate is not measured)");
 	if (!rate)
 		return;

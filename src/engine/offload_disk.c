@@ -11,6 +11,12 @@
  * cannot read a file: a trap loaded inside a capture (a substitute) moves
  * to host memory for good first (promoted).  Bringing a trap back, and
  * FT_VERIFY's sums of parts of it, read the file directly.
+ *
+ * With FT_NVME_TRANSFER_MODE=cufile and GPUDirect Storage present (gds.c)
+ * the ring is in GPU memory: the reader reads with cuFile from the disk
+ * into it, and a load copies from it to the block on the GPU (the host's
+ * memory and its link carry none of those bytes).  Where GPUDirect Storage
+ * is not there, the tier reads as with posix (said once).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +28,7 @@
 #include <unistd.h>
 
 #include "ft/log.h"
+#include "gds.h"
 #include "offload_int.h"
 
 #define SLOTS 3
@@ -29,7 +36,9 @@
 enum { EMPTY, READING, FILLED };
 
 struct slot {
-	unsigned char *buf;                 /* pinned, cap bytes */
+	unsigned char *buf;                 /* pinned, cap bytes (cuFile: slot 0 only, for
+					       staging) */
+	CUdeviceptr dev;                    /* cuFile: the slot's GPU buffer, cap bytes */
 	int trap;                           /* whose bytes it holds (or is reading), -1 */
 	int state;
 	int held;                           /* a load copies from it */
@@ -40,6 +49,7 @@ struct slot {
 struct ft_off_disk {
 	int fd;
 	int direct;                         /* O_DIRECT */
+	struct ft_gds gds;                  /* FT_NVME_TRANSFER_MODE=cufile: gds.fh set */
 	size_t align, cap;
 	uint64_t end;                       /* of the file */
 	struct slot slot[SLOTS];
@@ -113,13 +123,19 @@ static int pwrite_all(struct ft_off_disk *d, uint64_t off, size_t n, const unsig
 	return 0;
 }
 
-/* A whole trap into a ring buffer (its aligned length: O_DIRECT reads
+/* A whole trap into ring buffer x (its aligned length: O_DIRECT reads
  * whole blocks). */
-static int read_trap(struct ft_offload *o, int t, unsigned char *buf)
+static int read_trap(struct ft_offload *o, int t, const struct slot *x)
 {
 	struct ft_off_disk *d = o->disk;
-	uint64_t t0 = ft_off_now_ns(), n = d->bytes[t]; /* (x's fields are the executor's) */
-	int rc = pread_all(d, d->off[t], 0, up(n, d->align), buf);
+	uint64_t t0 = ft_off_now_ns(), n = d->bytes[t]; /* (o->t[t] is the executor's) */
+	int rc;
+	if (d->gds.fh) {
+		rc = ft_gds_read(&d->gds, x->dev, up(n, d->align), d->off[t]);
+		FT_STAT_INC(o->stats, nvme_cufile_reads);
+	} else {
+		rc = pread_all(d, d->off[t], 0, up(n, d->align), x->buf);
+	}
 	FT_STAT_INC(o->stats, nvme_reads);
 	FT_STAT_ADD(o->stats, nvme_read_bytes, n);
 	FT_STAT_ADD(o->stats, nvme_read_ns, ft_off_now_ns() - t0);
@@ -217,7 +233,7 @@ static void *reader(void *arg)
 		x->trap = t;
 		x->state = READING;
 		pthread_mutex_unlock(&d->mu);
-		int rc = read_trap(o, t, x->buf);
+		int rc = read_trap(o, t, x);
 		pthread_mutex_lock(&d->mu);
 		x->state = rc ? EMPTY : FILLED;
 		if (rc) {
@@ -231,6 +247,13 @@ static void *reader(void *arg)
 	return NULL;
 }
 
+/* Where ring buffer x's bytes are for a copy: its GPU buffer (cuFile) as
+ * a pointer, or its pinned one. */
+static unsigned char *bytes_of(const struct ft_off_disk *d, const struct slot *x)
+{
+	return d->gds.fh ? (unsigned char *)(uintptr_t)x->dev : x->buf;
+}
+
 /* The ring buffer holding trap t, read there and then when the reader is
  * behind; NULL when the file cannot be read. */
 static unsigned char *get(struct ft_offload *o, int t)
@@ -242,7 +265,7 @@ static unsigned char *get(struct ft_offload *o, int t)
 		if (s >= 0 && d->slot[s].state == FILLED) {
 			d->slot[s].held = 1;
 			pthread_mutex_unlock(&d->mu);
-			return d->slot[s].buf;
+			return bytes_of(d, &d->slot[s]);
 		}
 		if (s >= 0) { /* being read */
 			pthread_cond_wait(&d->cv, &d->mu);
@@ -268,7 +291,7 @@ static unsigned char *get(struct ft_offload *o, int t)
 				d->real->cuThreadExchangeStreamCaptureMode(&mode);
 		}
 		FT_STAT_INC(o->stats, nvme_misses);
-		int rc = read_trap(o, t, x->buf);
+		int rc = read_trap(o, t, x);
 		pthread_mutex_lock(&d->mu);
 		x->state = rc ? EMPTY : FILLED;
 		if (rc)
@@ -317,7 +340,8 @@ unsigned char *ft_off_disk_take(struct ft_offload *o, int t)
 		return NULL;
 	}
 	x->host = ring;
-	if (x->z.desc)
+	x->ring_gpu = o->disk->gds.fh != NULL; /* (copies from it are on the GPU) */
+	if (x->z.desc && !x->ring_gpu)
 		x->z.data = ring; /* a coded image, read whole */
 	return ring;
 }
@@ -327,6 +351,7 @@ void ft_off_disk_put(struct ft_offload *o, int t, CUstream cs)
 	struct ft_off_disk *d = o->disk;
 	o->t[t].host = NULL;
 	o->t[t].z.data = NULL;
+	o->t[t].ring_gpu = 0;
 	pthread_mutex_lock(&d->mu);
 	int s = find(d, t);
 	if (s >= 0) {
@@ -451,6 +476,54 @@ out:
 	return rate;
 }
 
+/* The ring's GPU buffers and cuFile given back. */
+static void gds_end(struct ft_off_disk *d)
+{
+	for (int s = 0; s < SLOTS; s++) {
+		if (!d->slot[s].dev)
+			continue;
+		if (d->gds.fh)
+			ft_gds_unregister(&d->gds, d->slot[s].dev);
+		d->real->cuMemFree_v2(d->slot[s].dev);
+		d->slot[s].dev = 0;
+	}
+	ft_gds_close(&d->gds);
+}
+
+/* FT_NVME_TRANSFER_MODE=cufile: the ring in GPU memory, read by cuFile,
+ * where GPUDirect Storage is there for the file; else the tier reads as
+ * with posix (said). */
+static void gds_ring(struct ft_off_disk *d)
+{
+	const struct ft_real *r = d->real;
+	char why[200];
+	if (!d->direct)
+		snprintf(why, sizeof(why), "the file is not opened with O_DIRECT");
+	else if (!ft_gds_open(&d->gds, d->fd, d->o->dlsym, why, sizeof(why))) {
+		int s = 0;
+		for (; s < SLOTS; s++) {
+			if (r->cuMemAlloc_v2(&d->slot[s].dev, d->cap)) {
+				d->slot[s].dev = 0;
+				break;
+			}
+			if (ft_gds_register(&d->gds, d->slot[s].dev, d->cap))
+				ft_info_once("FT_NVME_TRANSFER_MODE=cufile: cuFile does not register "
+					     "the ring's GPU buffers: it reads through its own");
+		}
+		if (s == SLOTS) {
+			ft_info("FT_NVME_TRANSFER_MODE=cufile: the NVMe tier reads with GPUDirect "
+				"Storage into %d GPU buffers of %zu MiB (beside the blocks)", SLOTS,
+				d->cap >> 20);
+			return;
+		}
+		snprintf(why, sizeof(why), "%d GPU buffers of %zu MiB cannot be allocated", SLOTS,
+			 d->cap >> 20);
+		gds_end(d);
+	}
+	ft_warn("FT_NVME_TRANSFER_MODE=cufile: %s; the NVMe tier reads with pread into pinned "
+		"host buffers instead (posix)", why);
+}
+
 int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len)
 {
 	struct ft_off_disk *d = calloc(1, sizeof(*d));
@@ -483,18 +556,24 @@ int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len)
 	if (!d->direct)
 		ft_warn("FT_NVME_OFFLOAD_PATH=%s: the file system refuses O_DIRECT: the NVMe tier reads "
 			"through the page cache (which then holds copies of what it read)", o->nvme_dir);
-	/* aligned for O_DIRECT, pinned for the copies */
+	if (o->nvme_cufile)
+		gds_ring(d);
+	/* aligned for O_DIRECT, pinned for the copies (with cuFile, the first
+	 * for staging) */
 	size_t a = d->align > 4096 ? d->align : 4096;
 	for (int s = 0; s < SLOTS; s++) {
 		struct slot *x = &d->slot[s];
 		x->trap = -1;
-		if (posix_memalign((void **)&x->buf, a, d->cap)) {
+		if (d->gds.fh && s) {
+			x->buf = NULL;
+		} else if (posix_memalign((void **)&x->buf, a, d->cap)) {
 			x->buf = NULL;
 		} else if (!o->pageable && o->real->cuMemHostRegister_v2(x->buf, d->cap, 0)) {
 			free(x->buf);
 			x->buf = NULL;
 		}
-		if (!x->buf || o->real->cuEventCreate(&x->done, CU_EVENT_DISABLE_TIMING)) {
+		if ((!x->buf && !(d->gds.fh && s)) ||
+		    o->real->cuEventCreate(&x->done, CU_EVENT_DISABLE_TIMING)) {
 			snprintf(why, len, "cannot allocate the NVMe tier's %d pinned buffers of %zu MiB "
 				 "(host memory, or the locked-memory limit, ulimit -l)", SLOTS,
 				 d->cap >> 20);
@@ -502,6 +581,11 @@ int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len)
 		}
 	}
 	return 0;
+}
+
+int ft_off_disk_gds(const struct ft_offload *o)
+{
+	return o->disk && o->disk->gds.fh;
 }
 
 unsigned char *ft_off_disk_bounce(struct ft_offload *o)
@@ -534,9 +618,11 @@ double ft_off_disk_rate(struct ft_offload *o, int t)
 	struct ft_off_disk *d = o->disk;
 	if (!d->direct)
 		return 0;
-	uint64_t t0 = ft_off_now_ns();
-	if (pread_all(d, o->t[t].disk_off, 0, up(o->t[t].disk_bytes, d->align), d->slot[0].buf) ||
-	    !d->direct)
+	uint64_t t0 = ft_off_now_ns(), n = up(o->t[t].disk_bytes, d->align);
+	if (d->gds.fh ? ft_gds_read(&d->gds, d->slot[0].dev, n, o->t[t].disk_off)
+		      : pread_all(d, o->t[t].disk_off, 0, n, d->slot[0].buf))
+		return 0;
+	if (!d->direct)
 		return 0;
 	uint64_t ns = ft_off_now_ns() - t0;
 	return ns ? (double)o->t[t].disk_bytes / ((double)ns * 1e-9) : 0;
@@ -578,6 +664,7 @@ void ft_off_disk_release(struct ft_offload *o)
 	if (!d)
 		return;
 	ft_off_disk_stop(o);
+	gds_end(d);
 	for (int s = 0; s < SLOTS; s++) {
 		if (d->slot[s].buf && !o->pageable)
 			o->real->cuMemHostUnregister(d->slot[s].buf);

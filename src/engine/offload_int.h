@@ -48,6 +48,9 @@ struct ft_off_trap {
 					       disk_off; host, and z.data when coded, are
 					       a ring buffer while a load copies from
 					       it); 0: not */
+	unsigned char ring_gpu;             /* host is that ring buffer in GPU memory
+					       (FT_NVME_TRANSFER_MODE=cufile; z.data
+					       stays NULL) */
 	size_t shm_len;                     /* host is mapped from a shared segment
 					       (this many bytes, at shm_off); 0: private */
 	uint64_t shm_off;
@@ -209,6 +212,8 @@ struct ft_offload {
 	const char *nvme_dir;               /* NULL: off */
 	size_t nvme_align;
 	uint64_t nvme_host_bytes;
+	int nvme_cufile;                    /* FT_NVME_TRANSFER_MODE=cufile */
+	void *(*dlsym)(void *handle, const char *symbol);
 	double pass_ms;                     /* the plan's predicted pass, 0 unknown */
 	uint32_t nw;
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
@@ -358,6 +363,9 @@ void ft_off_shm_end(struct ft_offload *o);
  * reader's lock, around fork.  Bytes [off, off + n) of t's store read from the file.  Trap t
  * moved to host memory for good (a graph copies it): 0, or -1. */
 int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len);
+/* The tier reads with cuFile into a ring in GPU memory (GPUDirect
+ * Storage): 1, or 0. */
+int ft_off_disk_gds(const struct ft_offload *o);
 unsigned char *ft_off_disk_bounce(struct ft_offload *o);
 int ft_off_disk_spill(struct ft_offload *o, int t, const unsigned char *buf, size_t bytes,
 		      char *why, uint32_t len);

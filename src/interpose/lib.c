@@ -164,7 +164,7 @@ static int start_observers(void)
 	ft_vmm_init(&ft_g.vmm, &ft_g.real, (size_t)ft_g.opt.vmm_min_bytes,
 		    ft_g.opt.max_gpu_mem_fraction, (int)ft_g.opt.gpu_device);
 	const struct ft_learn_env env = {
-		.real = &ft_g.real, .opt = &ft_g.opt, .stats = &ft_g.stats, .reg = &ft_g.reg,
+		.real = &ft_g.real, .dlsym = ft_real_dlsym, .opt = &ft_g.opt, .stats = &ft_g.stats, .reg = &ft_g.reg,
 		.graphs = ft_g.graphs, .trace = &ft_g.trace, .vmm = &ft_g.vmm, .off = ft_g.off,
 		.timing = &ft_g.timing, .timing_window = &ft_g.timing_window,
 		.captures = &ft_g.active_captures, .graphs_planned = ft_sub_plan_all,

@@ -407,9 +407,6 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 			"a private store");
 		shm = 0;
 	}
-	if (L->env.opt->nvme_offload_enabled && L->env.opt->nvme_transfer_mode == FT_NVME_CUFILE)
-		ft_warn("FT_NVME_TRANSFER_MODE=cufile: GPUDirect Storage is not implemented in "
-			"libflextensor; the NVMe tier reads with pread into pinned buffers (posix)");
 	/* the segment is one per model and these settings */
 	char settings[512];
 	plan_settings(L, settings, sizeof(settings));
@@ -431,6 +428,8 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 		.nvme_dir = L->env.opt->nvme_offload_enabled ? L->env.opt->nvme_offload_path : NULL,
 		.nvme_align = (uint64_t)L->env.opt->nvme_alignment_bytes,
 		.nvme_host_bytes = (uint64_t)L->env.opt->nvme_host_bytes,
+		.nvme_cufile = L->env.opt->nvme_transfer_mode == FT_NVME_CUFILE,
+		.dlsym = L->env.dlsym,
 		.pass_ms = p->plan ? p->plan->pass_ms : 0,
 	};
 	char why[256];

@@ -240,6 +240,7 @@ static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st);
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { INJECT("cuMemcpyHtoDAsync"); return htod_async(d, s, n, st); }
 API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { return htod_async(d, s, n, st); }
 API CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memmove(H(d), H(s), n); return CUDA_SUCCESS; }
+API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memmove(H(d), H(s), n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, H(s), n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { return cuMemcpyDtoH_v2(d, s, n); }
 API CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memmove(H(d), H(s), n); return CUDA_SUCCESS; }
@@ -1473,6 +1474,8 @@ static const struct row rows[] = {
 	R("cuMemcpyHtoDAsync", 7000, 1, cuMemcpyHtoDAsync_v2_ptsz),
 	R("cuMemcpyDtoH", 3020, 0, cuMemcpyDtoH_v2),
 	R("cuMemcpyDtoH", 7000, 1, cuMemcpyDtoH_v2_ptds),
+	R("cuMemcpyDtoDAsync", 3020, 0, cuMemcpyDtoDAsync_v2),
+	R("cuMemcpyDtoD", 3020, 0, cuMemcpyDtoD_v2),
 	R("cuMemcpyAsync", 4000, 0, cuMemcpyAsync),
 	R("cuMemcpyAsync", 7000, 1, cuMemcpyAsync_ptsz),
 	R("cuMemsetD32", 3020, 0, cuMemsetD32_v2),

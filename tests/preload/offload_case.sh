@@ -59,7 +59,9 @@
 # one's writes to its weights do not reach the other (shm-modify), and one
 # refuses a damaged store (shm-damaged); the NVMe tier reads the traps
 # beyond the host's share from a file (nvme, nvme-raw, nvme-verify,
-# nvme-pieces, nvme-early); a stacked expert tensor read through routed
+# nvme-pieces, nvme-early), with cuFile into GPU memory where GPUDirect
+# Storage is there, else with pread, said (nvme-cufile, nvme-cufile-zip,
+# nvme-cufile-none); a stacked expert tensor read through routed
 # experts' slices is paged per slice, in each block mode and under
 # FT_VERIFY, with fewer bytes a slice copy than whole (stacked, stacked-raw,
 # stacked-verify); two stacked tensors whose reads interleave are one
@@ -516,7 +518,8 @@ shm-damaged | shm-damaged-desc)
 	logs shm-b "FT_SHM_ENABLED: .*: its bytes differ from what was stored"
 	is shm-a shm_created_bytes -gt 0
 	;;
-nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early | nvme-zip | nvme-zip-verify | nvme-zip-early)
+nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early | nvme-zip | nvme-zip-verify | nvme-zip-early | \
+	nvme-cufile | nvme-cufile-zip | nvme-cufile-none)
 	# FT_NVME_OFFLOAD_ENABLED: the traps beyond FT_NVME_HOST_BYTES (half
 	# of the store; none with nvme-verify) are read from a file ahead of
 	# their copies: the plain outputs, eagerly in each block mode, with
@@ -526,8 +529,12 @@ nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early | nvme-zip | nvme-zip-v
 	# (promoted).  With a coded store (nvme-zip*) the file holds the coded
 	# images: fewer bytes to read.  The disk's read rate is measured before
 	# the plan, which counts the disk's reads.  The file has no name: nothing is left
-	# in the directory.
-	w="" m=allocation_block_transfer h=30000000 v=0 z=none
+	# in the directory.  With FT_NVME_TRANSFER_MODE=cufile and a cuFile
+	# that finds GPUDirect Storage (tests/fake/cufile) the reads go to a
+	# ring in GPU memory, all of them (nvme-cufile, nvme-cufile-zip);
+	# without libcufile, or without nvidia-fs (cuFile's compatibility
+	# mode), the tier reads with pread, said (nvme-cufile-none).
+	w="" m=allocation_block_transfer h=30000000 v=0 z=none g=posix
 	case $case in
 	nvme-raw) m=raw_block_transfer ;;
 	nvme-verify) h=0 v=1 ;;
@@ -536,12 +543,39 @@ nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early | nvme-zip | nvme-zip-v
 	nvme-zip) m=raw_block_transfer z=always ;;
 	nvme-zip-verify) h=0 v=1 z=always ;;
 	nvme-zip-early) w=early z=always ;;
+	nvme-cufile) h=0 v=1 g=cufile ;;
+	nvme-cufile-zip) m=raw_block_transfer z=always g=cufile ;;
+	nvme-cufile-none) g=cufile ;;
 	esac
 	plain "plain$w" $w
 	mkdir -p "$tmp/nvme"
-	run "$case" "$w" FT_TRANSFER_MODE=$m FT_NVME_OFFLOAD_ENABLED=1 FT_NVME_OFFLOAD_PATH="$tmp/nvme" \
-		FT_NVME_HOST_BYTES=$h FT_VERIFY=$v FT_TRANSFER_COMPRESSION=$z
+	gds=$FAKE_CUFILE_DIR:$LD_LIBRARY_PATH
+	if [ $case = nvme-cufile-none ]; then
+		# no libcufile on the path; then one without nvidia-fs
+		run "$case" "" FT_NVME_OFFLOAD_ENABLED=1 FT_NVME_OFFLOAD_PATH="$tmp/nvme" \
+			FT_NVME_HOST_BYTES=$h FT_NVME_TRANSFER_MODE=cufile
+		logs "$case" "FT_NVME_TRANSFER_MODE=cufile: libcufile.so.0 cannot be loaded .*reads with pread"
+		run compat "" FT_NVME_OFFLOAD_ENABLED=1 FT_NVME_OFFLOAD_PATH="$tmp/nvme" \
+			FT_NVME_HOST_BYTES=$h FT_NVME_TRANSFER_MODE=cufile LD_LIBRARY_PATH="$gds" \
+			FAKE_CUFILE=no-nvfs
+		logs compat "FT_NVME_TRANSFER_MODE=cufile: nvidia-fs is not loaded.*reads with pread"
+		same plain compat
+		is compat nvme_reads -gt 0
+		is compat nvme_cufile_reads -eq 0
+	else
+		run "$case" "$w" FT_TRANSFER_MODE=$m FT_NVME_OFFLOAD_ENABLED=1 FT_NVME_OFFLOAD_PATH="$tmp/nvme" \
+			FT_NVME_HOST_BYTES=$h FT_VERIFY=$v FT_TRANSFER_COMPRESSION=$z \
+			FT_NVME_TRANSFER_MODE=$g LD_LIBRARY_PATH="$gds"
+	fi
 	same "plain$w" "$case"
+	if [ $g = cufile ] && [ $case != nvme-cufile-none ]; then
+		# every read by cuFile, into GPU memory
+		is "$case" nvme_cufile_reads -gt 0
+		is "$case" nvme_cufile_reads -eq "$(stat "$case" nvme_reads)"
+		logs "$case" "FT_NVME_TRANSFER_MODE=cufile: the NVMe tier reads with GPUDirect Storage"
+	else
+		is "$case" nvme_cufile_reads -eq 0
+	fi
 	is "$case" nvme_bytes -gt 0
 	is "$case" offload_stuck -eq 0
 	held=$(($(stat "$case" nvme_bytes) + $(stat "$case" offload_store_bytes)))
