@@ -58,5 +58,9 @@ void ft_plan_free(struct ft_plan *p);
  * fraction is NAN (none) or the total unknown.  The one definition: the
  * VMM's limit before a plan and the planner both use it. */
 uint64_t ft_plan_budget(double fraction, uint64_t total, uint64_t free_bytes, uint64_t weights);
+/* The copy stream's ms a pass under plan p: its offloaded traps' copy
+ * times, or, for a plan saved without them (profiles before 0.3), its
+ * offloaded bytes at the copy curve c[0..n)'s rate. */
+double ft_plan_copies(const struct ft_plan *p, const struct ft_curve_point *c, uint32_t n);
 
 #endif

@@ -355,10 +355,7 @@ static const struct ft_gpu *codec_for(struct ft_learn *L)
 	if (mode <= FT_TC_NONE || L->env.opt->transfer_mode == FT_TM_STRATEGY) /* none: -1 */
 		return NULL;
 	if (mode == FT_TC_AUTO && pl) {
-		double copies = 0;
-		for (uint32_t t = 0; t < pl->ntraps; t++)
-			if (pl->t[t].offloaded)
-				copies += pl->t[t].copy_ms;
+		double copies = ft_plan_copies(pl, L->prof.curve, L->prof.ncurve);
 		if (copies <= pl->compute_ms) {
 			ft_info("FT_TRANSFER_COMPRESSION=auto: the plan's copies (%.2f ms a pass) hide "
 				"behind its compute (%.2f ms): the store stays raw", copies,

@@ -26,6 +26,17 @@ uint64_t ft_plan_budget(double fraction, uint64_t total, uint64_t free_bytes, ui
 	return budget > 1 ? (uint64_t)budget : 1;
 }
 
+double ft_plan_copies(const struct ft_plan *p, const struct ft_curve_point *c, uint32_t n)
+{
+	double ms = 0;
+	for (uint32_t t = 0; t < p->ntraps; t++)
+		if (p->t[t].offloaded)
+			ms += p->t[t].copy_ms;
+	if (ms <= 0 && p->offloaded_bytes && n)
+		ms = ft_curve_ms(c, n, p->offloaded_bytes);
+	return ms;
+}
+
 static double copy_ms(const struct ft_plan_input *in, uint32_t t)
 {
 	const struct ft_profile *pr = in->profile;

@@ -105,6 +105,7 @@ static void add_plan(cJSON *root, const struct ft_plan *pl)
 		cJSON_AddNumberToObject(t, "block", pl->t[i].block);
 		cJSON_AddNumberToObject(t, "issue_ms", pl->t[i].offloaded ? pl->t[i].issue_ms : 0);
 		cJSON_AddNumberToObject(t, "wait_ms", pl->t[i].wait_ms);
+		cJSON_AddNumberToObject(t, "copy_ms", pl->t[i].offloaded ? pl->t[i].copy_ms : 0);
 		cJSON_AddItemToArray(tr, t);
 	}
 	cJSON_AddNumberToObject(o, "peak_bytes", (double)pl->peak_bytes);
@@ -288,6 +289,9 @@ static void read_plan(struct rd *rd, const cJSON *o, struct ft_profile *p)
 		t->block = (int)num(rd, x, "block", -1, FT_PLAN_MAX_BLOCKS);
 		t->issue_ms = num(rd, x, "issue_ms", -MAX_MS, MAX_MS);
 		t->wait_ms = num(rd, x, "wait_ms", 0, MAX_MS);
+		/* (absent from profiles written before 0.3: 0, see ft_plan_copies) */
+		if (cJSON_GetObjectItemCaseSensitive(x, "copy_ms"))
+			t->copy_ms = num(rd, x, "copy_ms", 0, MAX_MS);
 		if (rd->r == FT_PROFILE_OK && t->block >= (int)pl->nblocks)
 			bad(rd, FT_PROFILE_INCONSISTENT, "plan.traps[%u].block %d is not one of its %u "
 			    "blocks", i, t->block, pl->nblocks);

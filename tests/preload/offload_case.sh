@@ -258,6 +258,26 @@ zip-auto)
 	nologs slowlink "kept raw"
 	is mixed offload_coded_traps -eq 1
 	logs mixed "13 traps kept raw"
+	# a restart that takes its saved plan weighs its copies too: here a
+	# plan saved without their times (before 0.3; they were read as 0
+	# ms, and every restart stayed raw), by the slow link's curve
+	mkdir -p "$tmp/again"
+	python3 - "$tmp/prof/profile.json" "$tmp/again/profile.json" <<-'EOF' || no "cannot edit the profile"
+	import json, sys
+	p = json.load(open(sys.argv[1]))
+	for t in p["traps"]:
+	    t["compute_ms"] = {"median": 1.0, "min": 1.0, "max": 1.0, "samples": t["compute_ms"]["samples"]}
+	for c in p["copy_curve"]:
+	    c["ms"] = c["bytes"] / 8e6 * 1e3
+	for t in p["plan"]["traps"]:
+	    t.pop("copy_ms", None)
+	json.dump(p, open(sys.argv[2], "w"))
+	EOF
+	run again "" FT_TRANSFER_MODE=raw_block_transfer FT_TRANSFER_COMPRESSION=auto \
+		FT_PROFILE_STORAGE_DIR="$tmp/again" FT_PROFILE_READ_ONLY=1
+	same plain again
+	logs again "plan from the saved profile"
+	is again offload_coded_traps -eq 14
 	;;
 zip-mixed | zip-early)
 	# coded loads in graphs captured after the plan (replays and eager

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "ft/plan.h"
 #include "ft/profile.h"
 #include "ft/traps.h"
 #include "llama_sizes.h"
@@ -55,6 +56,7 @@ static void round_trip(void **state)
 		a.plan->t[i].block = i % 3 ? (int)(i % 4) : -1;
 		a.plan->t[i].offloaded = a.plan->t[i].block >= 0;
 		a.plan->t[i].wait_ms = 0.25 * i;
+		a.plan->t[i].copy_ms = a.plan->t[i].offloaded ? 1.5 + i : 0;
 	}
 	a.plan->pass_ms = 12.5;
 	a.plan->floor_ms = 11.5;
@@ -90,9 +92,47 @@ static void round_trip(void **state)
 		assert_int_equal(b.plan->t[i].block, a.plan->t[i].block);
 		assert_int_equal(b.plan->t[i].offloaded, a.plan->t[i].block >= 0);
 		assert_true(b.plan->t[i].wait_ms == a.plan->t[i].wait_ms);
+		assert_true(b.plan->t[i].copy_ms == a.plan->t[i].copy_ms);
 	}
 	assert_true(b.plan->pass_ms == 12.5 && b.plan->floor_ms == 11.5);
+	/* FT_TRANSFER_COMPRESSION=auto weighs the restart's copies as the
+	 * first start's (they were 0 before copy_ms was saved: the store
+	 * stayed raw on every restart) */
+	assert_true(ft_plan_copies(b.plan, b.curve, b.ncurve) == ft_plan_copies(a.plan, a.curve, a.ncurve));
+	assert_true(ft_plan_copies(b.plan, b.curve, b.ncurve) > 0);
 	assert_int_equal(ft_profile_check_compatible(&b, &a, why, sizeof(why)), FT_PROFILE_OK);
+	free(text);
+	ft_profile_free(&a);
+	ft_profile_free(&b);
+}
+
+/* A plan saved before its copy times were (0.2): read as 0, and the
+ * copy stream's time a pass is its offloaded bytes at the curve's rate. */
+static void plan_without_copy_times(void **state)
+{
+	(void)state;
+	struct ft_profile a, b;
+	char why[256];
+	make(&a, 4);
+	a.plan = calloc(1, sizeof(*a.plan));
+	a.plan->ntraps = a.ntraps;
+	a.plan->t = calloc(a.ntraps, sizeof(*a.plan->t));
+	a.plan->nblocks = 1;
+	a.plan->offloaded_bytes = 64 << 20;
+	for (uint32_t i = 0; i < a.ntraps; i++) {
+		a.plan->t[i].block = i == 1 ? 0 : -1;
+		a.plan->t[i].offloaded = i == 1;
+		a.plan->t[i].copy_ms = i == 1 ? 9.0 : 0;
+	}
+	char *text = ft_profile_to_json(&a), *k;
+	assert_non_null(text);
+	assert_true(ft_plan_copies(a.plan, a.curve, a.ncurve) == 9.0);
+	/* "copy_ms" renamed: the old profile's field set */
+	while ((k = strstr(text, "\"copy_ms\"")))
+		memcpy(k, "\"xopy_ms\"", 9);
+	assert_int_equal(ft_profile_from_json(text, &b, why, sizeof(why)), FT_PROFILE_OK);
+	assert_true(b.plan->t[1].copy_ms == 0);
+	assert_true(ft_plan_copies(b.plan, b.curve, b.ncurve) == 1.24); /* 64 MiB on the curve */
 	free(text);
 	ft_profile_free(&a);
 	ft_profile_free(&b);
@@ -249,6 +289,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(round_trip),
+		cmocka_unit_test(plan_without_copy_times),
 		cmocka_unit_test(refusals),
 		cmocka_unit_test(save_load_compat),
 		cmocka_unit_test(load_bounded),
