@@ -12,7 +12,8 @@
 # (STARTUP_VARIANTS: default "full piecewise"; STARTUP_RUNS: the library
 # runs, NAME:MODE each, NAME first|restart|verify, or one of them with
 # -kernel: FT_GRAPH_COPY=kernel, -timed: FT_OFFLOAD_TIMING=cuda_graph, or
-# -timed-kernel, and any of them with -zip: FT_TRANSFER_COMPRESSION=always;
+# -timed-kernel, and any of them with -zip: FT_TRANSFER_COMPRESSION=always,
+# or -raw: FT_TRANSFER_COMPRESSION=none (the default is auto);
 # repeats allowed; STARTUP_TRACE=1 keeps each library run's
 # FT_TRACE, STARTUP_TRACE=fail only those of runs whose logits differ: a
 # failure seen in some runs only is then traced without keeping every run's)
@@ -39,6 +40,7 @@ for v in ${STARTUP_VARIANTS:-full piecewise}; do
 		[ -e "$out/$tag.pt" ] && tag=$tag-$i
 		set --
 		case $name in *-zip) set -- FT_TRANSFER_COMPRESSION=always; name=${name%-zip} ;; esac
+		case $name in *-raw) set -- FT_TRANSFER_COMPRESSION=none; name=${name%-raw} ;; esac
 		case $name in *-kernel) set -- "$@" FT_GRAPH_COPY=kernel ;; esac
 		name=${name%-kernel}
 		case $name in *-timed) set -- "$@" FT_OFFLOAD_TIMING=cuda_graph ;; esac
