@@ -50,6 +50,7 @@ struct ft_off_disk {
 	int fd;
 	int direct;                         /* O_DIRECT */
 	struct ft_gds gds;                  /* FT_NVME_TRANSFER_MODE=cufile: gds.fh set */
+	CUcontext ctx;                      /* the ring's (the reader reads in it) */
 	size_t align, cap;
 	uint64_t end;                       /* of the file */
 	struct slot slot[SLOTS];
@@ -196,6 +197,8 @@ static void *reader(void *arg)
 	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 	if (d->real->cuThreadExchangeStreamCaptureMode)
 		d->real->cuThreadExchangeStreamCaptureMode(&mode);
+	if (d->gds.fh && d->real->cuCtxSetCurrent) /* cuFile reads in the ring's context */
+		d->real->cuCtxSetCurrent(d->ctx);
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop) {
 		/* the first wanted trap not in the ring, and a buffer for it */
@@ -499,6 +502,8 @@ static void gds_ring(struct ft_off_disk *d)
 	char why[200];
 	if (!d->direct)
 		snprintf(why, sizeof(why), "the file is not opened with O_DIRECT");
+	else if (!r->cuCtxGetCurrent || r->cuCtxGetCurrent(&d->ctx) || !d->ctx)
+		snprintf(why, sizeof(why), "no current CUDA context");
 	else if (!ft_gds_open(&d->gds, d->fd, d->o->dlsym, why, sizeof(why))) {
 		int s = 0;
 		for (; s < SLOTS; s++) {

@@ -103,6 +103,10 @@ API CUresult cuDriverGetVersion(int *v) { *v = 13000; return CUDA_SUCCESS; }
  * selected another device before its first allocation), else 0. */
 static int current_device = -1;
 API void fake_set_device(int d) { current_device = d; }
+/* one context (the library asks for it, and sets it in its threads) */
+static int fake_ctx;
+API CUresult cuCtxGetCurrent(CUcontext *c) { *c = (CUcontext)&fake_ctx; return CUDA_SUCCESS; }
+API CUresult cuCtxSetCurrent(CUcontext c) { return c == (CUcontext)&fake_ctx || !c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT; }
 API CUresult cuCtxGetDevice(CUdevice *d)
 {
 	if (current_device < 0)
@@ -1452,6 +1456,8 @@ static const struct row rows[] = {
 	R("cuInit", 2000, 0, cuInit),
 	R("cuDriverGetVersion", 2020, 0, cuDriverGetVersion),
 	R("cuCtxGetDevice", 2000, 0, cuCtxGetDevice),
+	R("cuCtxGetCurrent", 4000, 0, cuCtxGetCurrent),
+	R("cuCtxSetCurrent", 4000, 0, cuCtxSetCurrent),
 	R("cuMemAlloc", 3020, 0, cuMemAlloc_v2),
 	R("cuMemAllocPitch", 3020, 0, cuMemAllocPitch_v2),
 	R("cuMemAllocManaged", 6000, 0, cuMemAllocManaged),
