@@ -98,6 +98,9 @@ struct ft_off_config {
 					       run its copy kernel; NULL: memcpy nodes */
 	const struct ft_gpu *codec;         /* FT_TRANSFER_COMPRESSION: the store is
 					       coded and decoded by its kernel; NULL: raw */
+	int codec_auto;                     /* FT_TRANSFER_COMPRESSION=auto: a trap whose
+					       stacked experts are paged per expert
+					       (FT_EXPERT_PAGING) stays raw */
 	/* a trap is coded only where its coded load (the image's copies beside
 	 * its decode) takes less than its raw copy; NULL decode: wherever the
 	 * image is smaller (FT_TRANSFER_COMPRESSION=always, or no curve) */

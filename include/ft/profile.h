@@ -105,6 +105,13 @@ struct ft_profile {
 	 * in one segment): they stay on the GPU, out of their traps */
 	uint32_t nshared;
 	uint32_t *shared;
+	/* stacked tensors paged per expert (FT_EXPERT_PAGING): nslices[k]
+	 * slice starts of weight k (offsets from its start, increasing, the
+	 * weight's own start not among them) follow in slices, weight after
+	 * weight; nslices NULL: none (profiles before 0.3).  A restart takes
+	 * them, which its one discovery pass cannot tell. */
+	uint32_t *nslices;
+	uint64_t *slices;
 	struct ft_plan *plan;    /* NULL = none */
 };
 

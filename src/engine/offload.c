@@ -315,6 +315,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	o->gpu = c->verify;
 	o->copier = c->pinned ? c->copier : NULL;
 	o->codec = mode == FT_TM_STRATEGY ? NULL : c->codec;
+	o->zauto = c->codec_auto;
 	if (c->decode_curve && c->copy_curve && c->ndecode && c->ncopy) {
 		o->zcopy = malloc(c->ncopy * sizeof(*o->zcopy));
 		o->zdec = malloc(c->ndecode * sizeof(*o->zdec));
@@ -669,6 +670,10 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 		if (o->zslow)
 			ft_info("FT_TRANSFER_COMPRESSION: %u traps kept raw: by the measured curves "
 				"their decode would take longer than the copy it saves", o->zslow);
+		if (o->zsliced)
+			ft_info("FT_TRANSFER_COMPRESSION=auto: %u traps kept raw: their stacked "
+				"experts are paged per expert (FT_EXPERT_PAGING), which moves only "
+				"the routed ones; a coded trap loads whole", o->zsliced);
 		if (o->nzdec)
 			ft_info("FT_TRANSFER_COMPRESSION: by the copy and decode curves the loads of "
 				"the traps filled here take %.2f ms a pass as stored, %.2f ms raw "

@@ -414,6 +414,7 @@ static int start_engine(struct ft_learn *L, const int *block, uint32_t nblocks,
 	const struct ft_off_config c = {
 		.real = L->env.real, .vmm = L->env.vmm, .stats = L->env.stats, .verify = verify,
 		.copier = copier, .codec = codec,
+		.codec_auto = L->env.opt->transfer_compression == FT_TC_AUTO,
 		.copy_curve = p->curve, .ncopy = p->ncurve,
 		.decode_curve = L->nzdec ? L->zdec : NULL, .ndecode = L->nzdec,
 		.mode = (int)L->env.opt->transfer_mode, .pinned = L->env.opt->pinned_memory,

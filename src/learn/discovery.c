@@ -312,6 +312,56 @@ static void take_slices(struct ft_learn *L, struct ft_wmap *m, uint32_t i)
 	L->nslices += n;
 }
 
+/* The weights' slices (L->wmap in weight order) into the profile, where it
+ * has none: profile.json keeps them for a restart, whose one discovery
+ * pass cannot tell them. */
+static void profile_slices(struct ft_learn *L)
+{
+	struct ft_profile *p = &L->prof;
+	if (p->nslices || !L->nslices)
+		return;
+	p->nslices = calloc(p->nweights + 1, sizeof(*p->nslices));
+	p->slices = malloc(L->nslices * sizeof(*p->slices));
+	if (!p->nslices || !p->slices) {
+		free(p->nslices);
+		free(p->slices);
+		p->nslices = NULL;
+		p->slices = NULL;
+		return;
+	}
+	for (uint32_t k = 0, at = 0; k < p->nweights; k++) {
+		const struct ft_wmap *m = &L->wmap[k];
+		if (m->nsl)
+			memcpy(p->slices + at, L->slices + m->sl_first, m->nsl * sizeof(*p->slices));
+		p->nslices[k] = m->nsl;
+		at += m->nsl;
+	}
+}
+
+/* An adopted profile's slices, where this run's discovery found none (a
+ * restart after one pass): the weights are the saved ones, in order. */
+static void saved_slices(struct ft_learn *L)
+{
+	struct ft_profile *p = &L->prof;
+	uint32_t total = 0;
+	for (uint32_t k = 0; p->nslices && k < p->nweights; k++)
+		total += p->nslices[k];
+	if (!total || L->nslices)
+		return;
+	uint64_t *s = malloc(total * sizeof(*s));
+	if (!s)
+		return; /* (out of memory: the weights load whole) */
+	memcpy(s, p->slices, total * sizeof(*s));
+	free(L->slices);
+	L->slices = s;
+	L->nslices = total;
+	for (uint32_t k = 0, at = 0; k < p->nweights; k++) {
+		L->wmap[k].sl_first = at;
+		L->wmap[k].nsl = p->nslices[k];
+		at += p->nslices[k];
+	}
+}
+
 static uint64_t take_weights(struct ft_learn *L, const uint32_t *idx, uint32_t n)
 {
 	struct ft_profile *p = &L->prof;
@@ -552,6 +602,9 @@ int ft_learn_finish_discovery(struct ft_learn *L, enum ft_disc_end end)
 	free(pairs);
 	ft_learn_coread(L);
 	L->nwmap = p->nweights;
+	if (adopted)
+		saved_slices(L);
+	profile_slices(L);
 	trace_discovery(L, reasons, total);
 	qsort(L->wmap, L->nwmap, sizeof(*L->wmap), ft_learn_wmap_cmp);
 	log_discovery(L, reasons, total);

@@ -77,6 +77,8 @@ void ft_profile_free(struct ft_profile *p)
 	ft_profile_drop_plan(p);
 	free(p->coread);
 	free(p->shared);
+	free(p->nslices);
+	free(p->slices);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -168,6 +170,17 @@ char *ft_profile_to_json(const struct ft_profile *p)
 	cJSON *sh = cJSON_AddArrayToObject(root, "shared_weights");
 	for (uint32_t i = 0; i < p->nshared; i++)
 		cJSON_AddItemToArray(sh, cJSON_CreateNumber(p->shared[i]));
+	/* [weight, start, start, ...] per stacked tensor */
+	cJSON *sl = cJSON_AddArrayToObject(root, "slices");
+	for (uint32_t k = 0, at = 0; p->nslices && k < p->nweights; at += p->nslices[k++]) {
+		if (!p->nslices[k])
+			continue;
+		cJSON *w = cJSON_CreateArray();
+		cJSON_AddItemToArray(w, cJSON_CreateNumber(k));
+		for (uint32_t j = 0; j < p->nslices[k]; j++)
+			cJSON_AddItemToArray(w, cJSON_CreateNumber((double)p->slices[at + j]));
+		cJSON_AddItemToArray(sl, w);
+	}
 	if (p->plan)
 		add_plan(root, p->plan);
 	else
@@ -381,6 +394,54 @@ static void read_shared(struct rd *rd, const cJSON *sh, struct ft_profile *p)
 	}
 }
 
+/* Stacked tensors' slice starts (absent in profiles before 0.3):
+ * [weight, start, start, ...] each, weights increasing, starts increasing
+ * inside the weight. */
+static int slice_entry(const cJSON *w)
+{
+	return cJSON_IsArray(w) && cJSON_GetArraySize(w) >= 2 && cJSON_GetArraySize(w) <= 1 << 16;
+}
+
+static void read_slices(struct rd *rd, const cJSON *sl, struct ft_profile *p)
+{
+	const cJSON *w, *x;
+	uint32_t total = 0, last = 0;
+	if (sl && !cJSON_IsArray(sl))
+		bad(rd, FT_PROFILE_CORRUPT, "field \"slices\" is not an array");
+	if (!cJSON_IsArray(sl) || !cJSON_GetArraySize(sl))
+		return;
+	cJSON_ArrayForEach(w, sl)
+		total += slice_entry(w) ? (uint32_t)cJSON_GetArraySize(w) - 1 : 0;
+	p->nslices = calloc(p->nweights + 1, sizeof(*p->nslices));
+	p->slices = calloc(total + 1, sizeof(*p->slices));
+	if (!p->nslices || !p->slices) {
+		bad(rd, FT_PROFILE_CORRUPT, "out of memory for \"slices\"");
+		return;
+	}
+	total = 0;
+	cJSON_ArrayForEach(w, sl) {
+		const cJSON *k = slice_entry(w) ? cJSON_GetArrayItem(w, 0) : NULL;
+		if (!k || !is_index(k, p->nweights) || (total && (uint32_t)k->valuedouble <= last)) {
+			bad(rd, FT_PROFILE_INCONSISTENT, "slices: an entry is not [weight, starts...] "
+			    "of a weight after the one before");
+			return;
+		}
+		last = (uint32_t)k->valuedouble;
+		uint64_t prev = 0;
+		for (x = k->next; x; x = x->next) {
+			if (!cJSON_IsNumber(x) || x->valuedouble <= (double)prev ||
+			    x->valuedouble >= (double)p->weights[last]) {
+				bad(rd, FT_PROFILE_INCONSISTENT, "slices of weight %u: starts must "
+				    "increase inside the weight", last);
+				return;
+			}
+			prev = (uint64_t)x->valuedouble;
+			p->slices[total++] = prev;
+			p->nslices[last]++;
+		}
+	}
+}
+
 static void read_body(struct rd *rd, const cJSON *root, struct ft_profile *p)
 {
 	str(rd, root, "library", p->library, sizeof(p->library));
@@ -456,6 +517,8 @@ static void read_body(struct rd *rd, const cJSON *root, struct ft_profile *p)
 	}
 	read_coread(rd, cJSON_GetObjectItemCaseSensitive(root, "coread"), p);
 	read_shared(rd, cJSON_GetObjectItemCaseSensitive(root, "shared_weights"), p);
+	if (rd->r == FT_PROFILE_OK)
+		read_slices(rd, cJSON_GetObjectItemCaseSensitive(root, "slices"), p);
 	const cJSON *plan = cJSON_GetObjectItemCaseSensitive(root, "plan");
 	if (plan && !cJSON_IsNull(plan) && rd->r == FT_PROFILE_OK)
 		read_plan(rd, plan, p);

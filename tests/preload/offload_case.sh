@@ -974,6 +974,34 @@ stacked | stacked-raw | stacked-verify)
 	run whole stacked FT_EXPERT_PAGING=0 "$x"
 	same plain-stacked whole
 	is whole offload_slice_copies -eq 0
+	# FT_TRANSFER_COMPRESSION=auto, where coding pays (the profile's link
+	# made slow, its compute long; its plan kept), leaves the sliced trap
+	# raw: a coded trap loads whole
+	run prof stacked FT_PROFILE_STORAGE_DIR="$tmp/prof" "$x"
+	# a restart takes the slices from profile.json (its one discovery
+	# pass cannot tell them)
+	run again stacked FT_PROFILE_STORAGE_DIR="$tmp/prof" FT_PROFILE_READ_ONLY=1 "$x"
+	same plain-stacked again
+	is again profile_adopted -eq 1
+	is again offload_slice_copies -gt 0
+	mkdir -p "$tmp/slow"
+	python3 - "$tmp/prof/profile.json" "$tmp/slow/profile.json" <<-'EOF' || no "cannot edit the profile"
+	import json, sys
+	p = json.load(open(sys.argv[1]))
+	for t in p["traps"]:
+	    t["compute_ms"] = {"median": 1.0, "min": 1.0, "max": 1.0, "samples": t["compute_ms"]["samples"]}
+	for c in p["copy_curve"]:
+	    c["ms"] = c["bytes"] / 8e6 * 1e3
+	for t in p["plan"]["traps"]:  # (the saved plan: the same traps offloaded)
+	    t["copy_ms"] = 100.0 if t["block"] >= 0 else 0
+	json.dump(p, open(sys.argv[2], "w"))
+	EOF
+	run auto stacked FT_TRANSFER_COMPRESSION=auto FT_PROFILE_STORAGE_DIR="$tmp/slow" \
+		FT_PROFILE_READ_ONLY=1 "$x"
+	same plain-stacked auto
+	logs auto "FT_TRANSFER_COMPRESSION=auto: 1 traps kept raw: their stacked experts are paged per expert"
+	is auto offload_slice_copies -gt 0
+	is auto offload_coded_traps -gt 0
 	# a slice copied on its own holds fewer bytes than the stacked tensor
 	# (the runs' totals differ with their plans, made from timings)
 	a=$(($(stat "$case" offload_slice_bytes) / $(stat "$case" offload_slice_copies)))

@@ -63,6 +63,13 @@ static void round_trip(void **state)
 	ft_coread_add(&a, 4, 3);
 	ft_coread_add(&a, 1, 5);
 	ft_coread_add(&a, 5, 1);
+	/* two stacked tensors' slice starts (weights 3 and 9) */
+	a.nslices = calloc(a.nweights, sizeof(*a.nslices));
+	a.slices = calloc(5, sizeof(*a.slices));
+	a.nslices[3] = 3;
+	a.nslices[9] = 2;
+	for (uint32_t j = 0; j < 5; j++)
+		a.slices[j] = (j < 3 ? a.weights[3] : a.weights[9]) / 4 * (j < 3 ? j + 1 : j - 2);
 	char *text = ft_profile_to_json(&a);
 	assert_non_null(text);
 	assert_int_equal(ft_profile_from_json(text, &b, why, sizeof(why)), FT_PROFILE_OK);
@@ -81,6 +88,9 @@ static void round_trip(void **state)
 	assert_int_equal(b.coread[1][0], 3);
 	assert_int_equal(b.coread[1][1], 4);
 	assert_true(ft_coread_has(&b, 5, 1) && !ft_coread_has(&b, 1, 4));
+	assert_non_null(b.nslices);
+	assert_memory_equal(b.nslices, a.nslices, a.nweights * sizeof(*a.nslices));
+	assert_memory_equal(b.slices, a.slices, 5 * sizeof(*a.slices));
 	assert_string_equal(b.device.name, "NVIDIA H200");
 	assert_non_null(b.plan); /* the typed plan, every field that is saved */
 	assert_int_equal(b.plan->ntraps, 34);
@@ -145,6 +155,10 @@ static void refusals(void **state)
 	struct ft_profile a, b;
 	make(&a, 4);
 	ft_coread_add(&a, 1, 2);
+	a.nslices = calloc(a.nweights, sizeof(*a.nslices));
+	a.slices = calloc(1, sizeof(*a.slices));
+	a.nslices[1] = 1;
+	a.slices[0] = 1024;
 	a.plan = calloc(1, sizeof(*a.plan));
 	a.plan->ntraps = a.ntraps;
 	a.plan->t = calloc(a.ntraps, sizeof(*a.plan->t));
@@ -173,6 +187,11 @@ static void refusals(void **state)
 		{ "\"block\":\t1,", "\"block\":\t2,", FT_PROFILE_INCONSISTENT, "not one of its 2 blocks" },
 		{ "\"blocks\":\t2,", "\"blocks\":\t0,", FT_PROFILE_CORRUPT, "blocks" },
 		{ "\"settings\":\t\"S\",", "", FT_PROFILE_CORRUPT, "settings" },
+		{ "[[1, 1024]]", "[[1, 0]]", FT_PROFILE_INCONSISTENT, "starts must increase" },
+		{ "[[1, 1024]]", "[[1, 1024, 512]]", FT_PROFILE_INCONSISTENT, "starts must increase" },
+		{ "[[1, 1024]]", "[[99999, 1024]]", FT_PROFILE_INCONSISTENT, "not [weight" },
+		{ "[[1, 1024]]", "[[1]]", FT_PROFILE_INCONSISTENT, "not [weight" },
+		{ "\"slices\":\t[[1, 1024]]", "\"slices\":\t7", FT_PROFILE_CORRUPT, "\"slices\" is not an array" },
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		const char *at = strstr(good, cases[i].find);
