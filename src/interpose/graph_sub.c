@@ -299,11 +299,11 @@ static int params_traps(const CUDA_KERNEL_NODE_PARAMS *p, int stale, struct ft_o
 	return (int)ft_off_graph_traps(ft_g.off, a, (unsigned)n + (stale ? nstale : 0), rd, cap);
 }
 
-void ft_sub_params_unkept(CUgraphExec exec, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
+/* The offloaded traps kernel node n's new parameters p read that its
+ * parameters in its graph do not come back to the GPU for good (graph: n
+ * is being changed in the application's graph, not in an executable). */
+static void node_unkept(CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p, int graph)
 {
-	struct ft_graph_exec x;
-	if (!ft_off_active(ft_g.off) || (ft_graphs_exec_get(ft_g.graphs, H(exec), &x) && x.kept))
-		return; /* (a kept clone takes the parameters after the setter) */
 	struct ft_off_read now[FT_GRAPH_READS], was[FT_GRAPH_READS];
 	int nn = params_traps(p, 1, now, FT_GRAPH_READS), nw = -1;
 	if (!nn)
@@ -327,13 +327,33 @@ void ft_sub_params_unkept(CUgraphExec exec, CUgraphNode n, const CUDA_KERNEL_NOD
 	if (nn < 0 || nw < 0 || nn > FT_GRAPH_READS)
 		ft_off_keep_all(ft_g.off, "a kernel node of a CUDA graph got new parameters the "
 					  "library cannot check");
-	else if (nk) {
+	else if (nk && graph) {
+		ft_warn_once("a kernel node of a CUDA graph got new parameters that read other "
+			     "offloaded weights (cuGraphKernelNodeSetParams): those come back to "
+			     "the GPU for good (an executable made from the graph may take them)");
+		ft_off_keep(ft_g.off, keep, nk, "read by a kernel node's new parameters in a CUDA "
+						"graph");
+	} else if (nk) {
 		ft_warn_once("a kernel node of a CUDA graph the library cannot page again got "
 			     "new parameters that read other offloaded weights: those come back "
 			     "to the GPU for good");
 		ft_off_keep(ft_g.off, keep, nk, "read by a kernel node's new parameters in a CUDA "
 						"graph that cannot be paged again");
 	}
+}
+
+void ft_sub_params_unkept(CUgraphExec exec, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	struct ft_graph_exec x;
+	if (!ft_off_active(ft_g.off) || (ft_graphs_exec_get(ft_g.graphs, H(exec), &x) && x.kept))
+		return; /* (a kept clone takes the parameters after the setter) */
+	node_unkept(n, p, 0);
+}
+
+void ft_sub_graph_params(CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	if (ft_off_active(ft_g.off))
+		node_unkept(n, p, 1);
 }
 
 static uint64_t copy_end(CUmemorytype t, CUdeviceptr d)

@@ -331,6 +331,15 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
 	return rc;
 }
 
+/* A kernel node changed in the application's graph (not an executable's):
+ * what its new parameters read that it did not comes back to the GPU. */
+CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
+{
+	if (OBSERVING() && p)
+		ft_sub_graph_params(n, p);
+	return FT_CALL(cuGraphKernelNodeSetParams_v2, n, p);
+}
+
 /* Any other change to a node of an executable that the library pages (a
  * substitute replaces it, or its launch waits for the traps it read): the
  * application's executable takes it, the library could not follow, so
@@ -350,25 +359,30 @@ static void exec_changed(CUgraphExec e, const char *api, int switched)
 	ft_sub_unpageable(e, why);
 }
 
+/* A generic setter's kernel parameters (the two structs have one
+ * layout): 1, or 0 for another node type. */
+static int kernel_params(const CUgraphNodeParams *p, CUDA_KERNEL_NODE_PARAMS *kp)
+{
+	if (!p || p->type != CU_GRAPH_NODE_TYPE_KERNEL)
+		return 0;
+	const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
+	*kp = (CUDA_KERNEL_NODE_PARAMS){
+		.func = k->func, .gridDimX = k->gridDimX, .gridDimY = k->gridDimY,
+		.gridDimZ = k->gridDimZ, .blockDimX = k->blockDimX, .blockDimY = k->blockDimY,
+		.blockDimZ = k->blockDimZ, .sharedMemBytes = k->sharedMemBytes,
+		.kernelParams = k->kernelParams, .extra = k->extra, .kern = k->kern, .ctx = k->ctx,
+	};
+	return 1;
+}
+
 /* The generic setter (CUDA 12.2): a kernel node's change is followed as
- * through cuGraphExecKernelNodeSetParams (the two parameter structs have
- * one layout), any other as exec_changed. */
+ * through cuGraphExecKernelNodeSetParams, any other as exec_changed. */
 CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParams *p)
 {
-	int kernel = p && p->type == CU_GRAPH_NODE_TYPE_KERNEL;
 	CUDA_KERNEL_NODE_PARAMS kp = { 0 };
-	if (kernel) {
-		const CUDA_KERNEL_NODE_PARAMS_v3 *k = &p->kernel;
-		kp = (CUDA_KERNEL_NODE_PARAMS){
-			.func = k->func, .gridDimX = k->gridDimX, .gridDimY = k->gridDimY,
-			.gridDimZ = k->gridDimZ, .blockDimX = k->blockDimX,
-			.blockDimY = k->blockDimY, .blockDimZ = k->blockDimZ,
-			.sharedMemBytes = k->sharedMemBytes, .kernelParams = k->kernelParams,
-			.extra = k->extra, .kern = k->kern, .ctx = k->ctx,
-		};
-		if (OBSERVING())
-			ft_sub_params_unkept(e, n, &kp);
-	}
+	int kernel = kernel_params(p, &kp);
+	if (kernel && OBSERVING())
+		ft_sub_params_unkept(e, n, &kp);
 	CUresult rc = FT_CALL(cuGraphExecNodeSetParams, e, n, p);
 	if (rc != CUDA_SUCCESS || !OBSERVING())
 		return rc;
@@ -377,6 +391,16 @@ CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode n, CUgraphNodeParam
 	else
 		exec_changed(e, "cuGraphExecNodeSetParams", 0);
 	return rc;
+}
+
+/* The generic setter on an application's graph: a kernel node's change
+ * as through cuGraphKernelNodeSetParams. */
+CUresult cuGraphNodeSetParams(CUgraphNode n, CUgraphNodeParams *p)
+{
+	CUDA_KERNEL_NODE_PARAMS kp = { 0 };
+	if (kernel_params(p, &kp) && OBSERVING())
+		ft_sub_graph_params(n, &kp);
+	return FT_CALL(cuGraphNodeSetParams, n, p);
 }
 
 #define EXEC_NODE_SET(sym, T, switched)                                        \

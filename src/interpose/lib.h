@@ -144,6 +144,12 @@ void ft_sub_unpageable(CUgraphExec exec, const char *why);
  * (the graph's loads, if any, put only those in their blocks) come back to
  * the GPU for good, before the setter runs. */
 void ft_sub_params_unkept(CUgraphExec exec, CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p);
+/* Kernel node n of an application's graph is about to get parameters p:
+ * an executable made from the graph may take them later (its setter is
+ * then compared with these, not with its capture's), so the offloaded
+ * traps they read that n's present parameters do not come back to the
+ * GPU for good now (costs memory, never results). */
+void ft_sub_graph_params(CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p);
 /* Every executable kept so far (the plan was just applied). */
 void ft_sub_plan_all(void);
 /* cuGraphLaunch / cuGraphUpload of exec on s, paged as decided. */

@@ -45,7 +45,9 @@
  *   layer 1's first weight instead (cuGraphExecKernelNodeSetParams): the
  *   substitute is built again from the changed clone (OFFLOAD_GENERIC=1:
  *   through cuGraphExecNodeSetParams; OFFLOAD_CAPTURE_AT=12: the graph is
- *   captured after the plan, with its loads, and has no clone).
+ *   captured after the plan, with its loads, and has no clone;
+ *   OFFLOAD_GRAPH_FIRST=1: the node is changed in the application's graph
+ *   first, cuGraphKernelNodeSetParams).
  *   enabled: as early (the graph kept), and at step 16 the program switches
  *   the executable's first node off (cuGraphNodeSetEnabled): the substitute
  *   cannot follow such a change, so what the graph reads comes back and the
@@ -646,6 +648,13 @@ int main(int argc, char **argv)
 			/* OFFLOAD_GENERIC: through the generic setter */
 			CUgraphNodeParams np = { .type = CU_GRAPH_NODE_TYPE_KERNEL };
 			memcpy(&np.kernel, &kp, sizeof(kp));
+			/* OFFLOAD_GRAPH_FIRST: the application's graph's node
+			 * first, then the executable's */
+			if (getenv("OFFLOAD_GRAPH_FIRST") &&
+			    cuGraphKernelNodeSetParams_v2(second, &kp) != CUDA_SUCCESS) {
+				fprintf(stderr, "cuGraphKernelNodeSetParams failed\n");
+				return 1;
+			}
 			if ((getenv("OFFLOAD_GENERIC") ? cuGraphExecNodeSetParams(exec, node[1], &np)
 						       : cuGraphExecKernelNodeSetParams_v2(
 								 exec, node[1], &kp)) != CUDA_SUCCESS) {

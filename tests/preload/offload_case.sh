@@ -813,6 +813,15 @@ params)
 	is late graphs_substituted -eq 0
 	is late offload_demoted -gt 0
 	logs late "cannot page again got new parameters"
+	# the same after the node changed in the application's graph first:
+	# the executable's change is then compared with that (it would have
+	# shown nothing new), so the graph's change brings the trap back
+	launch first params FT_TRANSFER_BUDGET_SCALE=1000 FAKE_GRAPH_ORDER=lifo \
+		OFFLOAD_CAPTURE_AT=12 FT_GRAPH_PAGING=capture OFFLOAD_GRAPH_FIRST=1 ||
+		no "first run exited $?"
+	same plain-late first
+	is first offload_demoted -gt 0
+	logs first "(cuGraphKernelNodeSetParams): those come back"
 	;;
 enabled)
 	# a node of the substituted executable switched (cuGraphNodeSetEnabled):
