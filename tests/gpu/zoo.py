@@ -300,8 +300,12 @@ def report(out):
             bad = [i for i, (x, y) in enumerate(zip(a, b)) if not same(x["logits"], y["logits"])]
             good = 0 < len(a) <= len(b) and not bad
             ok &= good
-            cols.append(f"yes ({len(a)})" if good else
-                        f"NO ({len(bad)} of {len(a)}, first {bad[:1]})")
+            if good or bad or not a:
+                cols.append(f"yes ({len(a)})" if good else
+                            f"NO ({len(bad)} of {len(a)}, first {bad[:1]})")
+            else:  # (more forwards than the plain run made: not all compared)
+                cols.append(f"NOT COMPARED ({len(b)} of {len(a)} identical; the plain run "
+                            f"made {len(b)})")
         inference = all(x["phase"] == 2 for k in ("prefill", "decode")
                         for x in r["rec"][k][-1:])
         ok &= inference
