@@ -233,10 +233,15 @@ static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_
 		load(o, t, o->mode == FT_TM_STRATEGY ? s : o->copy);
 		FT_STAT_INC(o->stats, offload_misses);
 	}
-	if (o->t[t].nsl && !o->cap_id &&
-	    ft_off_load_slices(o, t, need ? need : &all, o->copy)) {
-		ft_off_order(o, b->ready, o->copy);
-		b->gen++;
+	if (o->t[t].nsl && !o->cap_id && !ft_off_slices_have(&o->t[t], need ? need : &all)) {
+		/* on the demand stream, after the trap's load (and the slices
+		 * copied before): not behind the prefetches queued since */
+		if (o->demand != o->copy)
+			ft_off_wait(o, o->demand, b->ready);
+		if (ft_off_load_slices(o, t, need ? need : &all, o->demand)) {
+			ft_off_order(o, b->ready, o->demand);
+			b->gen++;
+		}
 	}
 	for (uint32_t k = 0; k < b->nreaders; k++)
 		if (b->readers[k] == s) {

@@ -300,6 +300,26 @@ void ft_off_destroy(struct ft_offload *o)
 	free(o);
 }
 
+/* FT_EXPERT_PAGING's stream for the slices launches wait for (see
+ * offload_int.h), where a trap is sliced; else, or where it cannot be
+ * made, the copy stream. */
+static void demand_stream(struct ft_offload *o)
+{
+	const struct ft_real *r = o->real;
+	int least = 0, greatest = 0, sliced = 0;
+	o->demand = o->copy;
+	for (uint32_t t = 0; t < o->ntraps && !sliced; t++)
+		sliced = o->t[t].nsl > 0;
+	if (!sliced || o->mode == FT_TM_STRATEGY)
+		return;
+	if (r->cuCtxGetStreamPriorityRange && r->cuStreamCreateWithPriority &&
+	    !r->cuCtxGetStreamPriorityRange(&least, &greatest) &&
+	    !r->cuStreamCreateWithPriority(&o->demand, CU_STREAM_NON_BLOCKING, greatest))
+		return;
+	if (r->cuStreamCreate(&o->demand, CU_STREAM_NON_BLOCKING))
+		o->demand = o->copy;
+}
+
 int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *block,
 		uint32_t ntraps, uint32_t nblocks, const struct ft_off_weight *w, uint32_t nw,
 		char *why, uint32_t len)
@@ -408,6 +428,7 @@ int ft_off_init(struct ft_offload *o, const struct ft_off_config *c, const int *
 	}
 	if (mode != FT_TM_STRATEGY && r->cuStreamCreate(&o->copy, CU_STREAM_NON_BLOCKING))
 		FAIL("cannot create the copy stream");
+	demand_stream(o);
 	ft_off_codec_init(o);
 	o->seen = calloc(ntraps + 1, 1); /* (NULL: passes are not checked) */
 	o->saved = calloc(nblocks, sizeof(*o->saved));

@@ -179,6 +179,11 @@ struct ft_offload {
 	struct ft_off_trap *t;
 	struct ft_off_block *b;
 	CUstream copy;
+	/* FT_EXPERT_PAGING: the stream of the slices a launch waits for, at
+	 * the highest priority: on the copy stream they would queue behind
+	 * the prefetches of the traps after theirs (the launch waits for all
+	 * of it); the copy stream where no trap is sliced, or in strategy mode */
+	CUstream demand;
 	/* FT_TRANSFER_COMPRESSION (offload_codec.c) */
 	const struct ft_gpu *codec;         /* NULL: raw stores */
 	struct ft_curve_point *zcopy, *zdec; /* the copy and decode curves a

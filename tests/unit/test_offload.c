@@ -57,7 +57,8 @@ static void cover_whole_chunks_only(void **state)
 
 /* --------------------------------------------------------- simulation */
 
-#define NS 4          /* streams: 0 = the copy stream, 1..3 compute */
+#define NS 5          /* streams: 0 = the copy stream, 1..3 compute, 4 the slices'
+			 (FT_EXPERT_PAGING's demand stream) */
 #define MAXOPS 200000
 #define NEV 4096
 
@@ -134,6 +135,16 @@ static CUresult f_wait(CUstream s, CUevent e, unsigned flags)
 
 static struct ft_offload *O;
 
+/* The copy stream is stream 0, any other the engine makes (the slices'
+ * demand stream) stream 4. */
+static int streams_made;
+static CUresult f_stream(CUstream *s, unsigned flags)
+{
+	(void)flags;
+	*s = (CUstream)(uintptr_t)(streams_made++ ? 4 : 0);
+	return CUDA_SUCCESS;
+}
+
 static CUresult f_copy(CUdeviceptr dst, const void *src, size_t n, CUstream s)
 {
 	(void)src;
@@ -207,6 +218,8 @@ static struct ft_offload *engine_of(int ntraps, const int *block, int nblocks, i
 	real.cuStreamWaitEvent = f_wait;
 	real.cuMemcpyHtoDAsync_v2 = f_copy;
 	real.cuCtxSynchronize = f_sync;
+	real.cuStreamCreate = f_stream;
+	streams_made = 0;
 	memset(&stats, 0, sizeof(stats));
 	stub_vmm(&vmm, &real, CHUNK, va, na);
 	for (uint32_t i = 0; i < na; i++) {
