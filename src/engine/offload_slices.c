@@ -13,8 +13,9 @@
  * (and prefetch) copies its dense part, the runs outside its slices; a
  * launch that refers to a slice's start, from a parameter word that reads
  * one slice at a time, copies that slice when it is not in the block yet,
- * on the copy stream, and waits for it.  A word reads one slice at a time
- * once it has referred to two slices of one tensor in turn: from one
+ * on a stream of its own (o->demand: not behind the prefetches on the
+ * copy stream), after the trap's load, and waits for it.  A word reads one
+ * slice at a time once it has referred to two slices of one tensor in turn: from one
  * stream, with no weight read whole in between (o->slice_epoch: a loop
  * over routed experts, ft_kernel_slicer).  Until then, and from a word
  * that refers to one slice a layer (transformers' grouped GEMM is handed
