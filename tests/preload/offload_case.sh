@@ -139,6 +139,25 @@ profile_first() {
 		cp "$tmp/prof/profile.json" "$tmp/prof-first.json" ||
 		{ echo "FAIL: $case: the first run wrote no profile.json"; exit 1; }
 }
+# slow_profile <profile.json> <out> <drop | ms>: the profile with 1 ms of
+# compute a trap and a link of 8 MB/s, its plan kept, the plan's copy times
+# dropped (a profile written before 0.3) or set to ms per offloaded trap
+slow_profile() {
+	python3 - "$@" <<-'EOF' || no "cannot edit the profile"
+	import json, sys
+	p = json.load(open(sys.argv[1]))
+	for t in p["traps"]:
+	    t["compute_ms"] = {"median": 1.0, "min": 1.0, "max": 1.0, "samples": t["compute_ms"]["samples"]}
+	for c in p["copy_curve"]:
+	    c["ms"] = c["bytes"] / 8e6 * 1e3
+	for t in p["plan"]["traps"]:
+	    if sys.argv[3] == "drop":
+	        t.pop("copy_ms", None)
+	    else:
+	        t["copy_ms"] = float(sys.argv[3]) if t["block"] >= 0 else 0
+	json.dump(p, open(sys.argv[2], "w"))
+	EOF
+}
 # lingering <n>: waits (90 s at most) until n runs with OFFLOAD_LINGER=$tmp/linger
 # are at their end, alive
 lingering() {
@@ -262,17 +281,7 @@ zip-auto)
 	# plan saved without their times (before 0.3; they were read as 0
 	# ms, and every restart stayed raw), by the slow link's curve
 	mkdir -p "$tmp/again"
-	python3 - "$tmp/prof/profile.json" "$tmp/again/profile.json" <<-'EOF' || no "cannot edit the profile"
-	import json, sys
-	p = json.load(open(sys.argv[1]))
-	for t in p["traps"]:
-	    t["compute_ms"] = {"median": 1.0, "min": 1.0, "max": 1.0, "samples": t["compute_ms"]["samples"]}
-	for c in p["copy_curve"]:
-	    c["ms"] = c["bytes"] / 8e6 * 1e3
-	for t in p["plan"]["traps"]:
-	    t.pop("copy_ms", None)
-	json.dump(p, open(sys.argv[2], "w"))
-	EOF
+	slow_profile "$tmp/prof/profile.json" "$tmp/again/profile.json" drop
 	run again "" FT_TRANSFER_MODE=raw_block_transfer FT_TRANSFER_COMPRESSION=auto \
 		FT_PROFILE_STORAGE_DIR="$tmp/again" FT_PROFILE_READ_ONLY=1
 	same plain again
@@ -994,17 +1003,7 @@ stacked | stacked-raw | stacked-verify)
 	is again profile_adopted -eq 1
 	is again offload_slice_copies -gt 0
 	mkdir -p "$tmp/slow"
-	python3 - "$tmp/prof/profile.json" "$tmp/slow/profile.json" <<-'EOF' || no "cannot edit the profile"
-	import json, sys
-	p = json.load(open(sys.argv[1]))
-	for t in p["traps"]:
-	    t["compute_ms"] = {"median": 1.0, "min": 1.0, "max": 1.0, "samples": t["compute_ms"]["samples"]}
-	for c in p["copy_curve"]:
-	    c["ms"] = c["bytes"] / 8e6 * 1e3
-	for t in p["plan"]["traps"]:  # (the saved plan: the same traps offloaded)
-	    t["copy_ms"] = 100.0 if t["block"] >= 0 else 0
-	json.dump(p, open(sys.argv[2], "w"))
-	EOF
+	slow_profile "$tmp/prof/profile.json" "$tmp/slow/profile.json" 100
 	run auto stacked FT_TRANSFER_COMPRESSION=auto FT_PROFILE_STORAGE_DIR="$tmp/slow" \
 		FT_PROFILE_READ_ONLY=1 "$x"
 	same plain-stacked auto
