@@ -6,6 +6,12 @@
  * CUfileDrvProps_t starts with nvidia-fs's version (0.0: the module is
  * not loaded, and cuFile reads through host memory in its compatibility
  * mode: no GPUDirect Storage, so the NVMe tier keeps its own reads).
+ *
+ * cuFile calls the driver itself: every call into it runs with
+ * ft_passthrough raised, so that those calls pass the hooks straight
+ * through.  Its driver is process-wide: where the program loaded libcufile
+ * before us (kvikio, PyTorch's GDS), it is left open at the end; the
+ * library is never unloaded (it may have started threads).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -14,6 +20,7 @@
 #include <string.h>
 #include <sys/types.h>
 
+#include "ft/passthrough.h"
 #include "gds.h"
 
 struct cufile_err {
@@ -60,15 +67,16 @@ static int fail(struct ft_gds *g, char *why, size_t len, const char *what, int c
 	return -1;
 }
 
-int ft_gds_open(struct ft_gds *g, int fd, void *(*find)(void *, const char *), char *why,
-		size_t len)
+/* libcufile and its entry points: 0, or -1 with why. */
+static int load(struct ft_gds *g, char *why, size_t len)
 {
-	memset(g, 0, sizeof(*g));
-	if (!(lookup = find))
-		return fail(g, why, len, "no dlsym to find cuFile's entry points", 0);
-	g->lib = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
-	if (!g->lib)
-		g->lib = dlopen("libcufile.so", RTLD_NOW | RTLD_LOCAL);
+	static const char *names[] = { "libcufile.so.0", "libcufile.so" };
+	for (int i = 0; i < 2 && !g->lib; i++) {
+		g->lib = dlopen(names[i], RTLD_NOW | RTLD_NOLOAD);
+		g->shared = g->lib != NULL; /* the program's: its driver stays open */
+		if (!g->lib)
+			g->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	}
 	if (!g->lib)
 		return fail(g, why, len, "libcufile.so.0 cannot be loaded (GPUDirect Storage is not "
 			    "installed, or not on the library path)", 0);
@@ -87,8 +95,12 @@ int ft_gds_open(struct ft_gds *g, int fd, void *(*find)(void *, const char *), c
 	*(void **)&f->close = lookup(g->lib, "cuFileDriverClose_v2");
 	if (!f->close)
 		*(void **)&f->close = sym(g->lib, "cuFileDriverClose", &missing);
-	if (missing)
-		return fail(g, why, len, "libcufile lacks cuFile's entry points", 0);
+	return missing ? fail(g, why, len, "libcufile lacks cuFile's entry points", 0) : 0;
+}
+
+static int open_on(struct ft_gds *g, int fd, char *why, size_t len)
+{
+	struct ft_gds_fns *f = g->f;
 	struct cufile_err e = f->open();
 	if (e.err)
 		return fail(g, why, len, "cuFile's driver does not open", e.err);
@@ -97,7 +109,7 @@ int ft_gds_open(struct ft_gds *g, int fd, void *(*find)(void *, const char *), c
 	e = f->props(props);
 	if (e.err)
 		return fail(g, why, len, "cuFile's driver properties cannot be read", e.err);
-	if (!props[0])
+	if (!props[0] && !props[1])
 		return fail(g, why, len, "nvidia-fs is not loaded: cuFile would read through host "
 			    "memory (its compatibility mode)", 0);
 	struct cufile_descr d = { .type = 1, .handle.fd = fd };
@@ -110,41 +122,63 @@ int ft_gds_open(struct ft_gds *g, int fd, void *(*find)(void *, const char *), c
 	return 0;
 }
 
+int ft_gds_open(struct ft_gds *g, int fd, void *(*find)(void *, const char *), char *why,
+		size_t len)
+{
+	memset(g, 0, sizeof(*g));
+	if (!(lookup = find))
+		return fail(g, why, len, "no dlsym to find cuFile's entry points", 0);
+	ft_passthrough++;
+	int rc = load(g, why, len) ? -1 : open_on(g, fd, why, len);
+	ft_passthrough--;
+	return rc;
+}
+
 int ft_gds_register(struct ft_gds *g, CUdeviceptr p, size_t n)
 {
-	return g->f->reg((const void *)(uintptr_t)p, n, 0).err ? -1 : 0;
+	ft_passthrough++;
+	int rc = g->f->reg((const void *)(uintptr_t)p, n, 0).err ? -1 : 0;
+	ft_passthrough--;
+	return rc;
 }
 
 void ft_gds_unregister(struct ft_gds *g, CUdeviceptr p)
 {
+	ft_passthrough++;
 	g->f->unreg((const void *)(uintptr_t)p);
+	ft_passthrough--;
 }
 
 int ft_gds_read(struct ft_gds *g, CUdeviceptr dst, size_t n, uint64_t off)
 {
+	int rc = 0;
+	ft_passthrough++;
 	for (size_t done = 0; done < n;) {
 		ssize_t k = g->f->read(g->fh, (void *)(uintptr_t)dst, n - done, (off_t)(off + done),
 				       (off_t)done);
-		if (k < 0 && errno == EINTR && k == -1)
+		if (k == -1 && errno == EINTR)
 			continue;
 		if (k <= 0) {
 			if (k < -1 || !k) /* a cuFile error, or the file's end */
 				errno = EIO;
-			return -1;
+			rc = -1;
+			break;
 		}
 		done += (size_t)k;
 	}
-	return 0;
+	ft_passthrough--;
+	return rc;
 }
 
 void ft_gds_close(struct ft_gds *g)
 {
+	ft_passthrough++;
 	if (g->fh)
 		g->f->unhandle(g->fh);
-	if (g->opened)
+	if (g->opened && !g->shared)
 		g->f->close();
-	if (g->lib)
-		dlclose(g->lib);
+	ft_passthrough--;
+	/* (never unloaded: RTLD_NODELETE, or the program's) */
 	free(g->f);
 	memset(g, 0, sizeof(*g));
 }

@@ -5,9 +5,10 @@
  * dlsym: the library's own would recurse): 0, or -1 with why (no libcufile, its driver does
  * not open, nvidia-fs is absent so cuFile would only read through host
  * memory in its compatibility mode, the file is refused).  A GPU buffer
- * registered (optional: an unregistered one is read through cuFile's own
- * buffers); n bytes at off of the file into dst (0, or -1 with errno);
- * closed. */
+ * registered: 0, or -1 (unregistered, cuFile would read through buffers
+ * of its own); n bytes at off of the file into dst (0, or -1 with errno);
+ * closed.  Every call into cuFile passes its driver calls through the
+ * hooks untouched (ft/passthrough.h). */
 #ifndef FT_GDS_H
 #define FT_GDS_H
 
@@ -20,6 +21,7 @@ struct ft_gds {
 	void *lib;
 	void *fh;                           /* CUfileHandle_t */
 	int opened;                         /* cuFileDriverOpen succeeded */
+	int shared;                         /* the program had loaded libcufile */
 	struct ft_gds_fns *f;
 };
 

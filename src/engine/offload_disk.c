@@ -15,8 +15,11 @@
  * With FT_NVME_TRANSFER_MODE=cufile and GPUDirect Storage present (gds.c)
  * the ring is in GPU memory: the reader reads with cuFile from the disk
  * into it, and a load copies from it to the block on the GPU (the host's
- * memory and its link carry none of those bytes).  Where GPUDirect Storage
- * is not there, the tier reads as with posix (said once).
+ * memory and its link carry none of those bytes).  The executor's own
+ * reads (misses) go through the host instead: it holds the engine's lock,
+ * and cuFile's driver calls must never wait for it; so do all reads once
+ * a cuFile read failed (said).  Where GPUDirect Storage is not there, the
+ * tier reads as with posix (said once).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +31,7 @@
 #include <unistd.h>
 
 #include "ft/log.h"
+#include "ft/passthrough.h"
 #include "gds.h"
 #include "offload_int.h"
 
@@ -51,6 +55,9 @@ struct ft_off_disk {
 	int direct;                         /* O_DIRECT */
 	struct ft_gds gds;                  /* FT_NVME_TRANSFER_MODE=cufile: gds.fh set */
 	CUcontext ctx;                      /* the ring's (the reader reads in it) */
+	int gds_bad;                        /* a cuFile read failed: reads go through
+					       slot 0's pinned buffer from then on */
+	pthread_mutex_t bounce;             /* slot 0's pinned buffer, for those */
 	size_t align, cap;
 	uint64_t end;                       /* of the file */
 	struct slot slot[SLOTS];
@@ -124,19 +131,50 @@ static int pwrite_all(struct ft_off_disk *d, uint64_t off, size_t n, const unsig
 	return 0;
 }
 
+/* n bytes of the file at off into GPU ring buffer x through slot 0's
+ * pinned buffer (the executor's own reads, which must not wait for
+ * cuFile's driver calls under the engine's lock; and all of them once a
+ * cuFile read failed). */
+static int via_host(struct ft_off_disk *d, const struct slot *x, uint64_t off, size_t n)
+{
+	pthread_mutex_lock(&d->bounce);
+	int rc = pread_all(d, off, 0, up(n, d->align), d->slot[0].buf) ||
+		 d->real->cuMemcpyHtoD_v2(x->dev, d->slot[0].buf, n) ? -1 : 0;
+	pthread_mutex_unlock(&d->bounce);
+	return rc;
+}
+
+/* Trap t into GPU ring buffer x: by cuFile on the reader thread (1), else
+ * (executor, or cuFile failed once: said) through the host (0); -1. */
+static int gds_read(struct ft_offload *o, int t, const struct slot *x, int executor)
+{
+	struct ft_off_disk *d = o->disk;
+	size_t n = d->bytes[t];
+	if (!executor && !__atomic_load_n(&d->gds_bad, __ATOMIC_RELAXED)) {
+		if (!ft_gds_read(&d->gds, x->dev, up(n, d->align), d->off[t]))
+			return 1;
+		__atomic_store_n(&d->gds_bad, 1, __ATOMIC_RELAXED);
+		ft_warn_once("FT_NVME_TRANSFER_MODE=cufile: cuFile could not read trap %d from the "
+			     "file (%s): the NVMe tier reads with pread and copies to the GPU from "
+			     "now on", t, strerror(errno));
+	}
+	return via_host(d, x, d->off[t], n);
+}
+
 /* A whole trap into ring buffer x (its aligned length: O_DIRECT reads
- * whole blocks). */
-static int read_trap(struct ft_offload *o, int t, const struct slot *x)
+ * whole blocks); executor: the read is the executor's (a miss). */
+static int read_trap(struct ft_offload *o, int t, const struct slot *x, int executor)
 {
 	struct ft_off_disk *d = o->disk;
 	uint64_t t0 = ft_off_now_ns(), n = d->bytes[t]; /* (o->t[t] is the executor's) */
 	int rc;
 	if (d->gds.fh) {
-		rc = ft_gds_read(&d->gds, x->dev, up(n, d->align), d->off[t]);
-		FT_STAT_INC(o->stats, nvme_cufile_reads);
-	} else {
+		rc = gds_read(o, t, x, executor);
+		if (rc > 0)
+			FT_STAT_INC(o->stats, nvme_cufile_reads);
+		rc = rc < 0 ? -1 : 0;
+	} else
 		rc = pread_all(d, d->off[t], 0, up(n, d->align), x->buf);
-	}
 	FT_STAT_INC(o->stats, nvme_reads);
 	FT_STAT_ADD(o->stats, nvme_read_bytes, n);
 	FT_STAT_ADD(o->stats, nvme_read_ns, ft_off_now_ns() - t0);
@@ -197,8 +235,14 @@ static void *reader(void *arg)
 	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
 	if (d->real->cuThreadExchangeStreamCaptureMode)
 		d->real->cuThreadExchangeStreamCaptureMode(&mode);
-	if (d->gds.fh && d->real->cuCtxSetCurrent) /* cuFile reads in the ring's context */
-		d->real->cuCtxSetCurrent(d->ctx);
+	if (d->gds.fh) {
+		/* cuFile reads in the ring's context, and its driver calls on
+		 * this thread pass the hooks untouched (they would wait for the
+		 * engine's lock, whose holder may wait for this read) */
+		ft_passthrough = 1;
+		if (d->real->cuCtxSetCurrent)
+			d->real->cuCtxSetCurrent(d->ctx);
+	}
 	pthread_mutex_lock(&d->mu);
 	while (!d->stop) {
 		/* the first wanted trap not in the ring, and a buffer for it */
@@ -236,7 +280,7 @@ static void *reader(void *arg)
 		x->trap = t;
 		x->state = READING;
 		pthread_mutex_unlock(&d->mu);
-		int rc = read_trap(o, t, x);
+		int rc = read_trap(o, t, x, 0);
 		pthread_mutex_lock(&d->mu);
 		x->state = rc ? EMPTY : FILLED;
 		if (rc) {
@@ -294,7 +338,7 @@ static unsigned char *get(struct ft_offload *o, int t)
 				d->real->cuThreadExchangeStreamCaptureMode(&mode);
 		}
 		FT_STAT_INC(o->stats, nvme_misses);
-		int rc = read_trap(o, t, x);
+		int rc = read_trap(o, t, x, 1);
 		pthread_mutex_lock(&d->mu);
 		x->state = rc ? EMPTY : FILLED;
 		if (rc)
@@ -511,18 +555,22 @@ static void gds_ring(struct ft_off_disk *d)
 				d->slot[s].dev = 0;
 				break;
 			}
-			if (ft_gds_register(&d->gds, d->slot[s].dev, d->cap))
-				ft_info_once("FT_NVME_TRANSFER_MODE=cufile: cuFile does not register "
-					     "the ring's GPU buffers: it reads through its own");
+			if (ft_gds_register(&d->gds, d->slot[s].dev, d->cap)) {
+				/* (cuFile would read through buffers of its own) */
+				r->cuMemFree_v2(d->slot[s].dev);
+				d->slot[s].dev = 0;
+				break;
+			}
 		}
 		if (s == SLOTS) {
+			d->o->block_bytes += SLOTS * d->cap; /* (GPU memory beside the blocks) */
 			ft_info("FT_NVME_TRANSFER_MODE=cufile: the NVMe tier reads with GPUDirect "
-				"Storage into %d GPU buffers of %zu MiB (beside the blocks)", SLOTS,
-				d->cap >> 20);
+				"Storage into %d GPU buffers of %zu MiB (beside the blocks, counted "
+				"with them)", SLOTS, d->cap >> 20);
 			return;
 		}
-		snprintf(why, sizeof(why), "%d GPU buffers of %zu MiB cannot be allocated", SLOTS,
-			 d->cap >> 20);
+		snprintf(why, sizeof(why), "%d GPU buffers of %zu MiB cannot be allocated and "
+			 "registered with cuFile", SLOTS, d->cap >> 20);
 		gds_end(d);
 	}
 	ft_warn("FT_NVME_TRANSFER_MODE=cufile: %s; the NVMe tier reads with pread into pinned "
@@ -552,6 +600,7 @@ int ft_off_disk_init(struct ft_offload *o, size_t most, char *why, uint32_t len)
 	d->align = o->nvme_align;
 	d->cap = up(most, d->align);
 	pthread_mutex_init(&d->mu, NULL);
+	pthread_mutex_init(&d->bounce, NULL);
 	pthread_cond_init(&d->cv, NULL);
 	if (open_file(d, o->nvme_dir)) {
 		snprintf(why, len, "FT_NVME_OFFLOAD_PATH=%s: cannot create a file there: %s", o->nvme_dir,
@@ -624,9 +673,13 @@ double ft_off_disk_rate(struct ft_offload *o, int t)
 	if (!d->direct)
 		return 0;
 	uint64_t t0 = ft_off_now_ns(), n = up(o->t[t].disk_bytes, d->align);
-	if (d->gds.fh ? ft_gds_read(&d->gds, d->slot[0].dev, n, o->t[t].disk_off)
-		      : pread_all(d, o->t[t].disk_off, 0, n, d->slot[0].buf))
+	if (d->gds.fh) {
+		/* (the reader's path: cuFile, or after its failure the host) */
+		if (gds_read(o, t, &d->slot[0], 0) < 0)
+			return 0;
+	} else if (pread_all(d, o->t[t].disk_off, 0, n, d->slot[0].buf)) {
 		return 0;
+	}
 	if (!d->direct)
 		return 0;
 	uint64_t ns = ft_off_now_ns() - t0;
@@ -659,8 +712,16 @@ void ft_off_disk_stop(struct ft_offload *o)
 
 void ft_off_disk_after_fork(struct ft_offload *o)
 {
-	if (o->disk)
-		o->disk->started = 0; /* its reader is the parent's */
+	struct ft_off_disk *d = o->disk;
+	if (!d)
+		return;
+	d->started = 0; /* its reader is the parent's */
+	/* and so are cuFile's state and the ring's GPU buffers: never given
+	 * back from here */
+	memset(&d->gds, 0, sizeof(d->gds));
+	for (int s = 0; s < SLOTS; s++)
+		d->slot[s].dev = 0;
+	pthread_mutex_init(&d->bounce, NULL);
 }
 
 void ft_off_disk_release(struct ft_offload *o)
@@ -680,6 +741,7 @@ void ft_off_disk_release(struct ft_offload *o)
 	if (d->fd >= 0)
 		close(d->fd);
 	pthread_mutex_destroy(&d->mu);
+	pthread_mutex_destroy(&d->bounce);
 	pthread_cond_destroy(&d->cv);
 	free(d->on);
 	free(d->bytes);

@@ -32,7 +32,7 @@ static void gate_out(int obs)
  * them (UVA). */
 #define GUARD(stream, dst, dbytes, src, sbytes)                                \
 	do {                                                                   \
-		if (ft_off_active(ft_g.off))                                   \
+		if (!ft_passthrough && ft_off_active(ft_g.off))                \
 			ft_off_copy(ft_g.off, stream, dst, dbytes, src, sbytes); \
 	} while (0)
 

@@ -18,6 +18,7 @@
 #include "ft/log.h"
 #include "ft/graphs.h"
 #include "ft/options.h"
+#include "ft/passthrough.h"
 #include "ft/passes.h"
 #include "ft/phase.h"
 #include "ft/real.h"
@@ -63,7 +64,7 @@ static inline void ft_lib_ensure(void)
 
 static inline int ft_observing(void)
 {
-	return ft_g.enabled;
+	return ft_g.enabled && !ft_passthrough; /* (ft/passthrough.h) */
 }
 
 /* Calls the real driver function sym; CUDA_ERROR_NOT_FOUND when the driver

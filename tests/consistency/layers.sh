@@ -11,7 +11,7 @@ set -u
 root=$1
 owner() { # the folder a header of include/ft belongs to
 	case $1 in
-	log.h|options.h|options.def|stats.h|stats.def|real.h|cuda.h|hooks.def|input.h|gate.h) echo common ;;
+	log.h|options.h|options.def|stats.h|stats.def|real.h|cuda.h|hooks.def|input.h|gate.h|passthrough.h) echo common ;;
 	learn.h) echo learn ;;
 	offload.h|vmm.h|kernels.h|gpu.h) echo engine ;;
 	*) echo profile ;;

@@ -110,8 +110,8 @@ reap() {
 stat() { trace_stat "$tmp/$1.trace" "$2"; }
 # is <name> <counter> <test operator> <value>
 is() {
-	v=$(stat "$1" "$2")
-	[ -n "$v" ] && test "$v" "$3" "$4" || { no "$1: $2 is ${v:-missing}, not $3 $4"; return 1; }
+	is_v=$(stat "$1" "$2") # (not v: cases use it)
+	[ -n "$is_v" ] && test "$is_v" "$3" "$4" || { no "$1: $2 is ${is_v:-missing}, not $3 $4"; return 1; }
 }
 # same <reference> <name>: byte-identical outputs
 same() { cmp -s "$tmp/$1.bin" "$tmp/$2.bin" || no "$2: outputs differ from $1"; }
@@ -583,14 +583,24 @@ nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early | nvme-zip | nvme-zip-v
 		# no libcufile on the path; then one without nvidia-fs
 		run "$case" "" FT_NVME_OFFLOAD_ENABLED=1 FT_NVME_OFFLOAD_PATH="$tmp/nvme" \
 			FT_NVME_HOST_BYTES=$h FT_NVME_TRANSFER_MODE=cufile
-		logs "$case" "FT_NVME_TRANSFER_MODE=cufile: libcufile.so.0 cannot be loaded .*reads with pread"
-		run compat "" FT_NVME_OFFLOAD_ENABLED=1 FT_NVME_OFFLOAD_PATH="$tmp/nvme" \
-			FT_NVME_HOST_BYTES=$h FT_NVME_TRANSFER_MODE=cufile LD_LIBRARY_PATH="$gds" \
-			FAKE_CUFILE=no-nvfs
-		logs compat "FT_NVME_TRANSFER_MODE=cufile: nvidia-fs is not loaded.*reads with pread"
-		same plain compat
-		is compat nvme_reads -gt 0
-		is compat nvme_cufile_reads -eq 0
+		# (a host with GPUDirect Storage has a libcufile of its own)
+		ldconfig -p 2>/dev/null | grep -q libcufile.so.0 ||
+			logs "$case" "FT_NVME_TRANSFER_MODE=cufile: libcufile.so.0 cannot be loaded .*reads with pread"
+		# without nvidia-fs; with GPU buffers cuFile does not register;
+		# with reads that fail (after that, through the host into the
+		# GPU ring)
+		for f in no-nvfs no-register read-fails; do
+			run "$f" "" FT_NVME_OFFLOAD_ENABLED=1 FT_NVME_OFFLOAD_PATH="$tmp/nvme" \
+				FT_NVME_HOST_BYTES=$h FT_NVME_TRANSFER_MODE=cufile \
+				LD_LIBRARY_PATH="$gds" FAKE_CUFILE=$f
+			same plain "$f"
+			is "$f" nvme_reads -gt 0
+			is "$f" nvme_cufile_reads -eq 0
+		done
+		logs no-nvfs "FT_NVME_TRANSFER_MODE=cufile: nvidia-fs is not loaded.*reads with pread"
+		logs no-register "cannot be allocated and registered with cuFile.*reads with pread"
+		logs read-fails "cuFile could not read trap .*reads with pread and copies to the GPU"
+		is read-fails offload_stuck -eq 0
 	else
 		run "$case" "$w" FT_TRANSFER_MODE=$m FT_NVME_OFFLOAD_ENABLED=1 FT_NVME_OFFLOAD_PATH="$tmp/nvme" \
 			FT_NVME_HOST_BYTES=$h FT_VERIFY=$v FT_TRANSFER_COMPRESSION=$z \
@@ -598,10 +608,22 @@ nvme | nvme-raw | nvme-verify | nvme-pieces | nvme-early | nvme-zip | nvme-zip-v
 	fi
 	same "plain$w" "$case"
 	if [ $g = cufile ] && [ $case != nvme-cufile-none ]; then
-		# every read by cuFile, into GPU memory
+		# every read of the reader thread by cuFile, into GPU memory (the
+		# executor's own, its misses, through the host: it holds the
+		# engine's lock, which cuFile's driver calls could wait for)
 		is "$case" nvme_cufile_reads -gt 0
-		is "$case" nvme_cufile_reads -eq "$(stat "$case" nvme_reads)"
+		is "$case" nvme_cufile_reads -eq $(($(stat "$case" nvme_reads) - $(stat "$case" nvme_misses)))
 		logs "$case" "FT_NVME_TRANSFER_MODE=cufile: the NVMe tier reads with GPUDirect Storage"
+		# cuFile's own driver calls pass the hooks untouched: the
+		# program's copies counted are the same when its reads copy
+		# through the (preloaded) driver
+		run callback "$w" FT_TRANSFER_MODE=$m FT_NVME_OFFLOAD_ENABLED=1 \
+			FT_NVME_OFFLOAD_PATH="$tmp/nvme" FT_NVME_HOST_BYTES=$h FT_VERIFY=$v \
+			FT_TRANSFER_COMPRESSION=$z FT_NVME_TRANSFER_MODE=$g LD_LIBRARY_PATH="$gds" \
+			FAKE_CUFILE=callback
+		same "plain$w" callback
+		is callback nvme_cufile_reads -gt 0
+		is callback copies -eq "$(stat "$case" copies)"
 	else
 		is "$case" nvme_cufile_reads -eq 0
 	fi

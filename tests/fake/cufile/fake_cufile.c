@@ -4,10 +4,14 @@
  * host addresses: cuFileRead reads the file into them.  It lies in a
  * folder of its own, so that a test puts it on the library path or not.
  * FAKE_CUFILE=no-nvfs: the driver opens without nvidia-fs (its version
- * 0.0, cuFile's compatibility mode); FAKE_CUFILE=no-open: the driver does
- * not open.  Every read must be of a registered handle, whole
- * 4096-byte blocks at aligned offsets, as GPUDirect Storage's are.
+ * 0.0, cuFile's compatibility mode); no-open: the driver does not open;
+ * no-register: buffers are not registered; read-fails: every read fails;
+ * callback: reads copy through the driver's cuMemcpyHtoD_v2 found with
+ * dlsym (the preloaded library's hook, as cuFile's own driver calls would
+ * reach it).  Every read must be of a registered handle, whole 4096-byte
+ * blocks at aligned offsets, as GPUDirect Storage's are.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -81,7 +85,7 @@ API void cuFileHandleDeregister(void *fh)
 API struct err cuFileBufRegister(const void *p, size_t n, int flags)
 {
 	(void)flags;
-	return p && n ? ok : (struct err){ 5004, 0 };
+	return p && n && !mode("no-register") ? ok : (struct err){ 5004, 0 };
 }
 
 API struct err cuFileBufDeregister(const void *p)
@@ -93,7 +97,7 @@ API struct err cuFileBufDeregister(const void *p)
 /* At most 64 MiB a call, as cuFile's reads may be short. */
 API ssize_t cuFileRead(void *fh, void *p, size_t n, off_t file_off, off_t buf_off)
 {
-	if (!opened || !fh || (file_off | (off_t)n) % 4096)
+	if (!opened || !fh || (file_off | (off_t)n) % 4096 || mode("read-fails"))
 		return -5022; /* -CU_FILE_INVALID_VALUE */
 	if (n > (64 << 20))
 		n = 64 << 20;
@@ -101,7 +105,11 @@ API ssize_t cuFileRead(void *fh, void *p, size_t n, off_t file_off, off_t buf_of
 	if (posix_memalign(&b, 4096, n))
 		return -1;
 	ssize_t k = pread(*(int *)fh, b, n, file_off);
-	if (k > 0)
+	typedef int (*htod)(unsigned long long, const void *, size_t);
+	htod copy = mode("callback") ? (htod)dlsym(RTLD_DEFAULT, "cuMemcpyHtoD_v2") : NULL;
+	if (k > 0 && copy)
+		copy((unsigned long long)(uintptr_t)((char *)p + buf_off), b, (size_t)k);
+	else if (k > 0)
 		memcpy((char *)p + buf_off, b, (size_t)k);
 	free(b);
 	return k;
