@@ -596,7 +596,10 @@ static int spill(struct ft_offload *o, uint32_t t, char *why, uint32_t len)
 	size_t bytes = x->nchunks * o->chunk;
 	if (read_runs(o, t, bounce, why, len))
 		return -1;
-	if (o->codec && ft_off_code_trap(o, (int)t, bounce, bytes) == 1) {
+	o->spilling = 1; /* (a trap of the file loads whole: auto may code it) */
+	int coded = o->codec && ft_off_code_trap(o, (int)t, bounce, bytes) == 1;
+	o->spilling = 0;
+	if (coded) {
 		/* the image (smaller) over the raw bytes, and only it kept */
 		memcpy(bounce, x->z.data, x->z.bytes);
 		bytes = x->z.bytes;

@@ -138,7 +138,7 @@ int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size
 	/* auto: stacked experts paged per expert move a decode step's routed
 	 * experts alone (a quarter of them in a Mixtral), which coding (about
 	 * three quarters of all) cannot beat; a coded trap loads whole */
-	if (o->zauto && x->nsl) {
+	if (o->zauto && x->nsl && !o->spilling) {
 		o->zsliced++;
 		return 0;
 	}

@@ -192,6 +192,8 @@ struct ft_offload {
 	uint32_t zslow;                     /* traps kept raw: their decode is slower
 					       than the copy it saves */
 	int zauto;                          /* FT_TRANSFER_COMPRESSION=auto */
+	int spilling;                       /* the trap coded goes to the NVMe tier's
+					       file (where no trap is sliced) */
 	uint32_t zsliced;                   /* traps kept raw: paged per expert */
 	uint64_t zenc_ns, zenc_bytes;       /* the encoder's time and input at staging */
 	double zpred_ms, zpred_raw_ms;      /* by the curves: the coded traps' loads a

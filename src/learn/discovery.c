@@ -359,6 +359,10 @@ static void saved_slices(struct ft_learn *L)
 		L->wmap[k].sl_first = at;
 		L->wmap[k].nsl = p->nslices[k];
 		at += p->nslices[k];
+		/* the experts this run's one pass did not read are views too
+		 * (else a read of one would be a foreign tensor's) */
+		if (p->nslices[k])
+			L->wmap[k].views = L->wmap[k].extent;
 	}
 }
 

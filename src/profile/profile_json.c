@@ -2,6 +2,7 @@
  * profile.json: serialisation, parsing with full validation, atomic save,
  * load with a reason for every refusal (include/ft/profile.h).
  */
+#include "ft/discover.h"
 #include "ft/profile.h"
 #include "ft/input.h"
 #include "ft/plan.h"
@@ -395,8 +396,9 @@ static void read_shared(struct rd *rd, const cJSON *sh, struct ft_profile *p)
 }
 
 /* Stacked tensors' slice starts (absent in profiles before 0.3):
- * [weight, start, start, ...] each, weights increasing, starts increasing
- * inside the weight. */
+ * [weight, start, start, ...] each, weights increasing, starts whole
+ * numbers inside the weight, FT_DISC_SLICE_MIN or more apart (and from
+ * its start), as discovery finds them. */
 static int slice_entry(const cJSON *w)
 {
 	return cJSON_IsArray(w) && cJSON_GetArraySize(w) >= 2 && cJSON_GetArraySize(w) <= 1 << 16;
@@ -429,10 +431,12 @@ static void read_slices(struct rd *rd, const cJSON *sl, struct ft_profile *p)
 		last = (uint32_t)k->valuedouble;
 		uint64_t prev = 0;
 		for (x = k->next; x; x = x->next) {
-			if (!cJSON_IsNumber(x) || x->valuedouble <= (double)prev ||
+			if (!cJSON_IsNumber(x) || x->valuedouble != (double)(uint64_t)x->valuedouble ||
+			    x->valuedouble < (double)prev + FT_DISC_SLICE_MIN ||
 			    x->valuedouble >= (double)p->weights[last]) {
 				bad(rd, FT_PROFILE_INCONSISTENT, "slices of weight %u: starts must "
-				    "increase inside the weight", last);
+				    "increase by %u bytes or more inside the weight", last,
+				    FT_DISC_SLICE_MIN);
 				return;
 			}
 			prev = (uint64_t)x->valuedouble;
