@@ -313,8 +313,15 @@ static void node_unkept(CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p, int gra
 	/* the node's parameters in the application's graph: those it was
 	 * captured (and paged) with, the read ones only (a capture loads
 	 * nothing for stale references) */
-	if (nn > 0 && nn <= FT_GRAPH_READS && !ft_g.real.cuGraphKernelNodeGetParams_v2(n, &old))
+	if (nn > 0 && nn <= FT_GRAPH_READS && ft_g.real.cuGraphKernelNodeGetParams_v2 &&
+	    !ft_g.real.cuGraphKernelNodeGetParams_v2(n, &old))
 		nw = params_traps(&old, 0, was, FT_GRAPH_READS);
+	/* in an application's graph, what cannot be checked is left to the
+	 * executable's setter (it compares with these parameters, and brings
+	 * every weight back when it cannot read them); a node the driver does
+	 * not know refuses the setter anyway */
+	if (graph && (nn < 0 || nw < 0 || nn > FT_GRAPH_READS))
+		return;
 	uint64_t keep[FT_GRAPH_READS];
 	unsigned nk = 0;
 	for (int i = 0; i < nn && i < FT_GRAPH_READS; i++) {
