@@ -17,6 +17,8 @@
 #undef cuGetProcAddress
 #undef cuGraphInstantiate
 #undef cuGraphExecUpdate
+#undef cuGraphKernelNodeSetParams
+#undef cuGraphExecKernelNodeSetParams
 
 /* cudaTypedefs.h declares these two only for the driver's own build */
 #ifndef __CUDA_API_VERSION_INTERNAL

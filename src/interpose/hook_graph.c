@@ -331,6 +331,34 @@ CUresult cuGraphExecKernelNodeSetParams_v2(CUgraphExec e, CUgraphNode n,
 	return rc;
 }
 
+/* The CUDA 10-11 ABI's kernel node parameters (no kern, no ctx) as
+ * today's. */
+static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *k)
+{
+	return (CUDA_KERNEL_NODE_PARAMS){
+		.func = k->func, .gridDimX = k->gridDimX, .gridDimY = k->gridDimY,
+		.gridDimZ = k->gridDimZ, .blockDimX = k->blockDimX, .blockDimY = k->blockDimY,
+		.blockDimZ = k->blockDimZ, .sharedMemBytes = k->sharedMemBytes,
+		.kernelParams = k->kernelParams, .extra = k->extra,
+	};
+}
+
+/* The same through the CUDA 10-11 ABI (a program built with CUDA 11
+ * headers, or a CUDA 11 runtime asking cuGetProcAddress for 11000). */
+CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode n,
+					const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+	CUDA_KERNEL_NODE_PARAMS kp = { 0 };
+	if (p)
+		kp = from_v1(p);
+	if (OBSERVING() && p)
+		ft_sub_params_unkept(e, n, &kp);
+	CUresult rc = FT_CALL(cuGraphExecKernelNodeSetParams, e, n, p);
+	if (rc == CUDA_SUCCESS && OBSERVING() && p)
+		kernel_node_changed(e, n, &kp);
+	return rc;
+}
+
 /* A kernel node changed in the application's graph (not an executable's):
  * what its new parameters read that it did not comes back to the GPU. */
 CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS *p)
@@ -338,6 +366,15 @@ CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode n, const CUDA_KERNEL_NODE_PAR
 	if (OBSERVING() && p)
 		ft_sub_graph_params(n, p);
 	return FT_CALL(cuGraphKernelNodeSetParams_v2, n, p);
+}
+
+CUresult cuGraphKernelNodeSetParams(CUgraphNode n, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+	if (OBSERVING() && p) {
+		CUDA_KERNEL_NODE_PARAMS kp = from_v1(p);
+		ft_sub_graph_params(n, &kp);
+	}
+	return FT_CALL(cuGraphKernelNodeSetParams, n, p);
 }
 
 /* Any other change to a node of an executable that the library pages (a

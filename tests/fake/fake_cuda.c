@@ -25,6 +25,8 @@
 #undef cuGetProcAddress
 #undef cuGraphInstantiate
 #undef cuGraphExecUpdate
+#undef cuGraphKernelNodeSetParams
+#undef cuGraphExecKernelNodeSetParams
 #define API __attribute__((visibility("default")))
 #define H(x) ((void *)(uintptr_t)(x))
 
@@ -1179,6 +1181,23 @@ API CUresult cuGraphKernelNodeSetParams_v2(CUgraphNode h, const CUDA_KERNEL_NODE
 	return set_kernel_params((struct recorded *)h, p);
 }
 
+/* The CUDA 10-11 ABI's setters (no kern, no ctx). */
+static CUDA_KERNEL_NODE_PARAMS from_v1(const CUDA_KERNEL_NODE_PARAMS_v1 *k)
+{
+	return (CUDA_KERNEL_NODE_PARAMS){ .func = k->func, .gridDimX = k->gridDimX,
+					  .gridDimY = k->gridDimY, .gridDimZ = k->gridDimZ,
+					  .blockDimX = k->blockDimX, .blockDimY = k->blockDimY,
+					  .blockDimZ = k->blockDimZ,
+					  .sharedMemBytes = k->sharedMemBytes,
+					  .kernelParams = k->kernelParams, .extra = k->extra };
+}
+
+API CUresult cuGraphKernelNodeSetParams(CUgraphNode h, const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+	CUDA_KERNEL_NODE_PARAMS kp = from_v1(p);
+	return cuGraphKernelNodeSetParams_v2(h, &kp);
+}
+
 API CUresult cuGraphMemcpyNodeGetParams(CUgraphNode h, CUDA_MEMCPY3D *p)
 {
 	const struct recorded *r = (const struct recorded *)h;
@@ -1397,6 +1416,13 @@ API CUresult cuGraphExecNodeSetParams(CUgraphExec e, CUgraphNode h, CUgraphNodeP
 	return cuGraphExecKernelNodeSetParams_v2(e, h, &kp);
 }
 
+API CUresult cuGraphExecKernelNodeSetParams(CUgraphExec e, CUgraphNode h,
+					    const CUDA_KERNEL_NODE_PARAMS_v1 *p)
+{
+	CUDA_KERNEL_NODE_PARAMS kp = from_v1(p);
+	return cuGraphExecKernelNodeSetParams_v2(e, h, &kp);
+}
+
 /* An executable's node (named by its graph's node) on or off. */
 API CUresult cuGraphNodeSetEnabled(CUgraphExec e, CUgraphNode h, unsigned on)
 {
@@ -1516,6 +1542,7 @@ static const struct row rows[] = {
 	R("cuGraphNodeGetType", 10000, 0, cuGraphNodeGetType),
 	R("cuGraphKernelNodeGetParams", 12000, 0, cuGraphKernelNodeGetParams_v2),
 	R("cuGraphKernelNodeSetParams", 12000, 0, cuGraphKernelNodeSetParams_v2),
+	R("cuGraphKernelNodeSetParams", 10000, 0, cuGraphKernelNodeSetParams),
 	R("cuGraphMemcpyNodeGetParams", 10000, 0, cuGraphMemcpyNodeGetParams),
 	R("cuGraphMemsetNodeGetParams", 10000, 0, cuGraphMemsetNodeGetParams),
 	R("cuGraphAddDependencies", 12030, 0, cuGraphAddDependencies_v2),
@@ -1524,6 +1551,7 @@ static const struct row rows[] = {
 	R("cuGraphExecUpdate", 10020, 0, cuGraphExecUpdate),
 	R("cuGraphExecUpdate", 12000, 0, cuGraphExecUpdate_v2),
 	R("cuGraphExecKernelNodeSetParams", 12000, 0, cuGraphExecKernelNodeSetParams_v2),
+	R("cuGraphExecKernelNodeSetParams", 10010, 0, cuGraphExecKernelNodeSetParams),
 	R("cuGraphExecNodeSetParams", 12020, 0, cuGraphExecNodeSetParams),
 	R("cuGraphNodeSetEnabled", 11060, 0, cuGraphNodeSetEnabled),
 };

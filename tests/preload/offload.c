@@ -37,9 +37,11 @@
  *   graph is paged by a substitute.
  *   update: as early, and at step 16 the forward is captured again into a
  *   new graph that cuGraphExecUpdate puts into the executable.
- *   OFFLOAD_LEGACY=1 (with early, update, pieces): executables are made and
- *   updated through the CUDA 10.2-11 ABIs (cuGraphInstantiate_v2,
- *   cuGraphExecUpdate), found as a CUDA 11 runtime finds them.
+ *   OFFLOAD_LEGACY=1 (with early, update, pieces, params): executables are
+ *   made and updated, and kernel nodes changed, through the CUDA 10.2-11
+ *   ABIs (cuGraphInstantiate_v2, cuGraphExecUpdate,
+ *   cuGraph[Exec]KernelNodeSetParams), found as a CUDA 11 runtime finds
+ *   them.
  *   params: as early (the graph kept), and at step 16 the executable's
  *   second node (layer 0's first weight) gets new parameters: it reads
  *   layer 1's first weight instead (cuGraphExecKernelNodeSetParams): the
@@ -324,8 +326,13 @@ static CUgraph kept; /* enabled: the graph is kept, for its nodes */
 typedef CUresult (*legacy_instantiate_fn)(CUgraphExec *, CUgraph, CUgraphNode *, char *, size_t);
 typedef CUresult (*legacy_update_fn)(CUgraphExec, CUgraph, CUgraphNode *,
 				     CUgraphExecUpdateResult *);
+typedef CUresult (*legacy_node_set_fn)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS_v1 *);
+typedef CUresult (*legacy_exec_set_fn)(CUgraphExec, CUgraphNode,
+				       const CUDA_KERNEL_NODE_PARAMS_v1 *);
 static legacy_instantiate_fn legacy_instantiate;
 static legacy_update_fn legacy_update;
+static legacy_node_set_fn legacy_node_set;
+static legacy_exec_set_fn legacy_exec_set;
 
 static int legacy_lookup(void)
 {
@@ -335,7 +342,11 @@ static int legacy_lookup(void)
 				NULL) != CUDA_SUCCESS ||
 	    cuGetProcAddress_v2("cuGraphExecUpdate", (void **)&legacy_update, 11000, 0, NULL) !=
 		    CUDA_SUCCESS ||
-	    !legacy_instantiate || !legacy_update) {
+	    cuGetProcAddress_v2("cuGraphKernelNodeSetParams", (void **)&legacy_node_set, 11000, 0,
+				NULL) != CUDA_SUCCESS ||
+	    cuGetProcAddress_v2("cuGraphExecKernelNodeSetParams", (void **)&legacy_exec_set, 11000,
+				0, NULL) != CUDA_SUCCESS ||
+	    !legacy_instantiate || !legacy_update || !legacy_node_set || !legacy_exec_set) {
 		fprintf(stderr, "legacy entry points not found\n");
 		return -1;
 	}
@@ -648,14 +659,24 @@ int main(int argc, char **argv)
 			/* OFFLOAD_GENERIC: through the generic setter */
 			CUgraphNodeParams np = { .type = CU_GRAPH_NODE_TYPE_KERNEL };
 			memcpy(&np.kernel, &kp, sizeof(kp));
+			/* OFFLOAD_LEGACY: the CUDA 10-11 ABI's setters */
+			CUDA_KERNEL_NODE_PARAMS_v1 k1 = {
+				.func = kp.func, .gridDimX = kp.gridDimX, .gridDimY = kp.gridDimY,
+				.gridDimZ = kp.gridDimZ, .blockDimX = kp.blockDimX,
+				.blockDimY = kp.blockDimY, .blockDimZ = kp.blockDimZ,
+				.sharedMemBytes = kp.sharedMemBytes, .kernelParams = pv,
+			};
 			/* OFFLOAD_GRAPH_FIRST: the application's graph's node
 			 * first, then the executable's */
 			if (getenv("OFFLOAD_GRAPH_FIRST") &&
-			    cuGraphKernelNodeSetParams_v2(second, &kp) != CUDA_SUCCESS) {
+			    (legacy_node_set ? legacy_node_set(second, &k1)
+					     : cuGraphKernelNodeSetParams_v2(second, &kp)) !=
+				    CUDA_SUCCESS) {
 				fprintf(stderr, "cuGraphKernelNodeSetParams failed\n");
 				return 1;
 			}
 			if ((getenv("OFFLOAD_GENERIC") ? cuGraphExecNodeSetParams(exec, node[1], &np)
+			     : legacy_exec_set	       ? legacy_exec_set(exec, node[1], &k1)
 						       : cuGraphExecKernelNodeSetParams_v2(
 								 exec, node[1], &kp)) != CUDA_SUCCESS) {
 				fprintf(stderr, "cuGraphExecKernelNodeSetParams failed\n");

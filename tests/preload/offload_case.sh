@@ -25,8 +25,8 @@
 # (early-restart), also for a model built on the device, whose first forward
 # carries a stale pointer to the last weight built (built), and for forwards
 # on new kernels after stale slots placed the pass wrong (prefill), also after
-# cuGraphExecUpdate (update), also through the CUDA 11 ABIs of instantiation
-# and update (legacy), and new kernel node
+# cuGraphExecUpdate (update), also through the CUDA 11 ABIs of instantiation,
+# update and kernel node parameters (legacy), and new kernel node
 # parameters (params, also through the generic setter), not after another change to one of its nodes
 # (enabled), a graph per piece of the pass at its launch boundaries
 # (pieces), and when the driver refuses the clone or the substitute, what
@@ -816,6 +816,19 @@ legacy)
 	run pieces pieces OFFLOAD_LEGACY=1 FAKE_GRAPH_ORDER=lifo
 	same plain-pieces pieces
 	is pieces graphs_boundary -gt 0
+	# a kernel node changed through those ABIs' setters
+	# (cuGraph[Exec]KernelNodeSetParams): the substitute made again; in
+	# an executable with no clone, the graph's node changed first
+	plain plain-params params OFFLOAD_LEGACY=1
+	run params params OFFLOAD_LEGACY=1 FAKE_GRAPH_ORDER=lifo
+	same plain-params params
+	is params graphs_substituted -eq 2
+	plain plain-late params OFFLOAD_LEGACY=1 OFFLOAD_CAPTURE_AT=12
+	launch first params FT_TRANSFER_BUDGET_SCALE=1000 FAKE_GRAPH_ORDER=lifo OFFLOAD_LEGACY=1 \
+		OFFLOAD_CAPTURE_AT=12 FT_GRAPH_PAGING=capture OFFLOAD_GRAPH_FIRST=1 ||
+		no "first run exited $?"
+	same plain-late first
+	is first offload_demoted -gt 0
 	;;
 params)
 	# a kernel node of the substituted executable gets new parameters (it
