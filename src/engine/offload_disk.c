@@ -137,10 +137,17 @@ static int pwrite_all(struct ft_off_disk *d, uint64_t off, size_t n, const unsig
  * cuFile read failed). */
 static int via_host(struct ft_off_disk *d, const struct slot *x, uint64_t off, size_t n)
 {
+	/* (a synchronous copy must neither fail nor invalidate a capture
+	 * another thread makes in global mode) */
+	CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+	int swap = d->real->cuThreadExchangeStreamCaptureMode &&
+		   !d->real->cuThreadExchangeStreamCaptureMode(&mode);
 	pthread_mutex_lock(&d->bounce);
 	int rc = pread_all(d, off, 0, up(n, d->align), d->slot[0].buf) ||
 		 d->real->cuMemcpyHtoD_v2(x->dev, d->slot[0].buf, n) ? -1 : 0;
 	pthread_mutex_unlock(&d->bounce);
+	if (swap)
+		d->real->cuThreadExchangeStreamCaptureMode(&mode);
 	return rc;
 }
 

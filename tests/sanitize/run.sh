@@ -37,7 +37,7 @@ if [ -d "$src/build-asan" ]; then
 		offload_graph-raw_block_transfer offload_mixed-allocation_block_transfer \
 		offload_verify offload_early offload_update offload_pieces offload_early-nosub offload_tail-raw_block_transfer replay_h200-hf8 \
 		offload_shm-weights offload_shm-profile offload_zip-auto offload_built offload_prefill \
-		config_refusal || status=1
+		offload_nvme-cufile offload_stacked offload_legacy config_refusal || status=1
 fi
 if [ -d "$src/build-tsan" ]; then
 	ran=1
