@@ -39,15 +39,23 @@ static void make(struct ft_profile *p, uint32_t layers)
 	p->curve[2] = (struct ft_curve_point){ 64 << 20, 1.24 };
 }
 
+/* An empty plan over n traps (none offloaded yet), into p. */
+static void plan_of(struct ft_profile *p, uint32_t n)
+{
+	p->plan = calloc(1, sizeof(*p->plan));
+	assert_non_null(p->plan);
+	p->plan->ntraps = n;
+	p->plan->t = calloc(n, sizeof(*p->plan->t));
+	assert_non_null(p->plan->t);
+}
+
 static void round_trip(void **state)
 {
 	(void)state;
 	struct ft_profile a, b;
 	char why[256];
 	make(&a, 32);
-	a.plan = calloc(1, sizeof(*a.plan));
-	a.plan->ntraps = 34;
-	a.plan->t = calloc(34, sizeof(*a.plan->t));
+	plan_of(&a, 34);
 	a.plan->nblocks = 4;
 	a.plan->budget = 8ULL << 30;
 	snprintf(a.plan->settings, sizeof(a.plan->settings), "FT_X=1");
@@ -125,9 +133,7 @@ static void plan_without_copy_times(void **state)
 	struct ft_profile a, b;
 	char why[256];
 	make(&a, 4);
-	a.plan = calloc(1, sizeof(*a.plan));
-	a.plan->ntraps = a.ntraps;
-	a.plan->t = calloc(a.ntraps, sizeof(*a.plan->t));
+	plan_of(&a, a.ntraps);
 	a.plan->nblocks = 1;
 	a.plan->offloaded_bytes = 64 << 20;
 	for (uint32_t i = 0; i < a.ntraps; i++) {
@@ -162,9 +168,7 @@ static void refusals(void **state)
 	assert_true(a.weights[2] > 2 * (1 << 20));
 	a.nslices[2] = 1;
 	a.slices[0] = 1 << 20;
-	a.plan = calloc(1, sizeof(*a.plan));
-	a.plan->ntraps = a.ntraps;
-	a.plan->t = calloc(a.ntraps, sizeof(*a.plan->t));
+	plan_of(&a, a.ntraps);
 	a.plan->nblocks = 2;
 	for (uint32_t i = 0; i < a.ntraps; i++)
 		a.plan->t[i].block = i == 1 ? 1 : -1;
