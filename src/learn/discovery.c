@@ -129,6 +129,8 @@ static void drop_discovery(struct ft_learn *L)
 	free(p->traps);
 	free(p->coread);
 	free(p->shared);
+	free(p->nslices);
+	free(p->slices);
 	free(L->wmap);
 	free(L->slices);
 	L->slices = NULL;
@@ -142,6 +144,8 @@ static void drop_discovery(struct ft_learn *L)
 	p->coread = NULL;
 	p->shared = NULL;
 	p->nshared = 0;
+	p->nslices = NULL;
+	p->slices = NULL;
 	L->wmap = NULL;
 	p->nweights = p->ntraps = p->ncoread = L->nwmap = 0;
 }
