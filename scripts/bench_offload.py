@@ -89,6 +89,14 @@ def rss():
     return got.get("VmRSS", 0), got.get("VmHWM", 0)
 
 
+def link_rate(run, plain):
+    """The host-to-device rate a run's floor divides by: the higher of its
+    own measure and its plain run's (one H100 process of the start-up
+    harness measured 39.9 GB/s against 54.9 in all others, which would
+    have flattered its ratio by a quarter)."""
+    return max(run["bw"], plain["bw"])
+
+
 def h2d_bandwidth(torch):
     """Pinned host-to-device copy bandwidth, bytes/s (median of 5 x 512 MiB)."""
     n = 512 << 20

@@ -34,7 +34,7 @@ import time
 # the benchmark's H2D measurement and median (scripts/bench_offload.py)
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "scripts"))
-from bench_offload import (budget_fraction, h2d_bandwidth, median, no_cudnn_attention,  # noqa: E402
+from bench_offload import (budget_fraction, h2d_bandwidth, link_rate, median, no_cudnn_attention,  # noqa: E402
                           write_table)
 
 LAYERS = int(os.environ.get("SERVE_LAYERS", "16"))
@@ -384,7 +384,7 @@ def report(out):
                       f"{int(d[0]) if len(d) else '-'}", flush=True)
         st = r["stats"]
         ms = median(r["replay_ms"][5:])
-        floor = st["offloaded_bytes"] / r["bw"] * 1e3
+        floor = st["offloaded_bytes"] / link_rate(r, plain) * 1e3
         ratio = ms / max(res_ms, floor)
         ok &= same and st["hidden_readers"] == 0
         stall = ms - res_ms

@@ -43,7 +43,7 @@ sys.path.insert(0, here)
 import serve  # noqa: E402
 from serve import (BATCHES, D, HEADS, LAYERS, MAX_LEN, SLOTS, VOCAB, deterministic,  # noqa: E402
                    differing, fill_inputs, serve_requests, stat)
-from bench_offload import budget_fraction, h2d_bandwidth, median, write_table  # noqa: E402
+from bench_offload import budget_fraction, h2d_bandwidth, link_rate, median, write_table  # noqa: E402
 
 CAPTURE_SIZES = (1, 2, 4, 8, 16, 32)
 REPLAYS = 40
@@ -341,7 +341,7 @@ def report(out):
                   "(request, first row, max |diff|, rows differing/rows): " +
                   ", ".join(f"({k}, {row}, {d:.3g}, {n}/{m})" for k, row, d, n, m in bad[:8]),
                   flush=True)
-        floor = st["offloaded_bytes"] / r["bw"] * 1e3
+        floor = st["offloaded_bytes"] / link_rate(r, p) * 1e3
         ratio = ms / max(res_ms, floor)
         ok &= not bad and st["hidden_readers"] == 0 and st["offloaded_bytes"] > 0
         bars.append((r["tag"], ratio))

@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "scripts"))
-from bench_offload import budget_fraction, h2d_bandwidth, median, write_table  # noqa: E402
+from bench_offload import budget_fraction, h2d_bandwidth, link_rate, median, write_table  # noqa: E402
 
 LAYERS = int(os.environ.get("TP_LAYERS", "16"))
 D, HEADS, KV, FFN, VOCAB, TOKENS = 4096, 32, 8, 14336, 32000, 512
@@ -139,7 +139,7 @@ def report(out):
         same = torch.equal(r["logits"].view(torch.int16), p["logits"].view(torch.int16))
         st = r["stats"]
         ms, res_ms = median(r["ms"]), median(p["ms"])
-        floor = st["offloaded_bytes"] / r["bw"] * 1e3
+        floor = st["offloaded_bytes"] / link_rate(r, p) * 1e3
         on_gpu = r["params"] - st["offloaded_bytes"] + st["block_bytes"]
         within = not st["plan_budget_bytes"] or on_gpu <= st["plan_budget_bytes"]
         ok &= same and r["allreduce_ok"] and within

@@ -30,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "scripts"))
-from bench_offload import Lib, budget_fraction, h2d_bandwidth, median, write_table  # noqa: E402
+from bench_offload import Lib, budget_fraction, h2d_bandwidth, link_rate, median, write_table  # noqa: E402
 
 PREFILLS = int(os.environ.get("ZOO_PREFILLS", "32"))
 LEN = int(os.environ.get("ZOO_LEN", "1024"))
@@ -317,7 +317,7 @@ def report(out):
                 nums += ["-"] * 5  # FT_VERIFY: nothing prefetched, blocks checked
                 continue
             ms, copied = timing(r, kind)
-            floor = off / r["bw"] * 1e3
+            floor = off / link_rate(r, plain) * 1e3
             nums += [f"{ms:.2f}", f"{res_ms:.2f}", f"{floor:.2f}",
                      f"{ms / max(res_ms, floor):.3f}",
                      f"{copied / off:.2f}" if off else "-"]
@@ -361,8 +361,8 @@ def moe_table(pairs):
             ms, copied = timing(r, kind)
             res, _ = timing(plain, kind)
             routed = median([x["routed"] for x in r["rec"][kind][-TIMED:]])
-            fa = off / r["bw"] * 1e3
-            fb = (off - sliced * (1 - routed)) / r["bw"] * 1e3
+            fa = off / link_rate(r, plain) * 1e3
+            fb = (off - sliced * (1 - routed)) / link_rate(r, plain) * 1e3
             rb = f"{fb:.2f} | {ms / max(res, fb):.3f}" if sliced else "- | -"
             lines.append(f"| {name} | {r['tag']} | {kind} | {ms:.2f} | {res:.2f} | "
                          f"{fa:.2f} | {ms / max(res, fa):.3f} | {routed:.2f} | {rb} | "
