@@ -487,7 +487,7 @@ static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *w
 	if (bounce) {
 		if (read_runs(o, t, bounce, why, len))
 			return -1;
-		coded = ft_off_code_trap(o, (int)t, bounce, bytes);
+		coded = ft_off_code_trap(o, (int)t, bounce, bytes, 0);
 		if (coded < 0) {
 			ft_warn_once("out of host memory while coding the store: the traps it could "
 				     "not code stay raw");
@@ -596,10 +596,8 @@ static int spill(struct ft_offload *o, uint32_t t, char *why, uint32_t len)
 	size_t bytes = x->nchunks * o->chunk;
 	if (read_runs(o, t, bounce, why, len))
 		return -1;
-	o->spilling = 1; /* (a trap of the file loads whole: auto may code it) */
-	int coded = o->codec && ft_off_code_trap(o, (int)t, bounce, bytes) == 1;
-	o->spilling = 0;
-	if (coded) {
+	/* (a trap of the file loads whole: auto may code it) */
+	if (o->codec && ft_off_code_trap(o, (int)t, bounce, bytes, 1) == 1) {
 		/* the image (smaller) over the raw bytes, and only it kept */
 		memcpy(bounce, x->z.data, x->z.bytes);
 		bytes = x->z.bytes;

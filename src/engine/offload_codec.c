@@ -128,7 +128,8 @@ static void load_ms(const struct ft_offload *o, const struct ft_off_trap *x,
 	}
 }
 
-int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes)
+int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes,
+		     int whole)
 {
 	struct ft_off_trap *x = &o->t[t];
 	const struct ft_real *r = o->real;
@@ -138,7 +139,7 @@ int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size
 	/* auto: stacked experts paged per expert move a decode step's routed
 	 * experts alone (a quarter of them in a Mixtral), which coding (about
 	 * three quarters of all) cannot beat; a coded trap loads whole */
-	if (o->zauto && x->nsl && !o->spilling) {
+	if (o->zauto && x->nsl && !whole) {
 		o->zsliced++;
 		return 0;
 	}

@@ -192,8 +192,6 @@ struct ft_offload {
 	uint32_t zslow;                     /* traps kept raw: their decode is slower
 					       than the copy it saves */
 	int zauto;                          /* FT_TRANSFER_COMPRESSION=auto */
-	int spilling;                       /* the trap coded goes to the NVMe tier's
-					       file (where no trap is sliced) */
 	uint32_t zsliced;                   /* traps kept raw: paged per expert */
 	uint64_t zenc_ns, zenc_bytes;       /* the encoder's time and input at staging */
 	double zpred_ms, zpred_raw_ms;      /* by the curves: the coded traps' loads a
@@ -312,7 +310,9 @@ int ft_off_refused(struct ft_offload *o, CUstream s);
 
 /* FT_TRANSFER_COMPRESSION (offload_codec.c).  The decode stream, slots and
  * events (where they cannot be made, the store stays raw: o->codec NULL).  Codes trap t's store from raw[0..bytes)
- * (filled): 1 coded (x->host is the image), 0 left raw, -1 out of memory.
+ * (filled; whole: the trap loads whole whatever its slices, as the NVMe
+ * tier's file's do): 1 coded (x->host is the image), 0 left raw, -1 out of
+ * memory.
  * Loads coded trap t into its block: copies on cs, decodes on the decode
  * stream; returns the stream the block is ready on.  The store's raw bytes
  * [off, off + n) into device memory at dst, synchronously (bringing a trap
@@ -320,7 +320,8 @@ int ft_off_refused(struct ft_offload *o, CUstream s);
  * stream joins a capture as the copy stream does (begin 1), and leaves it
  * (begin 0, with origin); a replay waits for eager decodes.  Frees it. */
 void ft_off_codec_init(struct ft_offload *o);
-int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes);
+int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes,
+		     int whole);
 CUstream ft_off_load_coded(struct ft_offload *o, int t, CUstream cs);
 void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdeviceptr dst);
 void ft_off_store_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out);

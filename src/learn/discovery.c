@@ -316,9 +316,10 @@ static void take_slices(struct ft_learn *L, struct ft_wmap *m, uint32_t i)
 	L->nslices += n;
 }
 
-/* The weights' slices (L->wmap in weight order) into the profile, where it
- * has none: profile.json keeps them for a restart, whose one discovery
- * pass cannot tell them. */
+/* The weights' slices into the profile, where it has none: profile.json
+ * keeps them for a restart, whose one discovery pass cannot tell them.
+ * (L->wmap is in weight order still, and L->slices theirs, weight after
+ * weight: take_slices.) */
 static void profile_slices(struct ft_learn *L)
 {
 	struct ft_profile *p = &L->prof;
@@ -333,13 +334,9 @@ static void profile_slices(struct ft_learn *L)
 		p->slices = NULL;
 		return;
 	}
-	for (uint32_t k = 0, at = 0; k < p->nweights; k++) {
-		const struct ft_wmap *m = &L->wmap[k];
-		if (m->nsl)
-			memcpy(p->slices + at, L->slices + m->sl_first, m->nsl * sizeof(*p->slices));
-		p->nslices[k] = m->nsl;
-		at += m->nsl;
-	}
+	memcpy(p->slices, L->slices, L->nslices * sizeof(*p->slices));
+	for (uint32_t k = 0; k < p->nweights; k++)
+		p->nslices[k] = L->wmap[k].nsl;
 }
 
 /* An adopted profile's slices, where this run's discovery found none (a
