@@ -3,7 +3,8 @@
  *
  * A trap's store is coded in chunks of FT_Z_VALS 16-bit words (64 KiB)
  * that decode independently, so copies of pieces and their decodes
- * pipeline.  A chunk is stored raw, or as bf16 with its exponent coded:
+ * pipeline.  A chunk is stored raw, or as bf16 or fp16 with its exponent
+ * coded.  bf16 (mode 1):
  *
  *   table[16]       the chunk's 15 most frequent exponents (table[15] unused)
  *   codes[n / 2]    a 4-bit code per word, two per byte, low nibble first:
@@ -12,15 +13,28 @@
  *   esc[nesc]       per escaped word (index << 16 | word), any order
  *
  * padded to 16 bytes: 1.5 bytes a word plus the escapes (bf16 weights, whose
- * exponents carry about 2.6 bits, escape 0.01-0.04 % of their words).  A
- * chunk whose coded form is not smaller than 0.97 of its raw bytes (random
- * bits, fp8, int8, fp16, whose exponent field is not where bf16's is) is
- * stored raw.  Each chunk has one 64-bit descriptor: its byte offset in
+ * exponents carry about 2.6 bits, escape 0.01-0.04 % of their words).
+ * fp16 (mode 2; its exponent is 5 bits, 10-14, and its mantissa 10):
+ *
+ *   table[16]       the 15 most frequent 5-bit exponents
+ *   codes[n / 2]    as bf16's
+ *   low[n]          per word its mantissa's low 8 bits
+ *   high[3 n / 8]   per 8 words 24 bits, 3 a word from bit 3 j on: sign << 2
+ *                   and the mantissa's bits 9-8
+ *   esc[nesc]       as bf16's
+ *
+ * 1.875 bytes a word (1.067x: the mantissa is 10 bits wide).  Each chunk
+ * takes the smaller of the two (an fp16 word read as bf16 has 3 mantissa
+ * bits in its exponent field: wide tables, many escapes); one whose coded
+ * form is not smaller than 0.97 of its raw bytes (random bits, fp8, int8)
+ * is stored raw.  Each chunk has one 64-bit descriptor: its byte offset in
  * the image (bits 0-39), its mode (40-41), its escapes (42-63).
  *
  * The GPU decoder (src/engine/codec_kernel.cu, loaded as PTX by gpu.c) and
  * ft_z_decode_at below are the same algorithm; tests compare both with
- * the input bit for bit.
+ * the input bit for bit.  So are the GPU encoder there (used when the
+ * plan is applied: the weights are on the GPU) and ft_z_analyse and
+ * ft_z_code below: both make the same image, byte for byte.
  */
 #ifndef FT_CODEC_H
 #define FT_CODEC_H
@@ -32,6 +46,7 @@
 #define FT_Z_CHUNK (FT_Z_VALS * 2u)            /* raw bytes per chunk */
 #define FT_Z_RAW 0u
 #define FT_Z_BF16 1u
+#define FT_Z_FP16 2u
 
 #define FT_Z_OFF(d) ((d) & ((1ull << 40) - 1))
 #define FT_Z_MODE(d) ((unsigned)((d) >> 40) & 3u)
@@ -46,6 +61,26 @@ struct ft_z_image {
 	uint32_t nchunks;
 	uint32_t coded;                        /* chunks not stored raw */
 };
+
+/* One chunk's analysis, the encoder's first pass (32 bytes: the GPU
+ * encoder's layout too). */
+struct ft_z_meta {
+	uint8_t table[16];                     /* unused entries 0 */
+	uint32_t nesc;
+	uint32_t mode;
+	uint32_t nused;                        /* table entries in use */
+	uint32_t pad;                          /* 0 */
+};
+
+/* The two passes for one chunk of n words (n % 32 == 0 to be coded):
+ * its analysis into *m, then its coded bytes (of the size its descriptor
+ * gives, padding zero) into out. */
+void ft_z_analyse(const uint16_t *v, uint32_t n, struct ft_z_meta *m);
+void ft_z_code(const uint16_t *v, uint32_t n, const struct ft_z_meta *m, unsigned char *out);
+/* z's descriptors, sizes and count of coded chunks for a store of bytes
+ * from its chunks' analyses m (z->data NULL: the caller writes the image
+ * from its offsets).  0, -EINVAL (bytes % 64), -ENOMEM. */
+int ft_z_layout(struct ft_z_image *z, size_t bytes, const struct ft_z_meta *m);
 
 /* Codes raw[0..bytes) (bytes a multiple of 64) into z on up to threads
  * threads (0: the online CPUs).  0, or -ENOMEM (z empty). */

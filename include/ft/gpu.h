@@ -23,6 +23,8 @@ struct ft_gpu {
 	CUfunction copy;          /* NULL: not loaded (the checksums work) */
 	CUmodule zmod;
 	CUfunction decode;        /* the codec's decoder; NULL: not loaded */
+	CUfunction zanalyse;      /* its encoder's two passes; NULL: not */
+	CUfunction zcode;         /* loaded (stores are coded on the host) */
 	unsigned sms;             /* the device's multiprocessors: the copy's grid */
 	CUstream stream;
 	CUdeviceptr sums;
@@ -52,6 +54,16 @@ int ft_gpu_copy(const struct ft_gpu *g, CUdeviceptr dst, CUdeviceptr src, size_t
  * once started. */
 int ft_gpu_decode(const struct ft_gpu *g, CUdeviceptr src, uint64_t bias, CUdeviceptr desc,
 		  CUdeviceptr dst, uint64_t nvals, uint32_t nchunks, CUstream s);
+/* Launch on s the GPU encoder's passes over nchunks chunks of raw words
+ * at src (device memory; nvals words from there to the end of the run):
+ * their analyses (struct ft_z_meta) into meta, then their coded bytes at
+ * their descriptors' offsets (desc, device memory) less bias into dst.
+ * The image is ft_z_encode's byte for byte.  0, or -1 when the encoder is
+ * not loaded or the driver refuses.  Thread-safe once started. */
+int ft_gpu_z_analyse(const struct ft_gpu *g, CUdeviceptr src, CUdeviceptr meta, uint64_t nvals,
+		     uint32_t nchunks, CUstream s);
+int ft_gpu_z_code(const struct ft_gpu *g, CUdeviceptr src, CUdeviceptr meta, CUdeviceptr desc,
+		  uint64_t bias, CUdeviceptr dst, uint64_t nvals, uint32_t nchunks, CUstream s);
 /* Times pinned host-to-device copies of n sizes (median of 5), into pts. */
 int ft_gpu_copy_curve(struct ft_gpu *g, struct ft_curve_point *pts, uint32_t n);
 /* Times the decoder on n sizes of raw output (multiples of the codec's

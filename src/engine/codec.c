@@ -13,14 +13,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* One chunk's analysis (the first pass). */
-struct zc {
-	uint8_t table[16];
-	uint32_t nesc;
-	uint32_t mode;
-	uint32_t nused;                    /* table entries in use */
-};
-
 static uint32_t chunk_vals(size_t raw_bytes, uint32_t c)
 {
 	size_t left = raw_bytes / 2 - (size_t)c * FT_Z_VALS;
@@ -32,17 +24,40 @@ static size_t align16(size_t n)
 	return (n + 15) & ~(size_t)15;
 }
 
-static size_t coded_size(uint32_t n, const struct zc *c)
+static size_t coded_size(uint32_t n, const struct ft_z_meta *c)
 {
-	return c->mode == FT_Z_RAW ? align16((size_t)n * 2)
-				   : align16(16 + (size_t)n / 2 + n + (size_t)c->nesc * 4);
+	size_t esc = (size_t)c->nesc * 4;
+	return c->mode == FT_Z_BF16   ? align16(16 + (size_t)n / 2 + n + esc)
+	       : c->mode == FT_Z_FP16 ? align16(16 + (size_t)n / 2 + n + (size_t)n / 8 * 3 + esc)
+				      : align16((size_t)n * 2);
 }
 
-/* The 15 most frequent exponents, the escapes they leave, and whether
- * coding them saves at least 3 % of the chunk. */
-static void analyse(const uint16_t *v, uint32_t n, struct zc *c)
+/* The (up to) 15 fullest of h's nbins bins, ties to the lower, into
+ * table: how many; *covered their counts.  h is spent. */
+static uint32_t pick(uint32_t *h, int nbins, uint8_t *table, uint32_t *covered)
 {
-	uint32_t h[4][256];
+	uint32_t used = 0;
+	*covered = 0;
+	for (; used < 15; used++) {
+		int best = -1;
+		for (int e = 0; e < nbins; e++)
+			if (h[e] && (best < 0 || h[e] > h[best]))
+				best = e;
+		if (best < 0)
+			break;
+		table[used] = (uint8_t)best;
+		*covered += h[best];
+		h[best] = 0;
+	}
+	return used;
+}
+
+/* The chunk's mode: bf16's 15 most frequent exponents (bits 7-14) or
+ * fp16's (bits 10-14: the bf16 bins eight at a time), whichever codes
+ * smaller, and whether that saves at least 3 % of the chunk. */
+void ft_z_analyse(const uint16_t *v, uint32_t n, struct ft_z_meta *c)
+{
+	uint32_t h[4][256], h16[32] = { 0 };
 	memset(h, 0, sizeof(h));
 	memset(c, 0, sizeof(*c));
 	uint32_t i = 0;
@@ -54,26 +69,19 @@ static void analyse(const uint16_t *v, uint32_t n, struct zc *c)
 	}
 	for (; i < n; i++)
 		h[0][(v[i] >> 7) & 255]++;
-	for (int e = 0; e < 256; e++)
+	for (int e = 0; e < 256; e++) {
 		h[0][e] += h[1][e] + h[2][e] + h[3][e];
-	uint32_t covered = 0;
-	for (; c->nused < 15; c->nused++) {
-		int best = -1;
-		for (int e = 0; e < 256; e++)
-			if (h[0][e] && (best < 0 || h[0][e] > h[0][best]))
-				best = e;
-		if (best < 0)
-			break;
-		c->table[c->nused] = (uint8_t)best;
-		covered += h[0][best];
-		h[0][best] = 0;
+		h16[e >> 3] += h[0][e];
 	}
-	c->nesc = n - covered;
-	c->mode = FT_Z_BF16;
-	if (n % 32 || coded_size(n, c) * 100 > (size_t)n * 2 * 97) {
-		c->mode = FT_Z_RAW;
-		c->nesc = 0;
-	}
+	struct ft_z_meta b = { .mode = FT_Z_BF16 }, f = { .mode = FT_Z_FP16 };
+	uint32_t covered;
+	b.nused = pick(h[0], 256, b.table, &covered);
+	b.nesc = n - covered;
+	f.nused = pick(h16, 32, f.table, &covered);
+	f.nesc = n - covered;
+	*c = coded_size(n, &f) < coded_size(n, &b) ? f : b;
+	if (n % 32 || coded_size(n, c) * 100 > (size_t)n * 2 * 97)
+		*c = (struct ft_z_meta){ .mode = FT_Z_RAW };
 }
 
 /* Sign and mantissa bytes of the four bf16 words of x, packed. */
@@ -84,44 +92,65 @@ static uint32_t rest4(uint64_t x)
 	return (uint32_t)((r | r >> 16) & 0xffffffffULL);
 }
 
-static void code(const uint16_t *v, uint32_t n, const struct zc *c, unsigned char *out)
+/* An fp16 word's sign and mantissa bits 9-8 (its 3 high bits). */
+static uint32_t high3(uint16_t w)
+{
+	return (uint32_t)(w >> 15) << 2 | ((w >> 8) & 3u);
+}
+
+void ft_z_code(const uint16_t *v, uint32_t n, const struct ft_z_meta *c, unsigned char *out)
 {
 	if (c->mode == FT_Z_RAW) {
 		memcpy(out, v, (size_t)n * 2);
 		return;
 	}
+	int fp16 = c->mode == FT_Z_FP16;
+	unsigned shift = fp16 ? 10 : 7, mask = fp16 ? 31 : 255;
 	uint8_t lut[256];
 	memset(lut, 15, sizeof(lut));
 	for (uint32_t k = 0; k < c->nused; k++)
 		lut[c->table[k]] = (uint8_t)k;
 	memcpy(out, c->table, 16);
-	unsigned char *codes = out + 16, *rest = codes + n / 2;
-	uint32_t *esc = (uint32_t *)(void *)(rest + n); /* 16-aligned: n % 32 == 0 */
+	unsigned char *codes = out + 16, *rest = codes + n / 2, *high = rest + n;
+	/* 16-aligned: n % 32 == 0 */
+	uint32_t *esc = (uint32_t *)(void *)(high + (fp16 ? (size_t)n / 8 * 3 : 0));
 	uint32_t e = 0;
 	/* eight words a step: one 32-bit store of their codes, one 64-bit
-	 * store of their rest bytes; escapes (a code of 15) are rare */
+	 * store of their rest (or low) bytes; escapes (a code of 15) are rare */
 	for (uint32_t i = 0; i < n; i += 8) {
 		uint64_t x[2];
 		memcpy(x, v + i, 16);
 		uint32_t cw = 0;
 		for (int j = 0; j < 8; j++)
-			cw |= (uint32_t)lut[(x[j >> 2] >> ((j & 3) * 16 + 7)) & 255] << (4 * j);
-		uint64_t rw = rest4(x[0]) | (uint64_t)rest4(x[1]) << 32;
+			cw |= (uint32_t)lut[(x[j >> 2] >> ((j & 3) * 16 + shift)) & mask] << (4 * j);
 		memcpy(codes + i / 2, &cw, 4);
-		memcpy(rest + i, &rw, 8);
+		if (fp16) {
+			uint32_t hb = 0;
+			for (int j = 0; j < 8; j++) {
+				rest[i + j] = (unsigned char)v[i + j];
+				hb |= high3(v[i + j]) << (3 * j);
+			}
+			unsigned char *h = high + i / 8 * 3;
+			h[0] = (unsigned char)hb;
+			h[1] = (unsigned char)(hb >> 8);
+			h[2] = (unsigned char)(hb >> 16);
+		} else {
+			uint64_t rw = rest4(x[0]) | (uint64_t)rest4(x[1]) << 32;
+			memcpy(rest + i, &rw, 8);
+		}
 		if (cw & (cw >> 1) & (cw >> 2) & (cw >> 3) & 0x11111111u)
 			for (uint32_t j = 0; j < 8; j++)
 				if (((cw >> (4 * j)) & 15) == 15)
 					esc[e++] = (i + j) << 16 | v[i + j];
 	}
-	size_t used = 16 + n / 2 + n + (size_t)e * 4;
+	size_t used = (size_t)((unsigned char *)(esc + e) - out);
 	memset(out + used, 0, align16(used) - used);
 }
 
 struct job {
 	const uint16_t *raw;
 	struct ft_z_image *z;
-	struct zc *zc;
+	struct ft_z_meta *zc;
 	uint32_t a, b;                     /* chunks [a, b) */
 	int pass;
 };
@@ -134,15 +163,15 @@ static void *work(void *arg)
 		const uint16_t *v = j->raw + (size_t)c * FT_Z_VALS;
 		uint32_t n = chunk_vals(z->raw_bytes, c);
 		if (j->pass == 0)
-			analyse(v, n, &j->zc[c]);
+			ft_z_analyse(v, n, &j->zc[c]);
 		else
-			code(v, n, &j->zc[c], z->data + FT_Z_OFF(z->desc[c]));
+			ft_z_code(v, n, &j->zc[c], z->data + FT_Z_OFF(z->desc[c]));
 	}
 	return NULL;
 }
 
 /* Runs pass on chunks split over threads (the last part on this one). */
-static void run_pass(const void *raw, struct ft_z_image *z, struct zc *zc, unsigned threads,
+static void run_pass(const void *raw, struct ft_z_image *z, struct ft_z_meta *zc, unsigned threads,
 		     int pass)
 {
 	struct job jobs[64];
@@ -167,38 +196,52 @@ int ft_z_encode(const void *raw, size_t bytes, unsigned threads, struct ft_z_ima
 	return ft_z_encode_in(raw, bytes, threads, z, NULL, NULL);
 }
 
-int ft_z_encode_in(const void *raw, size_t bytes, unsigned threads, struct ft_z_image *z,
-		   void *(*alloc)(void *ctx, size_t n), void *ctx)
+int ft_z_layout(struct ft_z_image *z, size_t bytes, const struct ft_z_meta *m)
 {
 	memset(z, 0, sizeof(*z));
 	if (bytes % 64)
 		return -EINVAL;
 	z->raw_bytes = bytes;
 	z->nchunks = (uint32_t)((bytes + FT_Z_CHUNK - 1) / FT_Z_CHUNK);
+	if (!(z->desc = malloc((z->nchunks + 1) * sizeof(*z->desc))))
+		return -ENOMEM;
+	size_t off = 0;
+	for (uint32_t c = 0; c < z->nchunks; c++) {
+		z->desc[c] = off | (uint64_t)m[c].mode << 40 | (uint64_t)m[c].nesc << 42;
+		off += coded_size(chunk_vals(bytes, c), &m[c]);
+		z->coded += m[c].mode != FT_Z_RAW;
+	}
+	z->desc[z->nchunks] = off;
+	z->bytes = off;
+	return 0;
+}
+
+int ft_z_encode_in(const void *raw, size_t bytes, unsigned threads, struct ft_z_image *z,
+		   void *(*alloc)(void *ctx, size_t n), void *ctx)
+{
+	memset(z, 0, sizeof(*z));
+	if (bytes % 64)
+		return -EINVAL;
+	uint32_t nchunks = (uint32_t)((bytes + FT_Z_CHUNK - 1) / FT_Z_CHUNK);
 	if (!threads) {
 		long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 		threads = cpus > 0 ? (unsigned)cpus : 1;
 	}
 	if (threads > 64)
 		threads = 64;
-	if (threads > z->nchunks)
-		threads = z->nchunks ? z->nchunks : 1;
-	struct zc *zc = malloc((z->nchunks + 1) * sizeof(*zc));
-	z->desc = malloc((z->nchunks + 1) * sizeof(*z->desc));
-	if (!zc || !z->desc)
-		goto nomem;
+	if (threads > nchunks)
+		threads = nchunks ? nchunks : 1;
+	struct ft_z_meta *zc = malloc((nchunks + 1) * sizeof(*zc));
+	if (!zc)
+		return -ENOMEM;
+	z->raw_bytes = bytes;
+	z->nchunks = nchunks;
 	run_pass(raw, z, zc, threads, 0);
-	size_t off = 0;
-	for (uint32_t c = 0; c < z->nchunks; c++) {
-		z->desc[c] = off | (uint64_t)zc[c].mode << 40 | (uint64_t)zc[c].nesc << 42;
-		off += coded_size(chunk_vals(bytes, c), &zc[c]);
-		z->coded += zc[c].mode != FT_Z_RAW;
-	}
-	z->desc[z->nchunks] = off;
-	z->bytes = off;
+	if (ft_z_layout(z, bytes, zc))
+		goto nomem;
 	/* in huge pages where the kernel gives them (the image is written
 	 * once, right away: fewer faults), else in 4 KiB ones */
-	size_t held = (off + 4095) & ~(size_t)4095;
+	size_t held = (z->bytes + 4095) & ~(size_t)4095;
 	if (alloc) {
 		if (!(z->data = alloc(ctx, held)))
 			goto nomem;
@@ -230,12 +273,20 @@ void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out)
 		memcpy(out, in, (size_t)n * 2);
 		return;
 	}
-	const unsigned char *table = in, *codes = in + 16, *rest = codes + n / 2;
-	const uint32_t *esc = (const uint32_t *)(const void *)(rest + n);
+	int fp16 = FT_Z_MODE(d) == FT_Z_FP16;
+	const unsigned char *table = in, *codes = in + 16, *rest = codes + n / 2, *high = rest + n;
+	const uint32_t *esc = (const uint32_t *)(const void *)(high + (fp16 ? (size_t)n / 8 * 3 : 0));
 	uint16_t *o = out;
 	for (uint32_t i = 0; i < n; i++) {
 		unsigned k = (codes[i >> 1] >> ((i & 1) * 4)) & 15, b = rest[i];
-		o[i] = (uint16_t)((b & 0x80) << 8 | (unsigned)table[k] << 7 | (b & 0x7f));
+		if (fp16) {
+			const unsigned char *h = high + i / 8 * 3;
+			unsigned hb = ((unsigned)h[0] | (unsigned)h[1] << 8 | (unsigned)h[2] << 16) >>
+				      (i % 8 * 3);
+			o[i] = (uint16_t)((hb & 4) << 13 | (unsigned)table[k] << 10 | (hb & 3) << 8 | b);
+		} else {
+			o[i] = (uint16_t)((b & 0x80) << 8 | (unsigned)table[k] << 7 | (b & 0x7f));
+		}
 	}
 	for (uint32_t k = 0; k < FT_Z_NESC(d); k++)
 		o[esc[k] >> 16] = (uint16_t)esc[k];

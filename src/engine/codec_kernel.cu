@@ -32,24 +32,42 @@ ft_z_decode(const unsigned char *src, unsigned long long bias, const unsigned lo
 			o4[k] = __ldg(&i4[k]);
 		return;
 	}
+	unsigned fp16 = ((d >> 40) & 3) == 2, shift = fp16 ? 10 : 7;
 	if (threadIdx.x < 16)
-		table[threadIdx.x] = (unsigned)in[threadIdx.x] << 7;
+		table[threadIdx.x] = (unsigned)in[threadIdx.x] << shift;
 	__syncthreads();
 	const unsigned *codes = (const unsigned *)(in + 16);
 	const uint2 *rest = (const uint2 *)(in + 16 + n / 2);
+	const unsigned char *high = in + 16 + n / 2 + n;
 	uint4 *o4 = (uint4 *)out;
 	for (unsigned g = threadIdx.x; g < n / 8; g += blockDim.x) {
 		unsigned cw = __ldg(&codes[g]);
 		uint2 r = __ldg(&rest[g]);
 		unsigned w[4];
+		if (fp16) {
+			/* low[8 g .. 8 g + 7] in r, the 3 high bits of each in hb */
+			unsigned hb = (unsigned)__ldg(&high[3 * g]) | (unsigned)__ldg(&high[3 * g + 1]) << 8 |
+				      (unsigned)__ldg(&high[3 * g + 2]) << 16;
 #pragma unroll
-		for (int j = 0; j < 4; j++) {
-			unsigned rb = j < 2 ? r.x : r.y;
-			unsigned b0 = (rb >> ((j & 1) * 16)) & 0xff, b1 = (rb >> ((j & 1) * 16 + 8)) & 0xff;
-			unsigned c0 = (cw >> (j * 8)) & 15, c1 = (cw >> (j * 8 + 4)) & 15;
-			unsigned v0 = (b0 & 0x80) << 8 | table[c0] | (b0 & 0x7f);
-			unsigned v1 = (b1 & 0x80) << 8 | table[c1] | (b1 & 0x7f);
-			w[j] = v0 | v1 << 16;
+			for (int j = 0; j < 4; j++) {
+				unsigned rb = j < 2 ? r.x : r.y;
+				unsigned b0 = (rb >> ((j & 1) * 16)) & 0xff, b1 = (rb >> ((j & 1) * 16 + 8)) & 0xff;
+				unsigned c0 = (cw >> (j * 8)) & 15, c1 = (cw >> (j * 8 + 4)) & 15;
+				unsigned h0 = hb >> (6 * j), h1 = hb >> (6 * j + 3);
+				unsigned v0 = (h0 & 4) << 13 | table[c0] | (h0 & 3) << 8 | b0;
+				unsigned v1 = (h1 & 4) << 13 | table[c1] | (h1 & 3) << 8 | b1;
+				w[j] = v0 | v1 << 16;
+			}
+		} else {
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				unsigned rb = j < 2 ? r.x : r.y;
+				unsigned b0 = (rb >> ((j & 1) * 16)) & 0xff, b1 = (rb >> ((j & 1) * 16 + 8)) & 0xff;
+				unsigned c0 = (cw >> (j * 8)) & 15, c1 = (cw >> (j * 8 + 4)) & 15;
+				unsigned v0 = (b0 & 0x80) << 8 | table[c0] | (b0 & 0x7f);
+				unsigned v1 = (b1 & 0x80) << 8 | table[c1] | (b1 & 0x7f);
+				w[j] = v0 | v1 << 16;
+			}
 		}
 		o4[g] = make_uint4(w[0], w[1], w[2], w[3]);
 	}
@@ -57,9 +75,207 @@ ft_z_decode(const unsigned char *src, unsigned long long bias, const unsigned lo
 	if (!nesc)
 		return;
 	__syncthreads();
-	const unsigned *esc = (const unsigned *)(in + 16 + n / 2 + n);
+	const unsigned *esc = (const unsigned *)(high + (fp16 ? n / 8 * 3 : 0));
 	for (unsigned k = threadIdx.x; k < nesc; k += blockDim.x) {
 		unsigned e = __ldg(&esc[k]);
 		out[e >> 16] = (unsigned short)e;
 	}
+}
+
+/*
+ * The GPU encoder: the same two passes as the host's (codec.c), so that
+ * its image is the host encoder's byte for byte.  ft_z_analyse: one block
+ * per chunk counts the exponents and writes the chunk's struct ft_z_meta
+ * (32 bytes: the 15 most frequent exponents, ties to the lower, of bf16
+ * or of fp16, whichever codes smaller, the escapes, the mode); ft_z_code: one block per chunk writes the coded
+ * chunk at its descriptor's offset less bias into dst, the escapes in
+ * word order (a block-wide scan of each round's counts).
+ *
+ * src: the raw words of the launch's first chunk; meta: its meta; nvals:
+ * 16-bit words from src to the end of the run (a multiple of 32).
+ */
+extern "C" __global__ void __launch_bounds__(256)
+ft_z_analyse(const unsigned short *src, unsigned *meta, unsigned long long nvals,
+	     unsigned nchunks)
+{
+	__shared__ unsigned h[256];
+	unsigned c = blockIdx.x;
+	if (c >= nchunks)
+		return;
+	unsigned long long first = (unsigned long long)c * FT_Z_VALS;
+	unsigned long long left = nvals - first;
+	unsigned n = left < FT_Z_VALS ? (unsigned)left : FT_Z_VALS;
+	h[threadIdx.x] = 0;
+	__syncthreads();
+	const uint4 *in = (const uint4 *)(src + first);
+	for (unsigned k = threadIdx.x; k < n / 8; k += blockDim.x) {
+		uint4 q = __ldg(&in[k]);
+		unsigned w[4] = { q.x, q.y, q.z, q.w };
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			atomicAdd(&h[(w[j] >> 7) & 255], 1u);
+			atomicAdd(&h[(w[j] >> 23) & 255], 1u);
+		}
+	}
+	__syncthreads();
+	if (threadIdx.x >= 32)
+		return;
+	/* the first warp picks: each lane holds bins 8 lane .. 8 lane + 7,
+	 * which are fp16's bin lane */
+	unsigned lane = threadIdx.x, covered = 0, nused = 0, table[4] = { 0, 0, 0, 0 };
+	unsigned c16 = 0, covered16 = 0, nused16 = 0, table16[4] = { 0, 0, 0, 0 };
+	for (unsigned b = lane * 8; b < lane * 8 + 8; b++)
+		c16 += h[b];
+	for (; nused < 15; nused++) {
+		unsigned best = 0, bi = 0;
+		for (unsigned b = lane * 8; b < lane * 8 + 8; b++)
+			if (h[b] > best) {
+				best = h[b];
+				bi = b;
+			}
+		/* the highest count, then the lowest exponent */
+		unsigned long long key = (unsigned long long)best << 32 | (255u - bi);
+		for (int o = 16; o; o >>= 1) {
+			unsigned long long k2 = __shfl_xor_sync(0xffffffffu, key, o);
+			key = k2 > key ? k2 : key;
+		}
+		if (!(key >> 32))
+			break;
+		unsigned e = 255u - (unsigned)(key & 255u);
+		covered += (unsigned)(key >> 32);
+		table[nused / 4] |= e << (nused % 4 * 8);
+		if (lane == e / 8)
+			h[e] = 0;
+		__syncwarp();
+	}
+	for (; nused16 < 15; nused16++) {
+		unsigned long long key = (unsigned long long)c16 << 32 | (31u - lane);
+		for (int o = 16; o; o >>= 1) {
+			unsigned long long k2 = __shfl_xor_sync(0xffffffffu, key, o);
+			key = k2 > key ? k2 : key;
+		}
+		if (!(key >> 32))
+			break;
+		unsigned e = 31u - (unsigned)(key & 31u);
+		covered16 += (unsigned)(key >> 32);
+		table16[nused16 / 4] |= e << (nused16 % 4 * 8);
+		if (lane == e)
+			c16 = 0;
+	}
+	if (lane)
+		return;
+	unsigned nesc = n - covered, mode = 1;
+	unsigned long long coded = (16ull + n / 2 + n + 4ull * nesc + 15) & ~15ull;
+	unsigned long long coded16 = (16ull + n / 2 + n + n / 8 * 3 + 4ull * (n - covered16) + 15) & ~15ull;
+	if (coded16 < coded) {
+		mode = 2;
+		nesc = n - covered16;
+		nused = nused16;
+		coded = coded16;
+		for (int k = 0; k < 4; k++)
+			table[k] = table16[k];
+	}
+	if (n % 32 || coded * 100 > (unsigned long long)n * 2 * 97) {
+		mode = 0;
+		nesc = 0;
+		nused = 0;
+		for (int k = 0; k < 4; k++)
+			table[k] = 0;
+	}
+	uint4 *m = (uint4 *)(meta + (size_t)c * 8);
+	m[0] = make_uint4(table[0], table[1], table[2], table[3]);
+	m[1] = make_uint4(nesc, mode, nused, 0);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+ft_z_code(const unsigned short *src, const unsigned *meta, const unsigned long long *desc,
+	  unsigned long long bias, unsigned char *dst, unsigned long long nvals, unsigned nchunks)
+{
+	__shared__ unsigned char lut[256];
+	__shared__ unsigned wsum[8];
+	unsigned c = blockIdx.x;
+	if (c >= nchunks)
+		return;
+	unsigned long long first = (unsigned long long)c * FT_Z_VALS;
+	unsigned long long left = nvals - first;
+	unsigned n = left < FT_Z_VALS ? (unsigned)left : FT_Z_VALS;
+	const unsigned *m = meta + (size_t)c * 8;
+	unsigned char *out = dst + ((desc[c] & ((1ull << 40) - 1)) - bias);
+	const uint4 *in = (const uint4 *)(src + first);
+	if (!m[5]) {
+		uint4 *o4 = (uint4 *)out;
+		for (unsigned k = threadIdx.x; k < n / 8; k += blockDim.x)
+			o4[k] = __ldg(&in[k]);
+		return;
+	}
+	unsigned t = threadIdx.x, lane = t & 31, wid = t >> 5;
+	lut[t] = 15;
+	__syncthreads();
+	if (t < m[6])
+		lut[(m[t / 4] >> (t % 4 * 8)) & 255] = (unsigned char)t;
+	if (t < 4)
+		((unsigned *)out)[t] = m[t];
+	__syncthreads();
+	unsigned fp16 = m[5] == 2, shift = fp16 ? 10 : 7, mask = fp16 ? 31 : 255;
+	unsigned *codes = (unsigned *)(out + 16);
+	uint2 *rest = (uint2 *)(out + 16 + n / 2);
+	unsigned char *high = out + 16 + n / 2 + n;
+	unsigned *esc = (unsigned *)(high + (fp16 ? n / 8 * 3 : 0));
+	unsigned base = 0;
+	for (unsigned g0 = 0; g0 < n / 8; g0 += blockDim.x) {
+		unsigned g = g0 + t, cw = 0, ne = 0, w[4] = { 0, 0, 0, 0 };
+		if (g < n / 8) {
+			uint4 q = __ldg(&in[g]);
+			w[0] = q.x;
+			w[1] = q.y;
+			w[2] = q.z;
+			w[3] = q.w;
+			unsigned r[2] = { 0, 0 }, hb = 0;
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				unsigned v = (w[j / 2] >> (j % 2 * 16)) & 0xffff;
+				unsigned k = lut[(v >> shift) & mask];
+				cw |= k << (4 * j);
+				ne += k == 15;
+				if (fp16) {
+					r[j / 4] |= (v & 0xff) << (j % 4 * 8);
+					hb |= ((v >> 15) << 2 | ((v >> 8) & 3)) << (3 * j);
+				} else {
+					r[j / 4] |= ((v >> 8 & 0x80) | (v & 0x7f)) << (j % 4 * 8);
+				}
+			}
+			codes[g] = cw;
+			rest[g] = make_uint2(r[0], r[1]);
+			if (fp16) {
+				high[3 * g] = (unsigned char)hb;
+				high[3 * g + 1] = (unsigned char)(hb >> 8);
+				high[3 * g + 2] = (unsigned char)(hb >> 16);
+			}
+		}
+		/* this round's escapes before this thread's: a block-wide scan */
+		unsigned x = ne;
+		for (int o = 1; o < 32; o <<= 1) {
+			unsigned y = __shfl_up_sync(0xffffffffu, x, o);
+			if (lane >= (unsigned)o)
+				x += y;
+		}
+		if (lane == 31)
+			wsum[wid] = x;
+		__syncthreads();
+		unsigned before = 0, total = 0;
+		for (unsigned k = 0; k < blockDim.x / 32; k++) {
+			before += k < wid ? wsum[k] : 0;
+			total += wsum[k];
+		}
+		__syncthreads();
+		unsigned at = base + before + x - ne;
+		for (int j = 0; ne && j < 8; j++)
+			if (((cw >> (4 * j)) & 15) == 15)
+				esc[at++] = (g * 8 + j) << 16 | ((w[j / 2] >> (j % 2 * 16)) & 0xffff);
+		base += total;
+	}
+	/* the padding to 16 bytes, zero as the host's */
+	if (t == 0)
+		for (unsigned k = 16 + n / 2 + n + (fp16 ? n / 8 * 3 : 0) + 4 * base; k & 15; k++)
+			out[k] = 0;
 }

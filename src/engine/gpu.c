@@ -120,6 +120,10 @@ int ft_gpu_start(struct ft_gpu *g, const struct ft_real *real)
 	if (!OK(real->cuModuleLoadData(&g->zmod, codec_ptx)) ||
 	    !OK(real->cuModuleGetFunction(&g->decode, g->zmod, "ft_z_decode")))
 		g->decode = NULL;
+	/* and its encoder: without it, the host's CPUs code the stores */
+	if (!g->decode || !OK(real->cuModuleGetFunction(&g->zanalyse, g->zmod, "ft_z_analyse")) ||
+	    !OK(real->cuModuleGetFunction(&g->zcode, g->zmod, "ft_z_code")))
+		g->zanalyse = g->zcode = NULL;
 	g->state = 1;
 	return 0;
 }
@@ -146,6 +150,26 @@ int ft_gpu_decode(const struct ft_gpu *g, CUdeviceptr src, uint64_t bias, CUdevi
 		return -1;
 	void *params[] = { &src, &bias, &desc, &dst, &nvals, &nchunks };
 	return OK(g->real->cuLaunchKernel(g->decode, nchunks, 1, 1, 256, 1, 1, 0, s, params, NULL))
+		       ? 0 : -1;
+}
+
+int ft_gpu_z_analyse(const struct ft_gpu *g, CUdeviceptr src, CUdeviceptr meta, uint64_t nvals,
+		     uint32_t nchunks, CUstream s)
+{
+	if (g->state != 1 || !g->zanalyse || !nchunks)
+		return -1;
+	void *params[] = { &src, &meta, &nvals, &nchunks };
+	return OK(g->real->cuLaunchKernel(g->zanalyse, nchunks, 1, 1, 256, 1, 1, 0, s, params,
+					  NULL)) ? 0 : -1;
+}
+
+int ft_gpu_z_code(const struct ft_gpu *g, CUdeviceptr src, CUdeviceptr meta, CUdeviceptr desc,
+		  uint64_t bias, CUdeviceptr dst, uint64_t nvals, uint32_t nchunks, CUstream s)
+{
+	if (g->state != 1 || !g->zcode || !nchunks)
+		return -1;
+	void *params[] = { &src, &meta, &desc, &bias, &dst, &nvals, &nchunks };
+	return OK(g->real->cuLaunchKernel(g->zcode, nchunks, 1, 1, 256, 1, 1, 0, s, params, NULL))
 		       ? 0 : -1;
 }
 

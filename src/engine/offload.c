@@ -476,17 +476,34 @@ int ft_off_register(struct ft_offload *o, struct ft_off_trap *x, void *p, size_t
 	return 0;
 }
 
+/* The pinned buffer a trap is read into to be coded on the host (made at
+ * first use: the GPU encoder needs none), of the largest trap's bytes. */
+struct bounce {
+	unsigned char *p;
+	size_t most;
+};
+
 /* Trap t's host store: allocated (ft_off_store_alloc), registered,
- * filled; coded where a bounce buffer is given and coding saves.  1 coded,
- * 0 raw, -1 with why. */
-static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *why, uint32_t len)
+ * filled; coded where b is given and coding saves: on the GPU, else on
+ * the host from b's buffer.  1 coded, 0 raw, -1 with why. */
+static int fill(struct ft_offload *o, uint32_t t, struct bounce *b, char *why, uint32_t len)
 {
 	struct ft_off_trap *x = &o->t[t];
-	int coded = 0;
+	int coded = 0, staged = 0; /* staged: the bounce buffer holds the bytes */
 	size_t bytes = x->nchunks * o->chunk;
-	if (bounce) {
+	unsigned char *bounce = NULL;
+	/* the checksums of a shared store read it through its device mapping */
+	unsigned flags = o->shm.role ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
+	if (b && (coded = ft_off_code_gpu(o, (int)t, flags)) > 0)
+		return 1;
+	if (b && coded < 0) {
+		if (!b->p && o->real->cuMemAllocHost_v2((void **)&b->p, b->most))
+			NO("cannot allocate %zu MiB of pinned host memory to code the store: free "
+			   "host memory, or set FT_TRANSFER_COMPRESSION=none", b->most >> 20);
+		bounce = b->p;
 		if (read_runs(o, t, bounce, why, len))
 			return -1;
+		staged = 1;
 		coded = ft_off_code_trap(o, (int)t, bounce, bytes, 0);
 		if (coded < 0) {
 			ft_warn_once("out of host memory while coding the store: the traps it could "
@@ -502,8 +519,7 @@ static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *w
 		     "offload)", bytes >> 20, t);
 	if (!coded)
 		memset(x->host, 0, bytes);
-	/* the checksums of a shared store read it through its device mapping */
-	if (ft_off_register(o, x, x->host, held, o->shm.role ? CU_MEMHOSTREGISTER_DEVICEMAP : 0)) {
+	if (ft_off_register(o, x, x->host, held, flags)) {
 		if (!coded) {
 			ft_off_store_free(o, x, x->host); /* (a coded image is freed as the store) */
 			x->host = NULL;
@@ -513,10 +529,12 @@ static int fill(struct ft_offload *o, uint32_t t, unsigned char *bounce, char *w
 		     "set FT_PINNED_MEMORY=0 (pageable copies, slower), or a larger "
 		     "FT_MAX_GPU_MEM_FRACTION (less to offload)", held >> 20, t);
 	}
-	if (bounce && !coded)
-		memcpy(x->host, bounce, bytes);
-	else if (!bounce && read_runs(o, t, x->host, why, len))
+	if (staged) {
+		if (!coded)
+			memcpy(x->host, bounce, bytes);
+	} else if (read_runs(o, t, x->host, why, len)) {
 		return -1;
+	}
 	return coded;
 }
 
@@ -615,7 +633,7 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 	/* the host store: touched, registered, filled */
 	if (r->cuCtxSynchronize())
 		FAIL("the device reported an error before offloading");
-	unsigned char *bounce = NULL;
+	struct bounce bounce = { NULL, 0 };
 	uint64_t t0 = ft_off_now_ns();
 	uint32_t coded = 0;
 	uint64_t raw = 0, disk = 0; /* offloaded bytes the store codes; in the file */
@@ -630,30 +648,22 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 		free(on);
 		goto fail;
 	}
-	if (o->codec) {
-		/* coded stores: each trap filled here (not mapped from a shared
-		 * store, not in the NVMe tier's file, which has its own buffer)
-		 * is read into one pinned buffer and coded from it; only the
-		 * image is kept */
-		size_t most = 0;
-		for (uint32_t t = 0; t < o->ntraps; t++)
-			if (o->t[t].block >= 0 && !o->t[t].host && !(on && on[t]) &&
-			    o->t[t].nchunks * o->chunk > most)
-				most = o->t[t].nchunks * o->chunk;
-		if (most && r->cuMemAllocHost_v2((void **)&bounce, most)) {
-			free(on);
-			FAIL("cannot allocate %zu MiB of pinned host memory to code the store: free "
-			     "host memory, or set FT_TRANSFER_COMPRESSION=none", most >> 20);
-		}
-	}
+	/* coded stores: each trap filled here (not mapped from a shared
+	 * store, not in the NVMe tier's file, which has its own buffer) is
+	 * coded on the GPU, or read into one pinned buffer and coded from it
+	 * on the host; only the image is kept */
+	for (uint32_t t = 0; o->codec && t < o->ntraps; t++)
+		if (o->t[t].block >= 0 && !o->t[t].host && !(on && on[t]) &&
+		    o->t[t].nchunks * o->chunk > bounce.most)
+			bounce.most = o->t[t].nchunks * o->chunk;
 	for (uint32_t t = 0; t < o->ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];
 		int rc = x->block < 0 || x->host ? 0
 			 : on && on[t]		 ? spill(o, t, why, len)
-						 : fill(o, t, bounce, why, len);
+						 : fill(o, t, bounce.most ? &bounce : NULL, why, len);
 		if (rc < 0) {
-			if (bounce)
-				r->cuMemFreeHost(bounce);
+			if (bounce.p)
+				r->cuMemFreeHost(bounce.p);
 			free(on);
 			goto fail;
 		}
@@ -671,19 +681,21 @@ int ft_off_stage(struct ft_offload *o, char *why, uint32_t len)
 		FT_STAT_ADD(o->stats, nvme_bytes, disk);
 		disk_said(o, disk, most_disk);
 		if (ft_off_disk_start(o)) {
-			if (bounce)
-				r->cuMemFreeHost(bounce);
+			if (bounce.p)
+				r->cuMemFreeHost(bounce.p);
 			FAIL("cannot start the NVMe tier's reader thread");
 		}
 	}
 	ft_off_shm_end(o);
 	if (o->codec && !coded)
 		ft_off_codec_release(o); /* no trap decodes: the slots go */
-	if (bounce) {
-		r->cuMemFreeHost(bounce);
-		ft_info("FT_TRANSFER_COMPRESSION: %u of the offloaded traps coded, the store holds "
-			"%.1f MiB for %.1f MiB of weights (%.3fx), staged in %.2f s, of which the "
-			"encoder %.2f s (%.1f GB/s on the host's CPUs)", coded,
+	if (bounce.p)
+		r->cuMemFreeHost(bounce.p);
+	if (bounce.most) {
+		ft_info("FT_TRANSFER_COMPRESSION: %u of the offloaded traps coded (%u on the GPU, "
+			"%u on the host's CPUs), the store holds %.1f MiB for %.1f MiB of weights "
+			"(%.3fx), staged in %.2f s, of which the encoder %.2f s (%.1f GB/s)", coded,
+			o->zgpu, coded - o->zgpu,
 			(double)o->store_bytes / 1048576.0,
 			(double)raw / 1048576.0,
 			o->store_bytes ? (double)raw / (double)o->store_bytes : 0.0,

@@ -128,51 +128,190 @@ static void load_ms(const struct ft_offload *o, const struct ft_off_trap *x,
 	}
 }
 
-int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes,
-		     int whole)
+/* Whether trap x keeps its coded form z of bytes: it saves bytes and, by
+ * the measured curves, its loads are faster coded (counted for the
+ * staging's info line). */
+static int worth(struct ft_offload *o, const struct ft_off_trap *x, const struct ft_z_image *z,
+		 size_t bytes)
 {
-	struct ft_off_trap *x = &o->t[t];
-	const struct ft_real *r = o->real;
-	struct ft_z_image z;
-	struct store_at at = { o, x };
-	int own = o->shm.role == FT_SHM_CREATOR; /* else ft_z_encode's huge pages */
-	/* auto: stacked experts paged per expert move a decode step's routed
-	 * experts alone (a quarter of them in a Mixtral), which coding (about
-	 * three quarters of all) cannot beat; a coded trap loads whole */
-	if (o->zauto && x->nsl && !whole) {
-		o->zsliced++;
-		return 0;
-	}
-	uint64_t t0 = ft_off_now_ns();
-	if (ft_z_encode_in(raw, bytes, 0, &z, own ? store_alloc : NULL, &at))
-		return -1;
-	o->zenc_ns += ft_off_now_ns() - t0;
-	o->zenc_bytes += bytes;
-	int keep = z.coded && z.bytes * 100 <= bytes * 97; /* else nothing to gain */
+	int keep = z->coded && z->bytes * 100 <= bytes * 97; /* else nothing to gain */
 	if (o->nzdec) {
 		double coded, raw;
-		load_ms(o, x, &z, &coded, &raw);
+		load_ms(o, x, z, &coded, &raw);
 		int slow = keep && !(coded < 0.97 * raw); /* its decode would not hide */
 		o->zslow += (uint32_t)slow;
 		keep &= !slow;
 		o->zpred_raw_ms += raw;
 		o->zpred_ms += keep ? coded : raw;
 	}
-	if (!keep) {
-		drop(o, x, &z, own);
+	return keep;
+}
+
+/* auto: stacked experts paged per expert move a decode step's routed
+ * experts alone (a quarter of them in a Mixtral), which coding (about
+ * three quarters of all) cannot beat; a coded trap loads whole */
+static int paged_per_expert(struct ft_offload *o, const struct ft_off_trap *x, int whole)
+{
+	if (!o->zauto || !x->nsl || whole)
 		return 0;
-	}
-	size_t db = (z.nchunks + 1) * sizeof(*z.desc);
-	if (r->cuMemAlloc_v2(&x->zdesc, db) || r->cuMemcpyHtoD_v2(x->zdesc, z.desc, db)) {
-		if (x->zdesc)
-			r->cuMemFree_v2(x->zdesc);
-		x->zdesc = 0;
-		drop(o, x, &z, own);
-		return 0; /* raw: said by the caller's count */
+	o->zsliced++;
+	return 1;
+}
+
+/* The image's descriptors on the GPU, for the decoder: 0, or -1. */
+static int put_desc(struct ft_offload *o, struct ft_off_trap *x, const struct ft_z_image *z)
+{
+	const struct ft_real *r = o->real;
+	size_t db = (z->nchunks + 1) * sizeof(*z->desc);
+	if (!r->cuMemAlloc_v2(&x->zdesc, db) && !r->cuMemcpyHtoD_v2(x->zdesc, z->desc, db))
+		return 0;
+	if (x->zdesc)
+		r->cuMemFree_v2(x->zdesc);
+	x->zdesc = 0;
+	return -1;
+}
+
+int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes,
+		     int whole)
+{
+	struct ft_off_trap *x = &o->t[t];
+	struct ft_z_image z;
+	struct store_at at = { o, x };
+	int own = o->shm.role == FT_SHM_CREATOR; /* else ft_z_encode's huge pages */
+	if (paged_per_expert(o, x, whole))
+		return 0;
+	uint64_t t0 = ft_off_now_ns();
+	if (ft_z_encode_in(raw, bytes, 0, &z, own ? store_alloc : NULL, &at))
+		return -1;
+	o->zenc_ns += ft_off_now_ns() - t0;
+	o->zenc_bytes += bytes;
+	if (!worth(o, x, &z, bytes) || put_desc(o, x, &z)) {
+		drop(o, x, &z, own); /* (raw: said by the caller's count) */
+		return 0;
 	}
 	x->z = z;
 	x->host = z.data;
 	return 1;
+}
+
+/* The GPU encoder's second pass over trap x's run i (chunks [c0, c1) of
+ * the store), a staging slot at a time, into the pinned image z: 0, or
+ * -1. */
+static int code_run(struct ft_offload *o, struct ft_off_trap *x, uint32_t i, uint32_t c0,
+		    uint32_t c1, CUdeviceptr meta, const struct ft_z_image *z)
+{
+	CUstream s = o->decode;
+	uint64_t words = (x->runs[i].hi - x->runs[i].lo) / 2;
+	for (uint32_t a = c0, b, k = 0; a < c1; a = b, k ^= 1) {
+		b = ft_z_piece_end(z, a, c1, FT_OFF_SLOT_BYTES);
+		if (ft_gpu_z_code(o->codec, x->runs[i].lo + (CUdeviceptr)(a - c0) * FT_Z_CHUNK,
+				  meta + (CUdeviceptr)a * sizeof(struct ft_z_meta),
+				  x->zdesc + (CUdeviceptr)a * sizeof(uint64_t), FT_Z_OFF(z->desc[a]),
+				  o->slot[k], words - (uint64_t)(a - c0) * FT_Z_VALS, b - a, s) ||
+		    o->real->cuMemcpyDtoHAsync_v2(z->data + FT_Z_OFF(z->desc[a]), o->slot[k],
+						  ft_z_span(z, a, b), s))
+			return -1;
+	}
+	return 0;
+}
+
+/* FT_VERIFY's sums of trap x's runs, from the GPU (the host's function of
+ * the same bytes): 0, or -1. */
+static int gpu_sums(struct ft_offload *o, struct ft_off_trap *x)
+{
+	if (!o->gpu)
+		return 0;
+	uint64_t *addr = malloc((x->nruns + 1) * sizeof(*addr));
+	uint64_t *bytes = malloc((x->nruns + 1) * sizeof(*bytes));
+	int rc = -1;
+	if (addr && bytes && (x->sums || (x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))) {
+		for (uint32_t i = 0; i < x->nruns; i++) {
+			addr[i] = x->runs[i].lo;
+			bytes[i] = x->runs[i].hi - x->runs[i].lo;
+		}
+		rc = ft_gpu_checksums(o->gpu, addr, bytes, x->nruns, x->sums);
+	}
+	free(addr);
+	free(bytes);
+	return rc;
+}
+
+int ft_off_code_gpu(struct ft_offload *o, int t, unsigned flags)
+{
+	const struct ft_real *r = o->real;
+	struct ft_off_trap *x = &o->t[t];
+	if (!o->codec || !o->codec->zcode || !o->decode)
+		return -1;
+	if (paged_per_expert(o, x, 0))
+		return 0;
+	size_t bytes = (size_t)x->nchunks * o->chunk;
+	uint32_t n = (uint32_t)(bytes / FT_Z_CHUNK);
+	uint64_t t0 = ft_off_now_ns(), pin = 0;
+	struct ft_z_meta *m = malloc((n + 1) * sizeof(*m));
+	struct ft_z_image z = { 0 };
+	CUdeviceptr dm = 0;
+	int rc = -1, registered = 0;
+	if (!m || gpu_sums(o, x) || r->cuMemAlloc_v2(&dm, (size_t)n * sizeof(*m)))
+		goto out;
+	/* the first pass: each chunk's table and coded size */
+	for (uint32_t i = 0, c = 0; i < x->nruns; i++) {
+		uint32_t k = (uint32_t)((x->runs[i].hi - x->runs[i].lo) / FT_Z_CHUNK);
+		if (ft_gpu_z_analyse(o->codec, x->runs[i].lo, dm + (CUdeviceptr)c * sizeof(*m),
+				     (x->runs[i].hi - x->runs[i].lo) / 2, k, o->decode))
+			goto out;
+		c += k;
+	}
+	if (r->cuMemcpyDtoHAsync_v2(m, dm, (size_t)n * sizeof(*m), o->decode) ||
+	    r->cuStreamSynchronize(o->decode) || ft_z_layout(&z, bytes, m))
+		goto out;
+	if (!worth(o, x, &z, bytes)) {
+		rc = 0;
+		goto out;
+	}
+	/* the second pass, into the image pinned first (its copies from the
+	 * slots at the link's rate) */
+	size_t held = (z.bytes + 4095) & ~(size_t)4095;
+	uint64_t p0 = ft_off_now_ns();
+	if (!(z.data = ft_off_store_alloc(o, x, held)) || ft_off_register(o, x, z.data, held, flags))
+		goto out;
+	registered = 1;
+	pin = ft_off_now_ns() - p0;
+	if (put_desc(o, x, &z))
+		goto out;
+	for (uint32_t i = 0, c = 0; i < x->nruns; i++) {
+		uint32_t k = (uint32_t)((x->runs[i].hi - x->runs[i].lo) / FT_Z_CHUNK);
+		if (code_run(o, x, i, c, c + k, dm, &z))
+			goto out;
+		c += k;
+	}
+	if (r->cuStreamSynchronize(o->decode))
+		goto out;
+	x->z = z;
+	x->host = z.data;
+	z.data = NULL;
+	z.desc = NULL;
+	o->zgpu++;
+	rc = 1;
+out:
+	if (rc >= 0) {
+		o->zenc_ns += ft_off_now_ns() - t0 - pin; /* (the pinning: the store's, coded or not) */
+		o->zenc_bytes += bytes;
+	}
+	if (rc < 0 && x->zdesc) {
+		r->cuMemFree_v2(x->zdesc);
+		x->zdesc = 0;
+	}
+	if (z.data) {
+		if (registered && !o->pageable)
+			r->cuMemHostUnregister(z.data);
+		ft_off_store_free(o, x, z.data);
+		z.data = NULL;
+	}
+	ft_z_free(&z);
+	if (dm)
+		r->cuMemFree_v2(dm);
+	free(m);
+	return rc;
 }
 
 /* Decodes chunks [a, b) of trap t, staged at slot, to dst (chunk a's raw

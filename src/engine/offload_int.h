@@ -194,6 +194,7 @@ struct ft_offload {
 	int zauto;                          /* FT_TRANSFER_COMPRESSION=auto */
 	uint32_t zsliced;                   /* traps kept raw: paged per expert */
 	uint64_t zenc_ns, zenc_bytes;       /* the encoder's time and input at staging */
+	uint32_t zgpu;                      /* traps coded by the GPU encoder */
 	double zpred_ms, zpred_raw_ms;      /* by the curves: the coded traps' loads a
 					       pass as stored, and raw */
 	CUstream decode;
@@ -312,7 +313,11 @@ int ft_off_refused(struct ft_offload *o, CUstream s);
  * events (where they cannot be made, the store stays raw: o->codec NULL).  Codes trap t's store from raw[0..bytes)
  * (filled; whole: the trap loads whole whatever its slices, as the NVMe
  * tier's file's do): 1 coded (x->host is the image), 0 left raw, -1 out of
- * memory.
+ * memory.  ft_off_code_gpu codes trap t's store from the trap's bytes on
+ * the GPU (the plan is being applied: they are there) into a pinned image
+ * (registered with flags): 1 coded, 0 left raw (nothing kept: the caller
+ * fills a raw store), -1 not done (no GPU encoder, the driver refused,
+ * out of memory: the caller codes on the host).
  * Loads coded trap t into its block: copies on cs, decodes on the decode
  * stream; returns the stream the block is ready on.  The store's raw bytes
  * [off, off + n) into device memory at dst, synchronously (bringing a trap
@@ -322,6 +327,7 @@ int ft_off_refused(struct ft_offload *o, CUstream s);
 void ft_off_codec_init(struct ft_offload *o);
 int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size_t bytes,
 		     int whole);
+int ft_off_code_gpu(struct ft_offload *o, int t, unsigned flags);
 CUstream ft_off_load_coded(struct ft_offload *o, int t, CUstream cs);
 void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdeviceptr dst);
 void ft_off_store_read(const struct ft_offload *o, int t, size_t off, size_t n, void *out);

@@ -3,7 +3,8 @@
  * tests/gpu/codec.c): bf16 weights as trained models' look (normal, and
  * rows with lognormal scales: heavier-tailed exponents), every special
  * value (+-0, subnormals, +-Inf, NaNs with payloads), random bits,
- * constants, fp16 weights (their exponent is not where bf16's is).
+ * constants, fp16 weights (their exponent is not where bf16's is), fp16's
+ * special values, alone and among fp16 weights.
  * Deterministic: a fixed xorshift generator per class.
  */
 #ifndef FT_TEST_CODEC_DATA_H
@@ -15,12 +16,13 @@
 
 enum codec_class {
 	CD_NORMAL, CD_LOGNORMAL, CD_SPECIALS, CD_RANDOM, CD_CONSTANT, CD_ZEROS, CD_FP16,
-	CD_MIXED, CD_NCLASSES
+	CD_MIXED, CD_FP16_SPECIALS, CD_FP16_MIXED, CD_NCLASSES
 };
 
 static const char *const codec_class_name[CD_NCLASSES] = {
 	"bf16 N(0,0.02)", "bf16 lognormal rows", "bf16 specials", "random bits", "constant",
-	"zeros", "fp16 N(0,0.02)", "mixed (specials in normal)",
+	"zeros", "fp16 N(0,0.02)", "mixed (specials in normal)", "fp16 specials",
+	"fp16 mixed (specials in normal)",
 };
 
 static uint64_t cd_next(uint64_t *s)
@@ -68,12 +70,21 @@ static const uint16_t cd_specials[] = {
 	0x3f80, 0xbf80,
 };
 
+/* fp16's: +-0, subnormals, the smallest and largest normals, +-Inf, quiet
+ * and signalling NaNs with payloads, +-1 */
+static const uint16_t cd_fp16_specials[] = {
+	0x0000, 0x8000, 0x0001, 0x8001, 0x03ff, 0x83ff, 0x0200, 0x0400, 0x8400, 0x7bff,
+	0xfbff, 0x7c00, 0xfc00, 0x7e00, 0xfe00, 0x7c01, 0xfc01, 0x7fff, 0xffff, 0x7d55,
+	0x3c00, 0xbc00,
+};
+
 /* n 16-bit words of class c into v (row length 4096 for lognormal). */
 static void codec_fill(enum codec_class c, uint16_t *v, size_t n)
 {
 	uint64_t s = 0x9e3779b97f4a7c15ULL ^ (uint64_t)(c + 1) * 0x1234567ULL;
 	double scale = 1;
 	size_t ns = sizeof(cd_specials) / sizeof(cd_specials[0]);
+	size_t nf = sizeof(cd_fp16_specials) / sizeof(cd_fp16_specials[0]);
 	for (size_t i = 0; i < n; i++) {
 		switch (c) {
 		case CD_NORMAL:
@@ -102,6 +113,13 @@ static void codec_fill(enum codec_class c, uint16_t *v, size_t n)
 		case CD_MIXED:
 			v[i] = cd_next(&s) % 64 ? cd_bf16((float)(0.02 * cd_normal(&s)))
 						: cd_specials[cd_next(&s) % ns];
+			break;
+		case CD_FP16_SPECIALS:
+			v[i] = cd_fp16_specials[cd_next(&s) % nf];
+			break;
+		case CD_FP16_MIXED:
+			v[i] = cd_next(&s) % 64 ? cd_fp16((float)(0.02 * cd_normal(&s)))
+						: cd_fp16_specials[cd_next(&s) % nf];
 			break;
 		default:
 			v[i] = 0;
