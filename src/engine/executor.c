@@ -225,9 +225,10 @@ static void load(struct ft_offload *o, int t, CUstream cs)
  * A sliced trap (FT_EXPERT_PAGING): its dense part and the slices need
  * names (NULL: all of them) are; a slice copied now makes every stream
  * that reads the trap wait once more before it reads. */
-static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_need *need)
+static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_need *need,
+		   const char *by)
 {
-	static const struct ft_off_need all = { .all = 1 };
+	static const struct ft_off_need all = { .all = FT_SLW_COPY };
 	struct ft_off_block *b = &o->b[o->t[t].block];
 	if (b->occupant != t) {
 		load(o, t, o->mode == FT_TM_STRATEGY ? s : o->copy);
@@ -238,7 +239,7 @@ static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_
 		 * copied before): not behind the prefetches queued since */
 		if (o->demand != o->copy)
 			ft_off_wait(o, o->demand, b->ready);
-		if (ft_off_load_slices(o, t, need ? need : &all, o->demand)) {
+		if (ft_off_load_slices(o, t, need ? need : &all, o->demand, by)) {
 			ft_off_order(o, b->ready, o->demand);
 			b->gen++;
 		}
@@ -541,7 +542,7 @@ static int one_per_block(struct ft_offload *o, int *touched, int *moves,
 
 /* Adds trap t to touched[0..nt) (moves: whether it places the pass; needs:
  * its slices the launch reads, from slice first on, count of them, or
- * FT_SL_DENSE or FT_SL_ALL). */
+ * FT_SL_DENSE or FT_SL_ALL(why)). */
 static int touch(struct ft_offload *o, int *touched, int *moves, struct ft_off_need *needs,
 		 int nt, int t, int move, int first, uint32_t count)
 {
@@ -580,7 +581,7 @@ static int follow_link(struct ft_offload *o, int k, int *touched, int *moves,
 	int l = linked_offloaded(o, k);
 	int t = l < 0 ? -1 : (int)o->w[l].trap;
 	if (t >= 0 && !(o->cap_id && o->t[t].pending)) /* (a read runs on into it: all) */
-		nt = touch(o, touched, moves, needs, nt, t, 0, FT_SL_ALL, 0);
+		nt = touch(o, touched, moves, needs, nt, t, 0, FT_SL_ALL(FT_SLW_EXTENT), 0);
 	return nt;
 }
 
@@ -712,7 +713,7 @@ static void ignored_slices(struct ft_offload *o, const int *ignored,
 		if (j < 0 || !o->t[ignored[i]].nsl)
 			continue;
 		if (n->all)
-			ft_off_need_add(&needs[j], o, touched[j], FT_SL_ALL, 0);
+			ft_off_need_add(&needs[j], o, touched[j], FT_SL_ALL(FT_SLW_IGNORED), 0);
 		for (uint32_t r = 0; !n->all && r < n->n; r++)
 			ft_off_need_add(&needs[j], o, touched[j], (int)n->first[r], n->count[r]);
 	}
@@ -756,7 +757,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 			if (ft_off_foreign(o, addr[i], k))
 				ft_off_return_tail(o, t, k, addr[i]);
 			else if (ft_off_weight_offloaded(o, k, addr[i]))
-				nt = touch(o, touched, moves, needs, nt, t, 0, FT_SL_ALL, 0);
+				nt = touch(o, touched, moves, needs, nt, t, 0, FT_SL_ALL(FT_SLW_EXTENT), 0);
 			continue;
 		}
 		/* a weight that stayed on the GPU whole (a small one in a
@@ -840,7 +841,7 @@ static void serve(struct ft_offload *o, CUstream s, const int *touched,
 		if (o->t[t].block >= 0) {
 			if (enter)
 				ft_off_record(o, e->ws, s);
-			ensure(o, t, s, &needs[k]);
+			ensure(o, t, s, &needs[k], kernel);
 			if (enter) {
 				ft_off_record(o, e->we, s);
 				e->waited = 1;
@@ -1030,7 +1031,7 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 		const struct ft_off_weight *w = &o->w[k];
 		if (w->trap < o->ntraps && o->t[w->trap].block >= 0 &&
 		    ft_off_live(&o->t[w->trap], src, src + sbytes))
-			ensure(o, (int)w->trap, s, NULL);
+			ensure(o, (int)w->trap, s, NULL, NULL);
 	}
 	pthread_mutex_unlock(&o->lock);
 }

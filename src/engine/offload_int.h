@@ -102,12 +102,23 @@ struct ft_off_wsl {
 };
 #define FT_OFF_NEED 8
 struct ft_off_need {
-	int all;
+	int all;                            /* every slice: why (enum ft_sl_why); 0 not */
 	uint32_t n;
 	uint32_t first[FT_OFF_NEED], count[FT_OFF_NEED];
 };
 #define FT_SL_DENSE (-1) /* a weight that is not sliced: the dense part */
-#define FT_SL_ALL (-2)   /* every slice of the trap */
+/* Why a launch loads every slice of a trap (said at the first loads). */
+enum ft_sl_why {
+	FT_SLW_START = 1,   /* a reference at no slice's start */
+	FT_SLW_LAYOUT,      /* a kernel of unknown layout, or a capture */
+	FT_SLW_UNLEARNT,    /* a word not seen reading one slice at a time */
+	FT_SLW_EXTENT,      /* a reference past the views discovery saw */
+	FT_SLW_MANY,        /* more slice ranges than a launch keeps */
+	FT_SLW_COPY,        /* a copy reads the trap */
+	FT_SLW_IGNORED,     /* a reference judged stale or roaming, off a slice's start */
+	FT_SLW_N
+};
+#define FT_SL_ALL(why) (-1 - (int)(why)) /* every slice of the trap */
 
 struct ft_off_block {
 	uint32_t nchunks;
@@ -193,6 +204,7 @@ struct ft_offload {
 					       than the copy it saves */
 	int zauto;                          /* FT_TRANSFER_COMPRESSION=auto */
 	uint32_t zsliced;                   /* traps kept raw: paged per expert */
+	uint32_t slw_said[FT_SLW_N];        /* whole slice loads said, per why */
 	uint64_t zenc_ns, zenc_bytes;       /* the encoder's time and input at staging */
 	uint32_t zgpu;                      /* traps coded by the GPU encoder */
 	double zpred_ms, zpred_raw_ms;      /* by the curves: the coded traps' loads a
@@ -405,16 +417,17 @@ int ft_off_disk_promote(struct ft_offload *o, int t);
  * staging: traps that load whole anyway (coded, NVMe, strategy mode) give
  * theirs up; said.  Freed.  The slices a reference at a into weight k
  * (from word words[i] of kern; NULL: unknown) reads: the first, and
- * *count of them, or FT_SL_ALL (every slice of its trap); FT_SL_DENSE
+ * *count of them, or FT_SL_ALL(why) (every slice of its trap); FT_SL_DENSE
  * when k is not sliced.  The reference is remembered: a word that refers
  * to two slices of k from one stream in one epoch (o->slice_epoch) reads
  * one at a time.  The slices a reference at a into weight k would read if
  * it read (a reference judged stale): the one beginning there, else
- * FT_SL_ALL (nothing learnt).  Whether x's block holds what n names.  Added to a launch's
- * needs of trap t (FT_SL_ALL: all).  A load's dense part into the block
+ * FT_SL_ALL(why) (nothing learnt).  Whether x's block holds what n names.  Added to a launch's
+ * needs of trap t (FT_SL_ALL(why): all).  A load's dense part into the block
  * (no slice in it any more): bytes copied.  Every slice of t in its block
  * (a whole load).  Whether all are.  The slices n names that are not in
- * the block yet copied on cs: bytes copied (counted). */
+ * the block yet copied on cs for by (a kernel's name, or a copy): bytes
+ * copied (counted; the first loads of every slice said, with why). */
 int ft_off_slices_init(struct ft_offload *o);
 void ft_off_slices_staged(struct ft_offload *o);
 void ft_off_slices_release(struct ft_offload *o);
@@ -428,7 +441,7 @@ size_t ft_off_load_dense(struct ft_offload *o, int t, CUstream cs);
 void ft_off_slices_in(struct ft_offload *o, int t);
 int ft_off_slices_whole(const struct ft_off_trap *x);
 size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need *n,
-			  CUstream cs);
+			  CUstream cs, const char *by);
 
 /* Timing (offload_timing.c).  Trap t's events where the executor works
  * now: the timed capture's, else the eager passes'. */

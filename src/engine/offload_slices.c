@@ -134,7 +134,7 @@ int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *cou
 		return FT_SL_DENSE;
 	uint32_t i = slice_from(o, w, a, k);
 	*count = 1;
-	return i < w->n ? (int)(w->first + i) : FT_SL_ALL;
+	return i < w->n ? (int)(w->first + i) : FT_SL_ALL(FT_SLW_START);
 }
 
 int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
@@ -148,8 +148,10 @@ int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
 	 * kernel handed a slice may read others through device memory (a
 	 * grouped GEMM's pointer array), also those of a weight beside it in
 	 * the trap (one stacked tensor that discovery split in two) */
-	if (lo == w->n || !kern || !words || o->cap_id)
-		return FT_SL_ALL;
+	if (lo == w->n)
+		return FT_SL_ALL(FT_SLW_START);
+	if (!kern || !words || o->cap_id)
+		return FT_SL_ALL(FT_SLW_LAYOUT);
 	/* a loop over routed experts refers to two slices of this tensor
 	 * through one word, from one stream, with no whole weight read in
 	 * between (the layer's own work); a kernel handed one expert that
@@ -164,7 +166,7 @@ int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
 	w->slice = lo;
 	w->epoch = o->slice_epoch;
 	if (!ft_kernel_slicer(kern, words[i], 0))
-		return FT_SL_ALL;
+		return FT_SL_ALL(FT_SLW_UNLEARNT);
 	*count = 1;
 	return (int)(w->first + lo);
 }
@@ -174,8 +176,8 @@ void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, i
 {
 	if (first == FT_SL_DENSE || n->all || !o->t[t].nsl)
 		return;
-	if (first == FT_SL_ALL || n->n == FT_OFF_NEED) {
-		n->all = 1;
+	if (first < FT_SL_DENSE || n->n == FT_OFF_NEED) {
+		n->all = first < FT_SL_DENSE ? -1 - first : FT_SLW_MANY;
 		return;
 	}
 	for (uint32_t i = 0; i < n->n; i++)
@@ -249,7 +251,29 @@ int ft_off_slices_whole(const struct ft_off_trap *x)
 	return 1;
 }
 
-size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need *n, CUstream cs)
+/* The first loads of every slice of a trap, said with why: where a decode
+ * step moves more than its routed experts, the cause is in the log. */
+static void say_all(struct ft_offload *o, int t, const struct ft_off_need *n, size_t moved,
+		    const char *by)
+{
+	static const char *const why[FT_SLW_N] = {
+		[FT_SLW_START] = "it refers to no slice's start",
+		[FT_SLW_LAYOUT] = "its parameters' layout is not known, or it is captured",
+		[FT_SLW_UNLEARNT] = "its word was not seen reading one slice at a time yet",
+		[FT_SLW_EXTENT] = "it refers past the views discovery saw in the weight",
+		[FT_SLW_MANY] = "it reads more slice ranges than a launch keeps",
+		[FT_SLW_COPY] = "a copy reads the trap",
+		[FT_SLW_IGNORED] = "a reference it carries, judged stale or roaming, is at no "
+				   "slice's start (it is read as if it were not ignored)",
+	};
+	int w = n->all > 0 && n->all < FT_SLW_N ? n->all : FT_SLW_START;
+	if (o->slw_said[w]++ < 3)
+		ft_info("FT_EXPERT_PAGING: every slice of trap %d loaded (%.1f MiB) for %.80s: %s",
+			t, (double)moved / 1048576.0, by ? by : "a copy", why[w]);
+}
+
+size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need *n, CUstream cs,
+			  const char *by)
 {
 	struct ft_off_trap *x = &o->t[t];
 	size_t moved = 0;
@@ -267,6 +291,8 @@ size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need 
 		if (count > 1 && copies > before)
 			FT_STAT_INC(o->stats, offload_slice_wholes);
 	}
+	if (n->all && copies > 1)
+		say_all(o, t, n, moved, by);
 	FT_STAT_ADD(o->stats, offload_slice_copies, copies);
 	FT_STAT_ADD(o->stats, offload_slice_bytes, moved);
 	FT_STAT_ADD(o->stats, offload_copy_bytes, moved);
