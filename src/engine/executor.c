@@ -754,10 +754,20 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 			 * views, where discovery saw the data choose views
 			 * into the weight (a token's row, a routed expert),
 			 * it is one: read as the weight is, below */
-			if (ft_off_foreign(o, addr[i], k))
+			if (ft_off_foreign(o, addr[i], k)) {
 				ft_off_return_tail(o, t, k, addr[i]);
-			else if (ft_off_weight_offloaded(o, k, addr[i]))
-				nt = touch(o, touched, moves, needs, nt, t, 0, FT_SL_ALL(FT_SLW_EXTENT), 0);
+			} else if (ft_off_weight_offloaded(o, k, addr[i])) {
+				/* (a weight that is not sliced is in its trap's dense
+				 * part, which every load of the trap copies: its view
+				 * needs no slice) */
+				uint32_t count = 0;
+				int first = ft_off_slice_of(o, k, addr[i], &count) == FT_SL_DENSE
+						    ? FT_SL_DENSE : FT_SL_ALL(FT_SLW_EXTENT);
+				if (first != FT_SL_DENSE)
+					ft_off_slice_said(o, k, addr[i], FT_SLW_EXTENT, kern,
+							  words ? words[i] : 0, s);
+				nt = touch(o, touched, moves, needs, nt, t, 0, first, 0);
+			}
 			continue;
 		}
 		/* a weight that stayed on the GPU whole (a small one in a

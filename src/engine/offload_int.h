@@ -205,6 +205,7 @@ struct ft_offload {
 	int zauto;                          /* FT_TRANSFER_COMPRESSION=auto */
 	uint32_t zsliced;                   /* traps kept raw: paged per expert */
 	uint32_t slw_said[FT_SLW_N];        /* whole slice loads said, per why */
+	uint32_t slw_refs[FT_SLW_N];        /* their references said, per why */
 	uint64_t zenc_ns, zenc_bytes;       /* the encoder's time and input at staging */
 	uint32_t zgpu;                      /* traps coded by the GPU encoder */
 	double zpred_ms, zpred_raw_ms;      /* by the curves: the coded traps' loads a
@@ -437,6 +438,11 @@ int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *cou
 int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n);
 void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
 		     uint32_t count);
+/* Says (the first three of each why) where a reference at a into sliced
+ * weight k of kernel kern (NULL: unknown) that needs every slice points,
+ * and what it was held against. */
+void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why why,
+		       const struct ft_kernel *kern, uint32_t word, CUstream s);
 size_t ft_off_load_dense(struct ft_offload *o, int t, CUstream cs);
 void ft_off_slices_in(struct ft_offload *o, int t);
 int ft_off_slices_whole(const struct ft_off_trap *x);

@@ -117,14 +117,47 @@ void ft_off_slices_release(struct ft_offload *o)
 	o->wsl = NULL;
 }
 
-/* The slice of weight k that begins at a (its index among k's slices),
- * or w->n when none does. */
-static uint32_t slice_from(const struct ft_offload *o, const struct ft_off_wsl *w, uint64_t a,
-			   int k)
+/* The slice of weight k that holds a (its index among k's slices), or
+ * w->n when none does; *at: whether a is its start. */
+static uint32_t slice_in(const struct ft_offload *o, const struct ft_off_wsl *w, uint64_t a,
+			 int k, int *at)
 {
 	const struct ft_off_slice *sl = o->t[o->w[k].trap].sl + w->first;
 	uint32_t i = ft_upper_bound(sl, w->n, sizeof(*sl), offsetof(struct ft_off_slice, lo), a);
-	return i && sl[i - 1].lo == a ? i - 1 : w->n;
+	*at = i && sl[i - 1].lo == a;
+	return i && a < sl[i - 1].hi ? i - 1 : w->n;
+}
+
+/* The slice of weight k that begins at a, or w->n when none does. */
+static uint32_t slice_from(const struct ft_offload *o, const struct ft_off_wsl *w, uint64_t a,
+			   int k)
+{
+	int at;
+	uint32_t i = slice_in(o, w, a, k, &at);
+	return at ? i : w->n;
+}
+
+void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why why,
+		       const struct ft_kernel *kern, uint32_t word, CUstream s)
+{
+	const struct ft_off_weight *w = &o->w[k];
+	const struct ft_off_wsl *l = o->wsl ? &o->wsl[k] : NULL;
+	if (!l || l->first == UINT32_MAX || why >= FT_SLW_N || o->slw_refs[why]++ >= 3)
+		return;
+	const struct ft_off_slice *sl = o->t[w->trap].sl + l->first;
+	uint32_t i = ft_upper_bound(sl, l->n, sizeof(*sl), offsetof(struct ft_off_slice, lo), a);
+	uint64_t below = i ? a - sl[i - 1].lo : 0, above = i < l->n ? sl[i].lo - a : 0;
+	ft_info("FT_EXPERT_PAGING: weight %d (trap %u, %.1f MiB, %u slices, views to +%llu) "
+		"referred to at +%llu (%llu past slice %u's start, %llu before the next) by "
+		"%.80s word %u%s%s%s%s", k, w->trap, (double)(w->hi - w->lo) / 1048576.0, l->n,
+		(unsigned long long)(w->views > w->lo ? w->views - w->lo : 0),
+		(unsigned long long)(a - w->lo), (unsigned long long)below, i ? i - 1 : 0,
+		(unsigned long long)above, kern ? kern->name : "?", word,
+		why != FT_SLW_UNLEARNT ? "" : l->kid != (kern ? kern->id : 0) ? "; another kernel before"
+		: l->word != word ? "; another word before" : "",
+		why == FT_SLW_UNLEARNT && l->stream != s ? "; another stream before" : "",
+		why == FT_SLW_UNLEARNT && l->epoch != o->slice_epoch ? "; a whole weight read since" : "",
+		why == FT_SLW_UNLEARNT && l->slice == i - 1 ? "; the same slice before" : "");
 }
 
 int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count)
@@ -143,23 +176,39 @@ int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
 	struct ft_off_wsl *w = o->wsl ? &o->wsl[k] : NULL;
 	if (!w || w->first == UINT32_MAX)
 		return FT_SL_DENSE;
-	uint32_t lo = slice_from(o, w, a, k);
+	int at;
+	uint32_t lo = slice_in(o, w, a, k, &at);
 	/* every slice of the trap, unless the reference can read one only: a
 	 * kernel handed a slice may read others through device memory (a
 	 * grouped GEMM's pointer array), also those of a weight beside it in
 	 * the trap (one stacked tensor that discovery split in two) */
-	if (lo == w->n)
-		return FT_SL_ALL(FT_SLW_START);
 	if (!kern || !words || o->cap_id)
-		return FT_SL_ALL(FT_SLW_LAYOUT);
+		return lo == w->n || !at ? FT_SL_ALL(FT_SLW_START) : FT_SL_ALL(FT_SLW_LAYOUT);
+	/* inside a slice, not at its start: an expert that discovery's
+	 * passes never routed to, whose start it did not see (on the H100 a
+	 * Mixtral's decode steps loaded the whole of five of seven stacked
+	 * tensors a step for them).  A word known to read one slice at a time
+	 * reads that expert; no view crosses a start discovery saw (the next
+	 * expert's), so it reads within the slice that holds it */
+	if (!at) {
+		if (lo < w->n && ft_kernel_slicer(kern, words[i], 0)) {
+			*count = 1;
+			return (int)(w->first + lo);
+		}
+		ft_off_slice_said(o, k, a, FT_SLW_START, kern, words[i], s);
+		return FT_SL_ALL(FT_SLW_START);
+	}
 	/* a loop over routed experts refers to two slices of this tensor
 	 * through one word, from one stream, with no whole weight read in
 	 * between (the layer's own work); a kernel handed one expert that
 	 * reads the others through device memory refers to one a layer, and
 	 * other layers' weights come between */
+	int learnt = ft_kernel_slicer(kern, words[i], 0);
 	if (w->kid == kern->id && w->word == words[i] && w->stream == s &&
 	    w->epoch == o->slice_epoch && w->slice != lo)
 		ft_kernel_slicer(kern, words[i], 1);
+	else if (!learnt && w->kid)
+		ft_off_slice_said(o, k, a, FT_SLW_UNLEARNT, kern, words[i], s);
 	w->kid = kern->id;
 	w->word = words[i];
 	w->stream = s;

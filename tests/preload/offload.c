@@ -138,6 +138,7 @@ static int experts;     /* experts: two of EXPERTS, each its own allocation, rea
 static CUdeviceptr ex[EXPERTS];
 static int stacked;     /* stacked: two of EXPERTS slices of one allocation, per forward */
 static CUdeviceptr xs;
+static int hidden = -1; /* stacked: an expert not routed to before step 16 */
 static int moe;         /* moe: two of EXPERTS experts of two stacked tensors, in turn */
 static CUdeviceptr mup, mdown;
 
@@ -218,6 +219,10 @@ static void forward(int step)
 			 * weight begins at the lowest slice read, and a slice
 			 * read lower later would move it once more) */
 			unsigned e = ((unsigned)step * 5u + (i ? 7u : 0u)) % EXPERTS;
+			/* OFFLOAD_HIDDEN_EXPERT: that expert is not routed to
+			 * before step 16 (discovery never sees its start) */
+			if (hidden >= 0 && e == (unsigned)hidden && step < 16)
+				e = (e + 1) % EXPERTS;
 			vec_add(h, xs + (CUdeviceptr)e * N * sizeof(float), h);
 		}
 		for (int i = 0; moe && l == 1 && i < 2; i++) {
@@ -504,6 +509,8 @@ int main(int argc, char **argv)
 	grouped = argc > 2 && !strcmp(argv[2], "grouped");
 	experts = argc > 2 && !strcmp(argv[2], "experts");
 	stacked = argc > 2 && !strcmp(argv[2], "stacked");
+	if (getenv("OFFLOAD_HIDDEN_EXPERT"))
+		hidden = atoi(getenv("OFFLOAD_HIDDEN_EXPERT"));
 	moe = argc > 2 && !strcmp(argv[2], "moe");
 	roam = argc > 2 && !strcmp(argv[2], "roam");
 	built = argc > 2 && !strcmp(argv[2], "built");

@@ -64,7 +64,8 @@
 # nvme-cufile-none); a stacked expert tensor read through routed
 # experts' slices is paged per slice, in each block mode and under
 # FT_VERIFY, with fewer bytes a slice copy than whole (stacked, stacked-raw,
-# stacked-verify); two stacked tensors whose reads interleave are one
+# stacked-verify), also for an expert discovery never saw routed
+# (stacked-hidden); two stacked tensors whose reads interleave are one
 # trap, paged per slice (moe).
 # usage: offload_case.sh <libflextensor.so> <offload> <case>   (KEEP=1: its
 # temporary directory, logs and traces are kept)
@@ -1066,6 +1067,22 @@ stacked | stacked-raw | stacked-verify)
 	echo "$case: $a bytes a slice copy of $b ($(stat "$case" offload_slice_copies) slices," \
 		"$(stat "$case" offload_slice_wholes) whole); bytes copied $(stat "$case" offload_copy_bytes)," \
 		"$(stat whole offload_copy_bytes) with whole traps"
+	;;
+stacked-hidden)
+	# an expert that no forward routes to before step 16 (discovery never
+	# sees its start: the slice before it runs on to the next expert's):
+	# read at step 21 from the word that reads one slice at a time, it is
+	# copied with the slice that holds it, not with every slice of the
+	# tensor, and the outputs are the plain ones
+	plain plain-hidden stacked OFFLOAD_HIDDEN_EXPERT=3
+	run "$case" stacked OFFLOAD_HIDDEN_EXPERT=3
+	same plain-hidden "$case"
+	is "$case" offload_slice_copies -gt 0
+	is "$case" verify_failures -eq 0
+	nologs "$case" "every slice of trap [0-9]* loaded .*refers to no slice's start"
+	run hidden-verify stacked OFFLOAD_HIDDEN_EXPERT=3 FT_VERIFY=1
+	same plain-hidden hidden-verify
+	is hidden-verify verify_failures -eq 0
 	;;
 moe)
 	# a loop over two routed experts of two stacked tensors, an expert's
