@@ -112,7 +112,7 @@ void ft_z_code(const uint16_t *v, uint32_t n, const struct ft_z_meta *c, unsigne
 		lut[c->table[k]] = (uint8_t)k;
 	memcpy(out, c->table, 16);
 	unsigned char *codes = out + 16, *rest = codes + n / 2, *high = rest + n;
-	/* 16-aligned: n % 32 == 0 */
+	/* 4-aligned (16-aligned for bf16): n % 32 == 0 */
 	uint32_t *esc = (uint32_t *)(void *)(high + (fp16 ? (size_t)n / 8 * 3 : 0));
 	uint32_t e = 0;
 	/* eight words a step: one 32-bit store of their codes, one 64-bit

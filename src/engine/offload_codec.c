@@ -297,11 +297,14 @@ out:
 		o->zenc_ns += ft_off_now_ns() - t0 - pin; /* (the pinning: the store's, coded or not) */
 		o->zenc_bytes += bytes;
 	}
+	if (rc < 0 && dm)
+		r->cuStreamSynchronize(o->decode); /* no pass or copy still at the memory below */
 	if (rc < 0 && x->zdesc) {
 		r->cuMemFree_v2(x->zdesc);
 		x->zdesc = 0;
 	}
 	if (z.data) {
+		x->dhost = 0; /* (the image's device mapping, for the copy kernel) */
 		if (registered && !o->pageable)
 			r->cuMemHostUnregister(z.data);
 		ft_off_store_free(o, x, z.data);

@@ -94,6 +94,7 @@ struct ft_off_slice {
 };
 struct ft_off_wsl {
 	uint32_t first, n;
+	uint64_t stride;                    /* the gcd of its slices' offsets */
 	/* the last reference to one of its slices' starts: kernel, word,
 	 * stream, slice, and the epoch it was in (ft_off_slice_at) */
 	uint64_t kid, epoch;
@@ -435,6 +436,8 @@ void ft_off_slices_release(struct ft_offload *o);
 int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
 		    struct ft_kernel *kern, const uint16_t *words, unsigned i, uint32_t *count);
 int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count);
+/* Whether the weight after k (in address order) is in k's trap and sliced. */
+int ft_off_sliced_after(const struct ft_offload *o, int k);
 int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n);
 void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
 		     uint32_t count);

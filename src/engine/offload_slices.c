@@ -50,12 +50,16 @@ int ft_off_slices_init(struct ft_offload *o)
 		if (!sl)
 			return -1;
 		x->sl = sl;
+		uint64_t g = 0;
 		for (uint32_t i = 0; i < n; i++) {
 			uint64_t lo = i ? w->lo + w->slices[i - 1] : w->lo;
 			uint64_t hi = i + 1 < n ? w->lo + w->slices[i] : w->hi;
 			sl[x->nsl + i] = (struct ft_off_slice){ lo, hi < lo ? lo : hi };
+			for (uint64_t b = lo - w->lo, r; b; g = b, b = r)
+				r = g % b;
 		}
-		o->wsl[k] = (struct ft_off_wsl){ .first = x->nsl, .n = n, .kid = UINT64_MAX };
+		o->wsl[k] = (struct ft_off_wsl){ .first = x->nsl, .n = n, .stride = g,
+						 .kid = UINT64_MAX };
 		x->nsl += n;
 	}
 	for (uint32_t t = 0; t < o->ntraps; t++) {
@@ -160,6 +164,12 @@ void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why w
 		why == FT_SLW_UNLEARNT && l->slice == i - 1 ? "; the same slice before" : "");
 }
 
+int ft_off_sliced_after(const struct ft_offload *o, int k)
+{
+	return o->wsl && (uint32_t)k + 1 < o->nw && o->w[k + 1].trap == o->w[k].trap &&
+	       o->wsl[k + 1].first != UINT32_MAX;
+}
+
 int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count)
 {
 	const struct ft_off_wsl *w = o->wsl ? &o->wsl[k] : NULL;
@@ -182,16 +192,19 @@ int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
 	 * kernel handed a slice may read others through device memory (a
 	 * grouped GEMM's pointer array), also those of a weight beside it in
 	 * the trap (one stacked tensor that discovery split in two) */
-	if (!kern || !words || o->cap_id)
+	if (!kern || !words || o->cap_id || lo == w->n)
 		return lo == w->n || !at ? FT_SL_ALL(FT_SLW_START) : FT_SL_ALL(FT_SLW_LAYOUT);
-	/* inside a slice, not at its start: an expert that discovery's
-	 * passes never routed to, whose start it did not see (on the H100 a
-	 * Mixtral's decode steps loaded the whole of five of seven stacked
-	 * tensors a step for them).  A word known to read one slice at a time
-	 * reads that expert; no view crosses a start discovery saw (the next
-	 * expert's), so it reads within the slice that holds it */
+	/* inside a slice, not at its start, on the slices' stride (the gcd of
+	 * their offsets): an expert that discovery's passes never routed to,
+	 * whose start it did not see (on the H100 a Mixtral's decode steps
+	 * loaded the whole of five of seven stacked tensors a step for them).
+	 * A word known to read one slice at a time reads that expert; no view
+	 * crosses a start discovery saw (the next expert's), so it reads
+	 * within the slice that holds it.  Off the stride (a row, a tile of an
+	 * expert, which may read on past the slice), every slice */
 	if (!at) {
-		if (lo < w->n && ft_kernel_slicer(kern, words[i], 0)) {
+		if (w->stride && (a - o->w[k].lo) % w->stride == 0 &&
+		    ft_kernel_slicer(kern, words[i], 0)) {
 			*count = 1;
 			return (int)(w->first + lo);
 		}

@@ -330,8 +330,11 @@ int main(int argc, char **argv)
 	printf("| data | bytes | ratio | coded chunks | bit-exact (whole, staged) | GPU encoder's image "
 	       "= host's |\n|---|---|---|---|---|---|\n");
 	int bad = 0;
-	for (int c = 0; c < CD_NCLASSES; c++)
-		bad |= check((enum codec_class)c, 40u * FT_Z_VALS + 4096 + 32);
+	/* 40 chunks and a short one; a chunk of 32 words; one of 2080 */
+	static const size_t sizes[] = { 40u * FT_Z_VALS + 4096 + 32, 32, 2080 };
+	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+		for (int c = 0; c < CD_NCLASSES; c++)
+			bad |= check((enum codec_class)c, sizes[k]);
 	printf("\n| data | MiB | ratio | encode GB/s (all CPUs) | encode GB/s (GPU, to pinned host) | "
 	       "decode GB/s (raw out) | raw H2D GB/s | raw H2D ms | coded H2D + decode ms | "
 	       "effective speed-up | decoder busy | bit-exact |\n"

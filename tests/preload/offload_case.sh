@@ -1071,7 +1071,7 @@ stacked | stacked-raw | stacked-verify)
 stacked-hidden)
 	# an expert that no forward routes to before step 16 (discovery never
 	# sees its start: the slice before it runs on to the next expert's):
-	# read at step 21 from the word that reads one slice at a time, it is
+	# read at step 23 from the word that reads one slice at a time, it is
 	# copied with the slice that holds it, not with every slice of the
 	# tensor, and the outputs are the plain ones
 	plain plain-hidden stacked OFFLOAD_HIDDEN_EXPERT=3
