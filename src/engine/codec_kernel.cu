@@ -94,6 +94,16 @@ ft_z_decode(const unsigned char *src, unsigned long long bias, const unsigned lo
  * src: the raw words of the launch's first chunk; meta: its meta; nvals:
  * 16-bit words from src to the end of the run (a multiple of 32).
  */
+/* The largest of the warp's keys, on every lane. */
+static __device__ unsigned long long warp_max(unsigned long long key)
+{
+	for (int o = 16; o; o >>= 1) {
+		unsigned long long k2 = __shfl_xor_sync(0xffffffffu, key, o);
+		key = k2 > key ? k2 : key;
+	}
+	return key;
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 ft_z_analyse(const unsigned short *src, unsigned *meta, unsigned long long nvals,
 	     unsigned nchunks)
@@ -134,11 +144,7 @@ ft_z_analyse(const unsigned short *src, unsigned *meta, unsigned long long nvals
 				bi = b;
 			}
 		/* the highest count, then the lowest exponent */
-		unsigned long long key = (unsigned long long)best << 32 | (255u - bi);
-		for (int o = 16; o; o >>= 1) {
-			unsigned long long k2 = __shfl_xor_sync(0xffffffffu, key, o);
-			key = k2 > key ? k2 : key;
-		}
+		unsigned long long key = warp_max((unsigned long long)best << 32 | (255u - bi));
 		if (!(key >> 32))
 			break;
 		unsigned e = 255u - (unsigned)(key & 255u);
@@ -149,11 +155,7 @@ ft_z_analyse(const unsigned short *src, unsigned *meta, unsigned long long nvals
 		__syncwarp();
 	}
 	for (; nused16 < 15; nused16++) {
-		unsigned long long key = (unsigned long long)c16 << 32 | (31u - lane);
-		for (int o = 16; o; o >>= 1) {
-			unsigned long long k2 = __shfl_xor_sync(0xffffffffu, key, o);
-			key = k2 > key ? k2 : key;
-		}
+		unsigned long long key = warp_max((unsigned long long)c16 << 32 | (31u - lane));
 		if (!(key >> 32))
 			break;
 		unsigned e = 31u - (unsigned)(key & 31u);
