@@ -934,6 +934,8 @@ static CUresult do_launch(CUfunction f, CUstream s, void **params, void **extra)
 	unsigned char buf[4096] = { 0 };
 	if (!k)
 		return CUDA_ERROR_INVALID_HANDLE;
+	if (!strcmp(k->name, "ft_z_code"))
+		INJECT("ft_z_code"); /* FAKE_FAIL=ft_z_code:n: its n-th launch refused */
 	CUresult rc = pack(k, params, extra, buf);
 	if (rc != CUDA_SUCCESS)
 		return rc;

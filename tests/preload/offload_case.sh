@@ -241,6 +241,16 @@ zip-allocation_block_transfer | zip-raw_block_transfer)
 	logs cpu "FT_TRANSFER_COMPRESSION: [0-9]* of the offloaded traps coded (0 on the GPU, [1-9][0-9]* on the host's CPUs)"
 	[ "$(stat cpu offload_store_bytes)" = "$(stat "$case" offload_store_bytes)" ] ||
 		no "$case: the host encoder's store holds $(stat cpu offload_store_bytes) bytes, the GPU's $(stat "$case" offload_store_bytes)"
+	# the GPU encoder failing halfway through a trap (the driver refuses
+	# the second trap's coding pass, its image pinned and its descriptors
+	# on the GPU): that trap is coded on the host instead, the same
+	# outputs and store
+	run half "" FT_TRANSFER_MODE="${case#zip-}" FT_TRANSFER_COMPRESSION=always \
+		FAKE_FAIL=ft_z_code:2
+	same plain half
+	logs half "FT_TRANSFER_COMPRESSION: [0-9]* of the offloaded traps coded ([1-9][0-9]* on the GPU, 1 on the host's CPUs)"
+	[ "$(stat half offload_store_bytes)" = "$(stat "$case" offload_store_bytes)" ] ||
+		no "$case: after the GPU encoder failed, the store holds $(stat half offload_store_bytes) bytes, $(stat "$case" offload_store_bytes) without"
 	;;
 zip-auto)
 	# FT_TRANSFER_COMPRESSION=auto codes a trap only where its coded load
