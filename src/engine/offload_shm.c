@@ -471,8 +471,16 @@ unsigned char *ft_off_store_alloc(struct ft_offload *o, struct ft_off_trap *x, s
 			"full? a tmpfs holds at most its size): the rest of this process's store is "
 			"private and the segment is not shared", n >> 20, o->shm.path);
 	}
+	/* in huge pages where the kernel gives them, as the host encoder's
+	 * images are: the store is touched (or pinned) whole right away, and
+	 * first touches of 2 MiB pages cost less than of 4 KiB ones */
 	void *p;
-	return posix_memalign(&p, 4096, n) ? NULL : p;
+	int huge = n >= (8u << 20);
+	if (posix_memalign(&p, huge ? 2u << 20 : 4096, n))
+		return NULL;
+	if (huge)
+		madvise(p, n, MADV_HUGEPAGE);
+	return p;
 }
 
 void ft_off_store_free(struct ft_offload *o, struct ft_off_trap *x, void *p)
