@@ -1,6 +1,7 @@
 /* Binary search over arrays sorted by a uint64_t member (the engine's
  * tables: weights by address, VMM allocations by base; learning's weights
- * by allocation), and the qsort order of plain uint64_t arrays. */
+ * by allocation), the qsort order of plain uint64_t arrays, and the
+ * greatest common divisor of offsets (slices' strides). */
 #ifndef FT_SEARCH_H
 #define FT_SEARCH_H
 
@@ -33,6 +34,17 @@ static inline int ft_cmp_u64(const void *a, const void *b)
 	memcpy(&x, a, sizeof(x));
 	memcpy(&y, b, sizeof(y));
 	return x < y ? -1 : x > y;
+}
+
+/* The greatest common divisor of a and b (gcd(0, b) = b). */
+static inline uint64_t ft_gcd64(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t r = a % b;
+		a = b;
+		b = r;
+	}
+	return a;
 }
 
 #endif

@@ -758,13 +758,9 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 				ft_off_return_tail(o, t, k, addr[i]);
 			} else if (ft_off_weight_offloaded(o, k, addr[i])) {
 				/* (a weight that is not sliced is in its trap's dense
-				 * part, which every load of the trap copies: its view
-				 * needs no slice, unless a sliced weight follows it in
-				 * the trap, into which it might read on) */
-				uint32_t count = 0;
-				int first = ft_off_slice_of(o, k, addr[i], &count) == FT_SL_DENSE &&
-							    !ft_off_sliced_after(o, k)
-						    ? FT_SL_DENSE : FT_SL_ALL(FT_SLW_EXTENT);
+				 * part, which every load of the trap copies) */
+				int first = ft_off_dense_view(o, k) ? FT_SL_DENSE
+								   : FT_SL_ALL(FT_SLW_EXTENT);
 				if (first != FT_SL_DENSE)
 					ft_off_slice_said(o, k, addr[i], FT_SLW_EXTENT, kern,
 							  words ? words[i] : 0, s);

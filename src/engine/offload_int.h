@@ -436,8 +436,10 @@ void ft_off_slices_release(struct ft_offload *o);
 int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
 		    struct ft_kernel *kern, const uint16_t *words, unsigned i, uint32_t *count);
 int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count);
-/* Whether the weight after k (in address order) is in k's trap and sliced. */
-int ft_off_sliced_after(const struct ft_offload *o, int k);
+/* Whether a view into weight k reads its trap's dense part only: k is not
+ * sliced, nor is the weight after it (in address order) in its trap, into
+ * which the view might read on. */
+int ft_off_dense_view(const struct ft_offload *o, int k);
 int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n);
 void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
 		     uint32_t count);

@@ -55,8 +55,7 @@ int ft_off_slices_init(struct ft_offload *o)
 			uint64_t lo = i ? w->lo + w->slices[i - 1] : w->lo;
 			uint64_t hi = i + 1 < n ? w->lo + w->slices[i] : w->hi;
 			sl[x->nsl + i] = (struct ft_off_slice){ lo, hi < lo ? lo : hi };
-			for (uint64_t b = lo - w->lo, r; b; g = b, b = r)
-				r = g % b;
+			g = ft_gcd64(g, lo - w->lo);
 		}
 		o->wsl[k] = (struct ft_off_wsl){ .first = x->nsl, .n = n, .stride = g,
 						 .kid = UINT64_MAX };
@@ -121,13 +120,24 @@ void ft_off_slices_release(struct ft_offload *o)
 	o->wsl = NULL;
 }
 
+/* Weight k's slices (w's), and the index of the first that begins after
+ * a (w->n when none does). */
+static const struct ft_off_slice *slices_after(const struct ft_offload *o,
+					       const struct ft_off_wsl *w, int k, uint64_t a,
+					       uint32_t *i)
+{
+	const struct ft_off_slice *sl = o->t[o->w[k].trap].sl + w->first;
+	*i = ft_upper_bound(sl, w->n, sizeof(*sl), offsetof(struct ft_off_slice, lo), a);
+	return sl;
+}
+
 /* The slice of weight k that holds a (its index among k's slices), or
  * w->n when none does; *at: whether a is its start. */
 static uint32_t slice_in(const struct ft_offload *o, const struct ft_off_wsl *w, uint64_t a,
 			 int k, int *at)
 {
-	const struct ft_off_slice *sl = o->t[o->w[k].trap].sl + w->first;
-	uint32_t i = ft_upper_bound(sl, w->n, sizeof(*sl), offsetof(struct ft_off_slice, lo), a);
+	uint32_t i;
+	const struct ft_off_slice *sl = slices_after(o, w, k, a, &i);
 	*at = i && sl[i - 1].lo == a;
 	return i && a < sl[i - 1].hi ? i - 1 : w->n;
 }
@@ -148,8 +158,8 @@ void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why w
 	const struct ft_off_wsl *l = o->wsl ? &o->wsl[k] : NULL;
 	if (!l || l->first == UINT32_MAX || why >= FT_SLW_N || o->slw_refs[why]++ >= 3)
 		return;
-	const struct ft_off_slice *sl = o->t[w->trap].sl + l->first;
-	uint32_t i = ft_upper_bound(sl, l->n, sizeof(*sl), offsetof(struct ft_off_slice, lo), a);
+	uint32_t i;
+	const struct ft_off_slice *sl = slices_after(o, l, k, a, &i);
 	uint64_t below = i ? a - sl[i - 1].lo : 0, above = i < l->n ? sl[i].lo - a : 0;
 	ft_info("FT_EXPERT_PAGING: weight %d (trap %u, %.1f MiB, %u slices, views to +%llu) "
 		"referred to at +%llu (%llu past slice %u's start, %llu before the next) by "
@@ -164,10 +174,16 @@ void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why w
 		why == FT_SLW_UNLEARNT && l->slice == i - 1 ? "; the same slice before" : "");
 }
 
-int ft_off_sliced_after(const struct ft_offload *o, int k)
+/* Whether weight k is paged per slice. */
+static int sliced(const struct ft_offload *o, uint32_t k)
 {
-	return o->wsl && (uint32_t)k + 1 < o->nw && o->w[k + 1].trap == o->w[k].trap &&
-	       o->wsl[k + 1].first != UINT32_MAX;
+	return o->wsl && o->wsl[k].first != UINT32_MAX;
+}
+
+int ft_off_dense_view(const struct ft_offload *o, int k)
+{
+	uint32_t n = (uint32_t)k + 1;
+	return !sliced(o, n - 1) && !(n < o->nw && o->w[n].trap == o->w[k].trap && sliced(o, n));
 }
 
 int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count)

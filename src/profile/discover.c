@@ -1,6 +1,7 @@
 /* Weight identification (include/ft/discover.h). */
 #include "ft/discover.h"
 #include "discover_int.h"
+#include "ft/search.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -392,16 +393,6 @@ uint64_t ft_disc_views_in(const struct ft_discover *d, uint32_t i, uint64_t end)
 	return v < end ? v : end;
 }
 
-static uint64_t gcd64(uint64_t a, uint64_t b)
-{
-	while (b) {
-		uint64_t r = a % b;
-		a = b;
-		b = r;
-	}
-	return a;
-}
-
 /* The views inside region i's first extent bytes that start slices (into
  * out[0..cap), ascending), how many, and the gcd of their offsets (*g);
  * -1 when a region inside is something else. */
@@ -423,7 +414,7 @@ static int32_t slice_views(const struct ft_discover *d, uint32_t i, uint64_t ext
 			return -1;
 		/* one read every pass inside is an expert the router always
 		 * picks (experts_read_every_pass made it a part) */
-		*g = gcd64(*g, off);
+		*g = ft_gcd64(*g, off);
 		some += (v->touched & all) != all;
 	}
 	if (some < 2) /* the data chose no views */
@@ -532,7 +523,7 @@ static void experts_read_every_pass(struct ft_discover *d, uint8_t *part)
 		for (; j < d->n && d->r[j].alloc_id == r->alloc_id; j++)
 			if (part[j] == 1 && (d->r[j].touched & all) && !d->r[j].sums_differ) {
 				uint64_t o = d->r[j].offset; /* (j != i: part[i] is 0) */
-				g = gcd64(g, o > r->offset ? o - r->offset : r->offset - o);
+				g = ft_gcd64(g, o > r->offset ? o - r->offset : r->offset - o);
 				last = last > o ? last : o;
 				views++;
 			}
@@ -667,7 +658,7 @@ void ft_disc_extents(struct ft_discover *d)
 				uint32_t o = d->r[i].owner;
 				nparts[o]++;
 				seen[o] |= d->r[i].touched & all;
-				step[o] = gcd64(step[o], d->r[i].offset - d->r[o].offset);
+				step[o] = ft_gcd64(step[o], d->r[i].offset - d->r[o].offset);
 			}
 		for (uint32_t i = 0; i < d->n; i++) {
 			uint32_t o = d->r[i].owner;
