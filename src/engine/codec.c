@@ -24,12 +24,18 @@ static size_t align16(size_t n)
 	return (n + 15) & ~(size_t)15;
 }
 
+/* Where a coded chunk of n words in mode (bf16, fp16) has its escapes:
+ * after the table, the codes, the rest (or low) bytes and fp16's high
+ * bits (4-aligned, 16-aligned for bf16: n % 32 == 0). */
+static size_t esc_at(uint32_t n, unsigned mode)
+{
+	return 16 + (size_t)n / 2 + n + (mode == FT_Z_FP16 ? (size_t)n / 8 * 3 : 0);
+}
+
 static size_t coded_size(uint32_t n, const struct ft_z_meta *c)
 {
-	size_t esc = (size_t)c->nesc * 4;
-	return c->mode == FT_Z_BF16   ? align16(16 + (size_t)n / 2 + n + esc)
-	       : c->mode == FT_Z_FP16 ? align16(16 + (size_t)n / 2 + n + (size_t)n / 8 * 3 + esc)
-				      : align16((size_t)n * 2);
+	return c->mode == FT_Z_RAW ? align16((size_t)n * 2)
+				   : align16(esc_at(n, c->mode) + (size_t)c->nesc * 4);
 }
 
 /* The (up to) 15 fullest of h's nbins bins, ties to the lower, into
@@ -112,8 +118,7 @@ void ft_z_code(const uint16_t *v, uint32_t n, const struct ft_z_meta *c, unsigne
 		lut[c->table[k]] = (uint8_t)k;
 	memcpy(out, c->table, 16);
 	unsigned char *codes = out + 16, *rest = codes + n / 2, *high = rest + n;
-	/* 4-aligned (16-aligned for bf16): n % 32 == 0 */
-	uint32_t *esc = (uint32_t *)(void *)(high + (fp16 ? (size_t)n / 8 * 3 : 0));
+	uint32_t *esc = (uint32_t *)(void *)(out + esc_at(n, c->mode));
 	uint32_t e = 0;
 	/* eight words a step: one 32-bit store of their codes, one 64-bit
 	 * store of their rest (or low) bytes; escapes (a code of 15) are rare */
@@ -275,7 +280,7 @@ void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out)
 	}
 	int fp16 = FT_Z_MODE(d) == FT_Z_FP16;
 	const unsigned char *table = in, *codes = in + 16, *rest = codes + n / 2, *high = rest + n;
-	const uint32_t *esc = (const uint32_t *)(const void *)(high + (fp16 ? (size_t)n / 8 * 3 : 0));
+	const uint32_t *esc = (const uint32_t *)(const void *)(in + esc_at(n, FT_Z_MODE(d)));
 	uint16_t *o = out;
 	for (uint32_t i = 0; i < n; i++) {
 		unsigned k = (codes[i >> 1] >> ((i & 1) * 4)) & 15, b = rest[i];

@@ -489,9 +489,9 @@ struct bounce {
 static int fill(struct ft_offload *o, uint32_t t, struct bounce *b, char *why, uint32_t len)
 {
 	struct ft_off_trap *x = &o->t[t];
-	int coded = 0, staged = 0; /* staged: the bounce buffer holds the bytes */
+	int coded = 0;
 	size_t bytes = x->nchunks * o->chunk;
-	unsigned char *bounce = NULL;
+	unsigned char *bounce = NULL; /* set: it holds the trap's bytes */
 	/* the checksums of a shared store read it through its device mapping */
 	unsigned flags = o->shm.role ? CU_MEMHOSTREGISTER_DEVICEMAP : 0;
 	if (b && (coded = ft_off_code_gpu(o, (int)t, flags)) > 0)
@@ -503,7 +503,6 @@ static int fill(struct ft_offload *o, uint32_t t, struct bounce *b, char *why, u
 		bounce = b->p;
 		if (read_runs(o, t, bounce, why, len))
 			return -1;
-		staged = 1;
 		coded = ft_off_code_trap(o, (int)t, bounce, bytes, 0);
 		if (coded < 0) {
 			ft_warn_once("out of host memory while coding the store: the traps it could "
@@ -529,7 +528,7 @@ static int fill(struct ft_offload *o, uint32_t t, struct bounce *b, char *why, u
 		     "set FT_PINNED_MEMORY=0 (pageable copies, slower), or a larger "
 		     "FT_MAX_GPU_MEM_FRACTION (less to offload)", held >> 20, t);
 	}
-	if (staged) {
+	if (bounce) {
 		if (!coded)
 			memcpy(x->host, bounce, bytes);
 	} else if (read_runs(o, t, x->host, why, len)) {
@@ -619,7 +618,7 @@ static int spill(struct ft_offload *o, uint32_t t, char *why, uint32_t len)
 		/* the image (smaller) over the raw bytes, and only it kept */
 		memcpy(bounce, x->z.data, x->z.bytes);
 		bytes = x->z.bytes;
-		free(x->z.data);
+		ft_off_store_free(o, x, x->z.data);
 		x->z.data = NULL;
 		x->host = NULL;
 	}

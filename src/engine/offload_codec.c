@@ -90,7 +90,8 @@ struct store_at {
 };
 
 /* The image's memory where the store goes (the shared segment its
- * creator fills). */
+ * creator fills; else private, in huge pages where the kernel gives
+ * them). */
 static void *store_alloc(void *ctx, size_t n)
 {
 	struct store_at *a = ctx;
@@ -98,9 +99,9 @@ static void *store_alloc(void *ctx, size_t n)
 }
 
 /* An image that is not kept. */
-static void drop(struct ft_offload *o, struct ft_off_trap *x, struct ft_z_image *z, int own)
+static void drop(struct ft_offload *o, struct ft_off_trap *x, struct ft_z_image *z)
 {
-	if (own && z->data) {
+	if (z->data) {
 		ft_off_store_free(o, x, z->data);
 		z->data = NULL;
 	}
@@ -177,16 +178,15 @@ int ft_off_code_trap(struct ft_offload *o, int t, const unsigned char *raw, size
 	struct ft_off_trap *x = &o->t[t];
 	struct ft_z_image z;
 	struct store_at at = { o, x };
-	int own = o->shm.role == FT_SHM_CREATOR; /* else ft_z_encode's huge pages */
 	if (paged_per_expert(o, x, whole))
 		return 0;
 	uint64_t t0 = ft_off_now_ns();
-	if (ft_z_encode_in(raw, bytes, 0, &z, own ? store_alloc : NULL, &at))
+	if (ft_z_encode_in(raw, bytes, 0, &z, store_alloc, &at))
 		return -1;
 	o->zenc_ns += ft_off_now_ns() - t0;
 	o->zenc_bytes += bytes;
 	if (!worth(o, x, &z, bytes) || put_desc(o, x, &z)) {
-		drop(o, x, &z, own); /* (raw: said by the caller's count) */
+		drop(o, x, &z); /* (raw: said by the caller's count) */
 		return 0;
 	}
 	x->z = z;
@@ -224,13 +224,8 @@ static int gpu_sums(struct ft_offload *o, struct ft_off_trap *x)
 	uint64_t *addr = malloc((x->nruns + 1) * sizeof(*addr));
 	uint64_t *bytes = malloc((x->nruns + 1) * sizeof(*bytes));
 	int rc = -1;
-	if (addr && bytes && (x->sums || (x->sums = calloc(x->nruns + 1, sizeof(*x->sums))))) {
-		for (uint32_t i = 0; i < x->nruns; i++) {
-			addr[i] = x->runs[i].lo;
-			bytes[i] = x->runs[i].hi - x->runs[i].lo;
-		}
-		rc = ft_gpu_checksums(o->gpu, addr, bytes, x->nruns, x->sums);
-	}
+	if (addr && bytes && (x->sums || (x->sums = calloc(x->nruns + 1, sizeof(*x->sums)))))
+		rc = ft_gpu_checksums(o->gpu, addr, bytes, ft_off_spans(x, addr, bytes), x->sums);
 	free(addr);
 	free(bytes);
 	return rc;

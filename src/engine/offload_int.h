@@ -307,6 +307,17 @@ void ft_off_poison_captured(struct ft_offload *o, uint32_t k, CUstream s);
 int ft_off_register(struct ft_offload *o, struct ft_off_trap *x, void *p, size_t n,
 		    unsigned flags);
 /* CLOCK_MONOTONIC, ns. */
+/* Trap x's runs as addresses and byte counts, into addr[0..x->nruns) and
+ * bytes[...] (for ft_gpu_checksums): how many. */
+static inline uint32_t ft_off_spans(const struct ft_off_trap *x, uint64_t *addr, uint64_t *bytes)
+{
+	for (uint32_t i = 0; i < x->nruns; i++) {
+		addr[i] = x->runs[i].lo;
+		bytes[i] = x->runs[i].hi - x->runs[i].lo;
+	}
+	return x->nruns;
+}
+
 static inline uint64_t ft_off_now_ns(void)
 {
 	struct timespec ts;

@@ -44,10 +44,8 @@ static int run_sums(struct ft_offload *o)
 		m += o->t[t].block >= 0 ? o->t[t].nruns : 0;
 	uint64_t *addr = malloc((m + 1) * sizeof(*addr)), *bytes = malloc((m + 1) * sizeof(*bytes));
 	for (uint32_t t = 0, k = 0; addr && bytes && t < o->ntraps; t++)
-		for (uint32_t i = 0; o->t[t].block >= 0 && i < o->t[t].nruns; i++, k++) {
-			addr[k] = o->t[t].runs[i].lo;
-			bytes[k] = o->t[t].runs[i].hi - o->t[t].runs[i].lo;
-		}
+		if (o->t[t].block >= 0)
+			k += ft_off_spans(&o->t[t], addr + k, bytes + k);
 	o->shm_sums = addr && bytes ? gpu_sums(o, addr, bytes, m) : NULL;
 	o->nsums = m;
 	free(addr);
