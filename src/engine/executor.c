@@ -587,14 +587,16 @@ static int follow_link(struct ft_offload *o, int k, int *touched, int *moves,
 
 /* A reference at a into weight k of offloaded trap t is judged stale or
  * roaming: counted, and t noted in ignored[0..ni) for hold(), with the
- * slices the reference would read if it read (ineeds, FT_EXPERT_PAGING). */
-static int ignore(struct ft_offload *o, int *ignored, struct ft_off_need *ineeds, int ni, int t,
-		  int k, uint64_t a)
+ * slices the reference would read if it read (ineeds, FT_EXPERT_PAGING)
+ * and how it was judged (roams[j]: 1 roaming, 0 stale; for the log). */
+static int ignore(struct ft_offload *o, int *ignored, struct ft_off_need *ineeds, int *roams,
+		  int ni, int t, int k, uint64_t a, int roaming)
 {
 	FT_STAT_INC(o->stats, offload_ignored_refs);
 	int j = among(ignored, ni, t);
 	if (j < 0 && ni < FT_OFF_TOUCHED) {
 		ineeds[ni] = (struct ft_off_need){ 0 };
+		roams[ni] = roaming;
 		j = ni;
 		ignored[ni++] = t;
 	}
@@ -632,8 +634,8 @@ static int settled(struct ft_offload *o, int t, CUstream s)
  * capture (every block is unknown there: a hold would be a copy).  The
  * first traps not held are logged. */
 static int hold(struct ft_offload *o, CUstream s, const int *ignored,
-		const struct ft_off_need *ineeds, int ni, int *touched, int *moves,
-		struct ft_off_need *needs, int nt, const char *kernel)
+		const struct ft_off_need *ineeds, const int *roams, int ni, int *touched,
+		int *moves, struct ft_off_need *needs, int nt, const char *kernel)
 {
 	static _Atomic int reports;
 	for (int i = 0; i < ni; i++) {
@@ -660,9 +662,13 @@ static int hold(struct ft_offload *o, CUstream s, const int *ignored,
 			o->ignored_kernel = kernel;
 		}
 		if (atomic_fetch_add(&reports, 1) < 8) {
-			ft_info("kernel %s carries a reference into offloaded trap %d judged stale "
-				"or roaming: the trap is not settled in its block, so nothing is "
-				"loaded or held for it (offload_ignored_refs)", kernel ? kernel : "?", t);
+			ft_info("kernel %s carries a reference into offloaded trap %d judged %s "
+				"(the pass at trap %d%s): the trap is not settled in its block, so "
+				"nothing is loaded or held for it (offload_ignored_refs)",
+				kernel ? kernel : "?", t,
+				roams[i] ? "roaming (mostly out of the pass's turn)"
+					 : "stale (its word seldom holds a pointer)",
+				o->cur, o->cur_sure ? "" : ", not sure");
 		}
 	}
 	return nt;
@@ -730,6 +736,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 		  int *nodd)
 {
 	int nt = 0, nl = 0, linked[FT_OFF_TOUCHED], ni = 0, ignored[FT_OFF_TOUCHED];
+	int roams[FT_OFF_TOUCHED];
 	struct ft_off_need ineeds[FT_OFF_TOUCHED];
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
@@ -784,7 +791,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 		if (where < 0) {
 			if (o->t[t].block >= 0) {
 				FT_STAT_INC(o->stats, offload_roaming_refs);
-				ni = ignore(o, ignored, ineeds, ni, t, k, addr[i]);
+				ni = ignore(o, ignored, ineeds, roams, ni, t, k, addr[i], 1);
 			}
 			continue;
 		}
@@ -806,13 +813,14 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 	for (unsigned i = n; i < n + nstale; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k >= 0 && o->w[k].trap < o->ntraps && o->t[o->w[k].trap].block >= 0)
-			ni = ignore(o, ignored, ineeds, ni, (int)o->w[k].trap, k, addr[i]);
+			ni = ignore(o, ignored, ineeds, roams, ni, (int)o->w[k].trap, k,
+				    addr[i], 0);
 	}
 	nt = one_per_block(o, touched, moves, needs, nt, kernel);
 	if (o->wsl)
 		ignored_slices(o, ignored, ineeds, ni, touched, needs, nt);
 	*nread = nt; /* the traps read; those held come after them */
-	return hold(o, s, ignored, ineeds, ni, touched, moves, needs, nt, kernel);
+	return hold(o, s, ignored, ineeds, roams, ni, touched, moves, needs, nt, kernel);
 }
 
 /* The pass's position after the launch: the furthest trap a placing
