@@ -189,8 +189,9 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		if (timing) /* the copies' end: the decode's tail follows */
 			ft_off_record(o, e->tc[e->slot], cs);
 	} else if (x->nsl && !o->cap_id) {
-		/* FT_EXPERT_PAGING: the slices come when launches read them */
-		dense = ft_off_load_dense(o, t, cs);
+		/* FT_EXPERT_PAGING: the slices come when launches read them
+		 * (or with the trap, where they read most last time) */
+		dense = ft_off_load_sliced(o, t, cs);
 	} else if (o->mode == FT_TM_RAW_BLOCK) {
 		ft_off_copy_in(o, b->va, x->host, x->nchunks * o->chunk, cs, t);
 	} else {
@@ -234,6 +235,8 @@ static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_
 		load(o, t, o->mode == FT_TM_STRATEGY ? s : o->copy);
 		FT_STAT_INC(o->stats, offload_misses);
 	}
+	if (o->t[t].nsl && !o->cap_id && need)
+		ft_off_slices_asked(&o->t[t], need);
 	if (o->t[t].nsl && !o->cap_id && !ft_off_slices_have(&o->t[t], need ? need : &all)) {
 		/* on the demand stream, after the trap's load (and the slices
 		 * copied before): not behind the prefetches queued since */

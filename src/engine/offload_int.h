@@ -59,11 +59,12 @@ struct ft_off_trap {
 	CUdeviceptr zdesc;                  /* z's descriptors on the GPU */
 	CUdeviceptr dhost;                  /* its device mapping (copier); 0: none */
 	/* FT_EXPERT_PAGING (offload_slices.c): its weights' slices, ascending,
-	 * and a bit per slice: copied into the block since the trap's load
-	 * (the rest of its runs, its dense part, is copied by the load) */
+	 * and two bits per slice: copied into the block since the trap's load
+	 * (the rest of its runs, its dense part, is copied by the load), and
+	 * asked for by a launch at its start since then */
 	struct ft_off_slice *sl;
 	uint32_t nsl;                       /* 0: the trap loads whole */
-	uint64_t *sl_in;
+	uint64_t *sl_in, *sl_asked;
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	uint64_t loads;                     /* copies into its block so far */
 	int pending;                        /* comes back to the GPU for good when no
@@ -436,8 +437,11 @@ int ft_off_disk_promote(struct ft_offload *o, int t);
  * one at a time.  The slices a reference at a into weight k would read if
  * it read (a reference judged stale): the one beginning there, else
  * FT_SL_ALL(why) (nothing learnt).  Whether x's block holds what n names.  Added to a launch's
- * needs of trap t (FT_SL_ALL(why): all).  A load's dense part into the block
- * (no slice in it any more): bytes copied.  Every slice of t in its block
+ * needs of trap t (FT_SL_ALL(why): all).  The slices n names are asked for
+ * (the guess of the next load).  A load of a sliced trap: its dense part
+ * into the block (no slice in it any more), or the whole trap where
+ * launches asked for more than half its slices while it was last in its
+ * block: bytes copied.  Every slice of t in its block
  * (a whole load).  Whether all are.  The slices n names that are not in
  * the block yet copied on cs for by (a kernel's name, or a copy): bytes
  * copied (counted; the first loads of every slice said, with why). */
@@ -454,12 +458,13 @@ int ft_off_dense_view(const struct ft_offload *o, int k);
 int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n);
 void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
 		     uint32_t count);
+void ft_off_slices_asked(struct ft_off_trap *x, const struct ft_off_need *n);
 /* Says (the first three of each why) where a reference at a into sliced
  * weight k of kernel kern (NULL: unknown) that needs every slice points,
  * and what it was held against. */
 void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why why,
 		       const struct ft_kernel *kern, uint32_t word, CUstream s);
-size_t ft_off_load_dense(struct ft_offload *o, int t, CUstream cs);
+size_t ft_off_load_sliced(struct ft_offload *o, int t, CUstream cs);
 void ft_off_slices_in(struct ft_offload *o, int t);
 int ft_off_slices_whole(const struct ft_off_trap *x);
 size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need *n,

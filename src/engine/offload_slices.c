@@ -63,7 +63,8 @@ int ft_off_slices_init(struct ft_offload *o)
 	}
 	for (uint32_t t = 0; t < o->ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];
-		if (x->nsl && !(x->sl_in = calloc((x->nsl + 63) / 64, sizeof(*x->sl_in))))
+		if (x->nsl && (!(x->sl_in = calloc((x->nsl + 63) / 64, sizeof(*x->sl_in))) ||
+				!(x->sl_asked = calloc((x->nsl + 63) / 64, sizeof(*x->sl_asked)))))
 			return -1;
 	}
 	return 0;
@@ -75,8 +76,10 @@ static void unslice(struct ft_offload *o, uint32_t t)
 	struct ft_off_trap *x = &o->t[t];
 	free(x->sl);
 	free(x->sl_in);
+	free(x->sl_asked);
 	x->sl = NULL;
 	x->sl_in = NULL;
+	x->sl_asked = NULL;
 	x->nsl = 0;
 	for (uint32_t k = 0; k < o->nw; k++)
 		if (o->w[k].trap == t)
@@ -115,6 +118,7 @@ void ft_off_slices_release(struct ft_offload *o)
 	for (uint32_t t = 0; o->t && t < o->ntraps; t++) {
 		free(o->t[t].sl);
 		free(o->t[t].sl_in);
+		free(o->t[t].sl_asked);
 	}
 	free(o->wsl);
 	o->wsl = NULL;
@@ -285,11 +289,40 @@ static size_t copy_span(struct ft_offload *o, int t, uint64_t lo, uint64_t hi, C
 	return moved;
 }
 
-size_t ft_off_load_dense(struct ft_offload *o, int t, CUstream cs)
+void ft_off_slices_asked(struct ft_off_trap *x, const struct ft_off_need *n)
+{
+	for (uint32_t r = 0; x->nsl && !n->all && r < n->n; r++)
+		for (uint32_t i = n->first[r]; i < n->first[r] + n->count[r] && i < x->nsl; i++)
+			x->sl_asked[i / 64] |= 1ull << (i % 64);
+}
+
+/* A prefill routes tokens to most experts of a layer, a decode step to a
+ * few: a trap whose launches asked for more than half its slices while it
+ * was last in its block is loaded whole, its slices with its prefetch
+ * (each on demand, behind the launch that reads it, stalled the copies:
+ * transformers' loop over routed experts waits on the host for each
+ * expert's tokens).  A wrong guess moves bytes no launch reads, once: the
+ * next load guesses from that residency's launches. */
+static int most_asked(struct ft_off_trap *x)
+{
+	uint32_t asked = 0, words = (x->nsl + 63) / 64;
+	for (uint32_t i = 0; i < words; i++)
+		asked += (uint32_t)__builtin_popcountll(x->sl_asked[i]);
+	memset(x->sl_asked, 0, words * sizeof(*x->sl_asked));
+	return 2 * asked > x->nsl;
+}
+
+size_t ft_off_load_sliced(struct ft_offload *o, int t, CUstream cs)
 {
 	struct ft_off_trap *x = &o->t[t];
 	size_t moved = 0;
 	uint64_t from = 0;
+	if (most_asked(x)) {
+		moved = copy_span(o, t, 0, UINT64_MAX, cs);
+		ft_off_slices_in(o, t);
+		FT_STAT_INC(o->stats, offload_slice_aheads);
+		return moved;
+	}
 	for (uint32_t i = 0; i <= x->nsl; i++) {
 		uint64_t to = i < x->nsl ? x->sl[i].lo : UINT64_MAX;
 		if (from < to)

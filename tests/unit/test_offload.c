@@ -1395,6 +1395,43 @@ static void experts_are_loaded_one_at_a_time(void **state)
 	done(o);
 }
 
+/* A pass that routes to three of the four experts (a prefill) makes the
+ * trap's next load copy every expert with it, ahead of the launches; one
+ * that routes to one makes the load after copy the dense part again. */
+static void most_experts_read_last_time_come_with_the_trap(void **state)
+{
+	(void)state;
+	struct ft_offload *o = moe_engine();
+	struct ft_kernel *gemm = new_kernel();
+	static const int routed[5][3] = { { 0, 1, 2 }, { 1, 2, 3 }, { 3, -1, -1 },
+					   { 2, -1, -1 }, { 0, 1, -1 } };
+	uint64_t copies[5], aheads[5];
+	for (int pass = 0; pass < 5; pass++) {
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			for (int i = 0; t == 1 && i < 3 && routed[pass][i] >= 0; i++)
+				expert(o, 1, routed[pass][i], gemm);
+		}
+		copies[pass] = stats.v[FT_STAT_offload_slice_copies];
+		aheads[pass] = stats.v[FT_STAT_offload_slice_aheads];
+	}
+	check();
+	check_bytes();
+	/* pass 0: every expert at the unlearnt first reference, then the word
+	 * is learnt (two experts asked for: half, no guess); pass 1: dense,
+	 * three on demand; pass 2: whole; pass 3: dense (pass 2 asked for
+	 * one), expert 2 on demand; pass 4: dense, two on demand */
+	assert_int_equal(copies[0], 4);
+	assert_int_equal(copies[1], 4 + 3);
+	assert_int_equal(copies[2], 7);
+	assert_int_equal(aheads[2], 1);
+	assert_int_equal(copies[3], 7 + 1);
+	assert_int_equal(copies[4], 8 + 2);
+	assert_int_equal(aheads[4], 1);
+	free_kernel(gemm);
+	done(o);
+}
+
 /* A word that refers to one expert a pass (transformers' grouped GEMM is
  * handed the first routed expert and reads the others through a pointer
  * array in device memory) loads every expert, every pass.  So does a
@@ -1657,6 +1694,7 @@ int main(void)
 		cmocka_unit_test(a_conflict_while_another_thread_captures_waits_for_its_end),
 		cmocka_unit_test(a_capture_that_begins_while_traps_come_back),
 		cmocka_unit_test(experts_are_loaded_one_at_a_time),
+		cmocka_unit_test(most_experts_read_last_time_come_with_the_trap),
 		cmocka_unit_test(a_word_that_refers_to_one_expert_a_pass_loads_them_all),
 		cmocka_unit_test(a_slice_copied_later_is_waited_for_by_every_stream),
 		cmocka_unit_test(a_capture_loads_every_expert_and_eager_slices_stay),
