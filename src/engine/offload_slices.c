@@ -160,8 +160,20 @@ void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why w
 {
 	const struct ft_off_weight *w = &o->w[k];
 	const struct ft_off_wsl *l = o->wsl ? &o->wsl[k] : NULL;
-	if (!l || l->first == UINT32_MAX || why >= FT_SLW_N || o->slw_refs[why]++ >= 3)
+	if (!l || why >= FT_SLW_N || o->slw_refs[why]++ >= 3)
 		return;
+	if (l->first == UINT32_MAX) { /* a weight beside the slices in their trap */
+		uint32_t n = (uint32_t)k + 1;
+		ft_info("FT_EXPERT_PAGING: weight %d (trap %u, %.1f MiB, not sliced, views to +%llu; "
+			"weight %u after it %s) referred to at +%llu by %.80s word %u", k, w->trap,
+			(double)(w->hi - w->lo) / 1048576.0,
+			(unsigned long long)(w->views > w->lo ? w->views - w->lo : 0), n,
+			n < o->nw && o->w[n].trap == w->trap
+				? o->wsl[n].first != UINT32_MAX ? "sliced, in its trap" : "in its trap"
+				: "in another trap",
+			(unsigned long long)(a - w->lo), kern ? kern->name : "?", word);
+		return;
+	}
 	uint32_t i;
 	const struct ft_off_slice *sl = slices_after(o, l, k, a, &i);
 	uint64_t below = i ? a - sl[i - 1].lo : 0, above = i < l->n ? sl[i].lo - a : 0;
