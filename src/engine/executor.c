@@ -235,8 +235,6 @@ static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_
 		load(o, t, o->mode == FT_TM_STRATEGY ? s : o->copy);
 		FT_STAT_INC(o->stats, offload_misses);
 	}
-	if (o->t[t].nsl && !o->cap_id && need)
-		ft_off_slices_asked(&o->t[t], need);
 	if (o->t[t].nsl && !o->cap_id && !ft_off_slices_have(&o->t[t], need ? need : &all)) {
 		/* on the demand stream, after the trap's load (and the slices
 		 * copied before): not behind the prefetches queued since */

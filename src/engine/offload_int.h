@@ -61,7 +61,7 @@ struct ft_off_trap {
 	/* FT_EXPERT_PAGING (offload_slices.c): its weights' slices, ascending,
 	 * and two bits per slice: copied into the block since the trap's load
 	 * (the rest of its runs, its dense part, is copied by the load), and
-	 * asked for by a launch at its start since then */
+	 * referred to by a launch since then (ft_off_slice_at) */
 	struct ft_off_slice *sl;
 	uint32_t nsl;                       /* 0: the trap loads whole */
 	uint64_t *sl_in, *sl_asked;
@@ -437,8 +437,7 @@ int ft_off_disk_promote(struct ft_offload *o, int t);
  * one at a time.  The slices a reference at a into weight k would read if
  * it read (a reference judged stale): the one beginning there, else
  * FT_SL_ALL(why) (nothing learnt).  Whether x's block holds what n names.  Added to a launch's
- * needs of trap t (FT_SL_ALL(why): all).  The slices n names are asked for
- * (the guess of the next load).  A load of a sliced trap: its dense part
+ * needs of trap t (FT_SL_ALL(why): all).  A load of a sliced trap: its dense part
  * into the block (no slice in it any more), or the whole trap where
  * launches asked for more than half its slices while it was last in its
  * block: bytes copied.  Every slice of t in its block
@@ -458,7 +457,6 @@ int ft_off_dense_view(const struct ft_offload *o, int k);
 int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n);
 void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
 		     uint32_t count);
-void ft_off_slices_asked(struct ft_off_trap *x, const struct ft_off_need *n);
 /* Says (the first three of each why) where a reference at a into sliced
  * weight k of kernel kern (NULL: unknown) that needs every slice points,
  * and what it was held against. */

@@ -190,6 +190,18 @@ void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why w
 		why == FT_SLW_UNLEARNT && l->slice == i - 1 ? "; the same slice before" : "");
 }
 
+/* Slice i of weight k's trap is asked for by a launch (at its start, or
+ * on the slices' stride inside it), whether or not the launch's word is
+ * trusted with that one alone: the guess of the trap's next load (a
+ * prefill's first references to each expert come from GEMM kernels new to
+ * the learning, one per shape of the expert's tokens). */
+static void asked(struct ft_offload *o, int k, uint32_t i)
+{
+	struct ft_off_trap *x = &o->t[o->w[k].trap];
+	if (i < x->nsl)
+		x->sl_asked[i / 64] |= 1ull << (i % 64);
+}
+
 /* Whether weight k is paged per slice. */
 static int sliced(const struct ft_offload *o, uint32_t k)
 {
@@ -235,8 +247,10 @@ int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
 	 * within the slice that holds it.  Off the stride (a row, a tile of an
 	 * expert, which may read on past the slice), every slice */
 	if (!at) {
-		if (w->stride && (a - o->w[k].lo) % w->stride == 0 &&
-		    ft_kernel_slicer(kern, words[i], 0)) {
+		int stride = w->stride && (a - o->w[k].lo) % w->stride == 0;
+		if (stride)
+			asked(o, k, w->first + lo);
+		if (stride && ft_kernel_slicer(kern, words[i], 0)) {
 			*count = 1;
 			return (int)(w->first + lo);
 		}
@@ -248,6 +262,7 @@ int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
 	 * between (the layer's own work); a kernel handed one expert that
 	 * reads the others through device memory refers to one a layer, and
 	 * other layers' weights come between */
+	asked(o, k, w->first + lo);
 	int learnt = ft_kernel_slicer(kern, words[i], 0);
 	if (w->kid == kern->id && w->word == words[i] && w->stream == s &&
 	    w->epoch == o->slice_epoch && w->slice != lo)
@@ -299,13 +314,6 @@ static size_t copy_span(struct ft_offload *o, int t, uint64_t lo, uint64_t hi, C
 		off += (size_t)(r->hi - r->lo);
 	}
 	return moved;
-}
-
-void ft_off_slices_asked(struct ft_off_trap *x, const struct ft_off_need *n)
-{
-	for (uint32_t r = 0; x->nsl && !n->all && r < n->n; r++)
-		for (uint32_t i = n->first[r]; i < n->first[r] + n->count[r] && i < x->nsl; i++)
-			x->sl_asked[i / 64] |= 1ull << (i % 64);
 }
 
 /* A prefill routes tokens to most experts of a layer, a decode step to a
