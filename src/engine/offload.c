@@ -734,13 +734,19 @@ fail:
 	return -1;
 }
 
+int ft_off_runs_on(struct ft_offload *o, uint32_t k)
+{
+	const struct ft_off_weight *a = &o->w[k], *b = &o->w[k + 1];
+	return k + 1 < o->nw && a->hi == b->lo && same_allocation(o, a, b);
+}
+
 uint32_t ft_off_links(struct ft_offload *o)
 {
 	uint32_t kept = 0;
 	for (uint32_t i = 0; i + 1 < o->nw; i++) {
 		const struct ft_off_weight *a = &o->w[i], *b = &o->w[i + 1];
-		if (a->hi != b->lo || a->trap == b->trap || a->trap >= o->ntraps ||
-		    b->trap >= o->ntraps || !same_allocation(o, a, b))
+		if (a->trap == b->trap || a->trap >= o->ntraps || b->trap >= o->ntraps ||
+		    !ft_off_runs_on(o, i))
 			continue;
 		struct ft_off_trap *x = &o->t[a->trap], *y = &o->t[b->trap];
 		o->w[i].link = b->trap + 1;

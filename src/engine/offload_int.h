@@ -451,9 +451,14 @@ int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,
 		    struct ft_kernel *kern, const uint16_t *words, unsigned i, uint32_t *count);
 int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count);
 /* Whether a view into weight k reads its trap's dense part only: k is not
- * sliced, nor is the weight after it (in address order) in its trap, into
- * which the view might read on. */
-int ft_off_dense_view(const struct ft_offload *o, int k);
+ * sliced, nor is the weight after it in its trap that begins where k ends
+ * in k's allocation, into which the view might read on (a view does not
+ * read past its allocation: on the H100 a Mixtral's decode GEMMs loaded
+ * every expert of a trap, each step, for references past the views of a
+ * weight beside stacked experts that PyTorch allocates on their own).
+ * Whether weight k + 1 begins where k ends, in k's allocation. */
+int ft_off_dense_view(struct ft_offload *o, int k);
+int ft_off_runs_on(struct ft_offload *o, uint32_t k);
 int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n);
 void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
 		     uint32_t count);

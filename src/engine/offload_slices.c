@@ -208,10 +208,11 @@ static int sliced(const struct ft_offload *o, uint32_t k)
 	return o->wsl && o->wsl[k].first != UINT32_MAX;
 }
 
-int ft_off_dense_view(const struct ft_offload *o, int k)
+int ft_off_dense_view(struct ft_offload *o, int k)
 {
 	uint32_t n = (uint32_t)k + 1;
-	return !sliced(o, n - 1) && !(n < o->nw && o->w[n].trap == o->w[k].trap && sliced(o, n));
+	return !sliced(o, n - 1) && !(n < o->nw && o->w[n].trap == o->w[k].trap && sliced(o, n) &&
+				      ft_off_runs_on(o, n - 1));
 }
 
 int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *count)

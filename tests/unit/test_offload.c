@@ -1432,6 +1432,62 @@ static void most_experts_read_last_time_come_with_the_trap(void **state)
 	done(o);
 }
 
+/* Trap 1: its own weight begins half-way into its allocation's first
+ * chunk, which other tensors share (it stays on the GPU), and runs on
+ * through the second; the stacked tensor of four experts after it, in the
+ * same trap, begins where it ends -- in the same allocation (runs_on) or
+ * in one of its own. */
+#define EXPERTS_AFTER (2 * 16 * MB + 2 * CHUNK)
+static const struct ft_off_weight stacked_after = { EXPERTS_AFTER, EXPERTS_AFTER + 4 * CHUNK, 1, 0,
+						    EXPERTS_AFTER + 4 * CHUNK, expert_starts, 3 };
+static int runs_on;
+
+static uint32_t weight_before_experts(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
+				      uint32_t na)
+{
+	for (uint32_t i = 0; i < nw; i++)
+		if (w[i].trap == 1 && w[i].lo == S.base[1])
+			w[i].lo += CHUNK / 2, w[i].hi += CHUNK;
+	S.base[1] += CHUNK / 2;
+	if (runs_on) {
+		a[1].hi = EXPERTS_AFTER + 4 * CHUNK;
+		return na;
+	}
+	a[1].hi = EXPERTS_AFTER;
+	memmove(&a[3], &a[2], (na - 2) * sizeof(*a));
+	a[2] = (struct ft_span){ EXPERTS_AFTER, EXPERTS_AFTER + 4 * CHUNK };
+	return na + 1;
+}
+
+/* A launch reads trap 1's own weight through a view that begins in the
+ * resident first chunk (past the views discovery saw in it: none).  Its
+ * bytes on are in the trap's dense part, which the load copies; a view
+ * does not read past its allocation, so the experts after it come only
+ * when they begin where it ends in that allocation (on the H100 a
+ * Mixtral's decode GEMMs loaded every expert of a trap each step for such
+ * references). */
+static void a_view_beside_experts_loads_them_only_if_it_may_read_on_into_them(void **state)
+{
+	(void)state;
+	for (runs_on = 0; runs_on < 2; runs_on++) {
+		struct ft_offload *o = engine_edit(10, round_robin4, 4, &stacked_after, 1,
+						   weight_before_experts);
+		assert_int_equal(o->t[1].nsl, 4);
+		uint64_t view = S.base[1] + 4096;
+		for (int pass = 0; pass < 3; pass++)
+			for (int t = 0; t < 10; t++) {
+				kernel(o, 1, &t, 1);
+				if (t == 1)
+					kernel_at(o, &view, 1, (const int[]){ 1 }, 1, "gemv");
+			}
+		check();
+		assert_int_equal(stats.v[FT_STAT_offload_tails], 0);
+		assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], runs_on ? 3 : 0);
+		assert_int_equal(stats.v[FT_STAT_offload_slice_copies], runs_on ? 12 : 0);
+		done(o);
+	}
+}
+
 /* A word that refers to one expert a pass (transformers' grouped GEMM is
  * handed the first routed expert and reads the others through a pointer
  * array in device memory) loads every expert, every pass.  So does a
@@ -1696,6 +1752,7 @@ int main(void)
 		cmocka_unit_test(experts_are_loaded_one_at_a_time),
 		cmocka_unit_test(most_experts_read_last_time_come_with_the_trap),
 		cmocka_unit_test(a_word_that_refers_to_one_expert_a_pass_loads_them_all),
+		cmocka_unit_test(a_view_beside_experts_loads_them_only_if_it_may_read_on_into_them),
 		cmocka_unit_test(a_slice_copied_later_is_waited_for_by_every_stream),
 		cmocka_unit_test(a_capture_loads_every_expert_and_eager_slices_stay),
 		cmocka_unit_test(a_stale_word_into_missing_experts),
