@@ -17,6 +17,10 @@
 #include "ft/log.h"
 #include "offload_int.h"
 
+#ifndef FT_OFF_DECODE_HIGH /* (-D for a measurement's build) */
+#define FT_OFF_DECODE_HIGH 0
+#endif
+
 static int ring_events(const struct ft_real *r, struct ft_off_ring *g)
 {
 	for (int s = 0; s < FT_OFF_SLOTS; s++)
@@ -42,7 +46,8 @@ void ft_off_codec_init(struct ft_offload *o)
 	int least = 0, greatest = 0;
 	if (!r->cuCtxGetStreamPriorityRange || !r->cuStreamCreateWithPriority ||
 	    r->cuCtxGetStreamPriorityRange(&least, &greatest) ||
-	    r->cuStreamCreateWithPriority(&o->decode, CU_STREAM_NON_BLOCKING, least))
+	    r->cuStreamCreateWithPriority(&o->decode, CU_STREAM_NON_BLOCKING,
+					  FT_OFF_DECODE_HIGH ? greatest : least))
 		o->decode = NULL;
 	int ok = !(!o->decode && r->cuStreamCreate(&o->decode, CU_STREAM_NON_BLOCKING)) &&
 		 !r->cuEventCreate(&o->zfork, CU_EVENT_DISABLE_TIMING) &&

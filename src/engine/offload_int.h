@@ -75,8 +75,12 @@ struct ft_off_trap {
 /* FT_TRANSFER_COMPRESSION: coded pieces are copied into staging slots on
  * the copy stream and decoded from them on the decode stream; a slot is
  * refilled after its decode.  Captures get their own events (as ready). */
+#ifndef FT_OFF_SLOTS /* (-D for a measurement's build) */
 #define FT_OFF_SLOTS 2
+#endif
+#ifndef FT_OFF_SLOT_BYTES
 #define FT_OFF_SLOT_BYTES (16u << 20)
+#endif
 struct ft_off_ring {
 	CUevent full[FT_OFF_SLOTS], free[FT_OFF_SLOTS];
 	int used[FT_OFF_SLOTS];
