@@ -183,7 +183,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		ft_off_record(o, e->ts[e->slot], cs);
 	}
 	CUstream rs = cs; /* the stream the block is ready on */
-	size_t dense = SIZE_MAX; /* bytes copied, when not the whole trap */
+	size_t dense = SIZE_MAX; /* bytes copied by a sliced trap's load */
 	if (x->z.desc) {
 		rs = ft_off_load_coded(o, t, cs);
 		if (timing) /* the copies' end: the decode's tail follows */
@@ -235,6 +235,8 @@ static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_
 		load(o, t, o->mode == FT_TM_STRATEGY ? s : o->copy);
 		FT_STAT_INC(o->stats, offload_misses);
 	}
+	if (o->t[t].nsl && !o->cap_id && need) /* (a launch's, not a copy's) */
+		ft_off_slices_asked(o, t);
 	if (o->t[t].nsl && !o->cap_id && !ft_off_slices_have(&o->t[t], need ? need : &all)) {
 		/* on the demand stream, after the trap's load (and the slices
 		 * copied before): not behind the prefetches queued since */
@@ -669,7 +671,7 @@ static int hold(struct ft_offload *o, CUstream s, const int *ignored,
 				kernel ? kernel : "?", t,
 				roams[i] ? "roaming (mostly out of the pass's turn)"
 					 : "stale (its word seldom holds a pointer)",
-				o->cur, o->cur_sure ? "" : ", not sure");
+				o->cur, o->cur < 0 ? ": unknown" : o->cur_sure ? "" : ", not sure");
 		}
 	}
 	return nt;
@@ -739,6 +741,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 	int nt = 0, nl = 0, linked[FT_OFF_TOUCHED], ni = 0, ignored[FT_OFF_TOUCHED];
 	int roams[FT_OFF_TOUCHED];
 	struct ft_off_need ineeds[FT_OFF_TOUCHED];
+	o->nasks = 0;
 	for (unsigned i = 0; i < n; i++) {
 		int k = weight_of(o, addr[i]);
 		if (k < 0)

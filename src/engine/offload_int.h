@@ -78,6 +78,7 @@ struct ft_off_trap {
 #ifndef FT_OFF_SLOTS /* (-D for a measurement's build) */
 #define FT_OFF_SLOTS 2
 #endif
+_Static_assert(FT_OFF_SLOTS >= 2, "the GPU encoder alternates two slots");
 #ifndef FT_OFF_SLOT_BYTES
 #define FT_OFF_SLOT_BYTES (16u << 20)
 #endif
@@ -258,6 +259,11 @@ struct ft_offload {
 	 * eager position is lost (captures, replays): a loop over routed
 	 * experts refers to two slices of one tensor within one epoch */
 	uint64_t slice_epoch;
+	/* the slices the launch being served referred to (trap, slice),
+	 * marked asked for once its traps are loaded (a miss's load begins a
+	 * residency: the asks are that one's) */
+	struct { uint32_t t, i; } asks[FT_OFF_NEED];
+	uint32_t nasks;
 	unsigned char *seen;                /* per trap, this pass: 1 read, 2 referred to
 					       only by ignored references while not in
 					       its block (executor.c) */
@@ -441,7 +447,8 @@ int ft_off_disk_promote(struct ft_offload *o, int t);
  * one at a time.  The slices a reference at a into weight k would read if
  * it read (a reference judged stale): the one beginning there, else
  * FT_SL_ALL(why) (nothing learnt).  Whether x's block holds what n names.  Added to a launch's
- * needs of trap t (FT_SL_ALL(why): all).  A load of a sliced trap: its dense part
+ * needs of trap t (FT_SL_ALL(why): all).  The slices of trap t the launch
+ * being served referred to are marked asked for (after its load).  A load of a sliced trap: its dense part
  * into the block (no slice in it any more), or the whole trap where
  * launches asked for more than half its slices while it was last in its
  * block: bytes copied.  Every slice of t in its block
@@ -466,6 +473,7 @@ int ft_off_runs_on(struct ft_offload *o, uint32_t k);
 int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n);
 void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
 		     uint32_t count);
+void ft_off_slices_asked(struct ft_offload *o, int t);
 /* Says (the first three of each why) where a reference at a into sliced
  * weight k of kernel kern (NULL: unknown) that needs every slice points,
  * and what it was held against. */

@@ -10,7 +10,9 @@
  * start (the weight's own start first) to the next, the last to the
  * weight's end: a kernel handed a slice's start reads within it, since the
  * next start seen is the next expert's or another tensor's.  A trap's load
- * (and prefetch) copies its dense part, the runs outside its slices; a
+ * (and prefetch) copies its dense part, the runs outside its slices (or
+ * the whole trap, where launches referred to more than half its slices in
+ * its last residency: a prefill's); a
  * launch that refers to a slice's start, from a parameter word that reads
  * one slice at a time, copies that slice when it is not in the block yet,
  * on a stream of its own (o->demand: not behind the prefetches on the
@@ -194,12 +196,26 @@ void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why w
  * on the slices' stride inside it), whether or not the launch's word is
  * trusted with that one alone: the guess of the trap's next load (a
  * prefill's first references to each expert come from GEMM kernels new to
- * the learning, one per shape of the expert's tokens). */
+ * the learning, one per shape of the expert's tokens).  Marked once the
+ * trap is loaded for the launch (ft_off_slices_asked); beyond what a
+ * launch keeps, at once. */
 static void asked(struct ft_offload *o, int k, uint32_t i)
 {
 	struct ft_off_trap *x = &o->t[o->w[k].trap];
-	if (i < x->nsl)
+	if (i >= x->nsl)
+		return;
+	if (o->nasks < FT_OFF_NEED)
+		o->asks[o->nasks].t = o->w[k].trap, o->asks[o->nasks++].i = i;
+	else
 		x->sl_asked[i / 64] |= 1ull << (i % 64);
+}
+
+void ft_off_slices_asked(struct ft_offload *o, int t)
+{
+	struct ft_off_trap *x = &o->t[t];
+	for (uint32_t r = 0; r < o->nasks; r++)
+		if (o->asks[r].t == (uint32_t)t && o->asks[r].i < x->nsl)
+			x->sl_asked[o->asks[r].i / 64] |= 1ull << (o->asks[r].i % 64);
 }
 
 /* Whether weight k is paged per slice. */

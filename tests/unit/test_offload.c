@@ -1432,6 +1432,54 @@ static void most_experts_read_last_time_come_with_the_trap(void **state)
 	done(o);
 }
 
+/* The first launches read experts 0, 1 and 2 of trap 1 before anything
+ * loaded it (a miss): those asks belong to the residency the miss's load
+ * begins, so the trap's next load copies it whole. */
+static void a_miss_asks_for_the_residency_it_begins(void **state)
+{
+	(void)state;
+	struct ft_offload *o = moe_engine();
+	struct ft_kernel *gemm = new_kernel();
+	for (int e = 0; e < 3; e++)
+		expert(o, 1, e, gemm);
+	assert_int_equal(stats.v[FT_STAT_offload_misses], 1);
+	for (int pass = 0; pass < 2; pass++)
+		for (int t = 0; t < 10; t++)
+			if (pass || t != 1)
+				kernel(o, 1, &t, 1);
+	assert_int_equal(stats.v[FT_STAT_offload_slice_aheads], 1);
+	check();
+	free_kernel(gemm);
+	done(o);
+}
+
+/* Discovery saw two expert starts of four (the second and the fourth):
+ * slice 1 holds experts 1 and 2.  A reference to expert 2, on the slices'
+ * stride inside slice 1, asks for that slice too: with expert 0 that is
+ * two slices of three, and the next load is whole. */
+static const uint64_t sparse_starts[] = { CHUNK, 3 * CHUNK };
+static const struct ft_off_weight sparse_stacked = { EXPERTS, EXPERTS + 4 * CHUNK, 1, 0,
+						     EXPERTS + 4 * CHUNK, sparse_starts, 2 };
+
+static void an_expert_inside_a_slice_asks_for_it(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, &sparse_stacked, 1,
+					   experts_allocation);
+	struct ft_kernel *gemm = new_kernel();
+	assert_int_equal(o->t[1].nsl, 3);
+	for (int pass = 0; pass < 2; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			for (int e = 0; t == 1 && pass == 0 && e < 3; e += 2)
+				expert(o, 1, e, gemm);
+		}
+	assert_int_equal(stats.v[FT_STAT_offload_slice_aheads], 1);
+	check();
+	free_kernel(gemm);
+	done(o);
+}
+
 /* Trap 1: its own weight begins half-way into its allocation's first
  * chunk, which other tensors share (it stays on the GPU), and runs on
  * through the second; the stacked tensor of four experts after it, in the
@@ -1753,6 +1801,8 @@ int main(void)
 		cmocka_unit_test(most_experts_read_last_time_come_with_the_trap),
 		cmocka_unit_test(a_word_that_refers_to_one_expert_a_pass_loads_them_all),
 		cmocka_unit_test(a_view_beside_experts_loads_them_only_if_it_may_read_on_into_them),
+		cmocka_unit_test(a_miss_asks_for_the_residency_it_begins),
+		cmocka_unit_test(an_expert_inside_a_slice_asks_for_it),
 		cmocka_unit_test(a_slice_copied_later_is_waited_for_by_every_stream),
 		cmocka_unit_test(a_capture_loads_every_expert_and_eager_slices_stay),
 		cmocka_unit_test(a_stale_word_into_missing_experts),
