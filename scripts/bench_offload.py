@@ -19,7 +19,9 @@ prefill of 4 x 4096 tokens (last position's logits).  One process per run:
   bench_offload.py report OUT          OUT/bench.md and OUT/bench.png
 
 Every run measures the pinned host-to-device bandwidth itself; the floor of
-a run is its offloaded bytes / that bandwidth.  Outputs (every step's and
+a run is its offloaded bytes / that bandwidth, or the resident run's where
+that is higher (link_rate: a process that measures a slow link must not
+flatter its ratio).  Outputs (every step's and
 repetition's logits) are compared bit for bit with the resident run's.
 MODE may carry a suffix naming the run's FT_TRANSFER_COMPRESSION
 (raw_block_transfer+always), which the shell script sets.  BENCH_WEIGHTS=
@@ -392,7 +394,7 @@ def report(out):
                 continue
             t = slice(*w["timed"])
             ms = median(w["ms"][t])
-            floor = max(r["offloaded"] / r["bw"] * 1e3, disk_floor(r))
+            floor = max(r["offloaded"] / link_rate(r, res) * 1e3, disk_floor(r))
             ratio = ms / max(res_ms, floor)
             same = torch.equal(w["logits"].view(torch.int32), base["logits"].view(torch.int32))
             inference = r["kind"] == "baseline" or all(p == 2 for p in w["phases"][t])
@@ -418,7 +420,7 @@ def report(out):
                          f"reads waited for; its floor counts the disk: max(offloaded / link, "
                          f"file bytes / disk)")
     lines += ["", "ratio = forward / max(resident forward, offloaded bytes / H2D bandwidth "
-              "measured in the same process); forward = median of the timed forwards (decode: "
+              "measured in the same process, or in the resident run where that was higher); forward = median of the timed forwards (decode: "
               f"the last {DECODE_TIMED} of {DECODE_STEPS} steps; prefill: {PREFILL_REPS} after "
               "one warm-up); ready = process start of the model build to the end of the first "
               "decode step in INFERENCE (resident: of the first step), in parentheses the "
