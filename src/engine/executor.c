@@ -184,6 +184,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	}
 	CUstream rs = cs; /* the stream the block is ready on */
 	size_t dense = SIZE_MAX; /* bytes copied by a sliced trap's load */
+	size_t copied = x->nchunks * o->chunk; /* (raw mode copies the block whole) */
 	if (x->z.desc) {
 		rs = ft_off_load_coded(o, t, cs);
 		if (timing) /* the copies' end: the decode's tail follows */
@@ -191,15 +192,18 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	} else if (x->nsl && !o->cap_id) {
 		/* FT_EXPERT_PAGING: the slices come when launches read them
 		 * (or with the trap, where they read most last time) */
-		dense = ft_off_load_sliced(o, t, cs);
+		copied = dense = ft_off_load_sliced(o, t, cs);
 	} else if (o->mode == FT_TM_RAW_BLOCK) {
 		ft_off_copy_in(o, b->va, x->host, x->nchunks * o->chunk, cs, t);
 	} else {
 		size_t off = 0;
+		copied = 0; /* (runs back on the GPU for good, tails, are not copied) */
 		for (uint32_t i = 0; i < x->nruns; i++) {
 			size_t n = x->runs[i].hi - x->runs[i].lo;
-			if (!x->dead[i])
+			if (!x->dead[i]) {
 				ft_off_copy_in(o, x->runs[i].lo, x->host + off, n, cs, t);
+				copied += n;
+			}
 			off += n;
 		}
 	}
@@ -217,8 +221,7 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	x->loads++;
 	FT_STAT_INC(o->stats, offload_copies);
 	if (!x->z.desc) /* coded loads count the bytes they copy */
-		FT_STAT_ADD(o->stats, offload_copy_bytes,
-			    dense != SIZE_MAX ? dense : x->nchunks * o->chunk);
+		FT_STAT_ADD(o->stats, offload_copy_bytes, copied);
 }
 
 /* Trap t is read by a launch on stream s: its bytes are in its block before
