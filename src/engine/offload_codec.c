@@ -1,10 +1,11 @@
 /*
  * Coded host stores (FT_TRANSFER_COMPRESSION; the format: include/ft/codec.h).
  * When the plan is applied, each offloaded trap's bytes are coded on the
- * host's CPUs and only the image is kept (and pinned).  A load copies the
- * image in pieces of at most FT_OFF_SLOT_BYTES into FT_OFF_SLOTS staging slots on
- * the copy stream and decodes each piece into the block on the decode
- * stream, so the copy of one piece overlaps the decode of the one before;
+ * GPU (where the module or the driver refuses, on the host's CPUs) and only
+ * the image is kept (and pinned).  A load copies the image in pieces of at
+ * most FT_OFF_SLOT_BYTES into FT_OFF_SLOTS staging slots on the copy stream
+ * and decodes each piece into the block on the decode stream, so the copy
+ * of one piece overlaps the decode of the one before;
  * the block is ready on the decode stream.  Bringing a trap back, or
  * checksumming part of it, decodes on the host.
  */

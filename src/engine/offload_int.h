@@ -448,10 +448,11 @@ int ft_off_disk_promote(struct ft_offload *o, int t);
  * it read (a reference judged stale): the one beginning there, else
  * FT_SL_ALL(why) (nothing learnt).  Whether x's block holds what n names.  Added to a launch's
  * needs of trap t (FT_SL_ALL(why): all).  The slices of trap t the launch
- * being served referred to are marked asked for (after its load).  A load of a sliced trap: its dense part
- * into the block (no slice in it any more), or the whole trap where
- * launches asked for more than half its slices while it was last in its
- * block: bytes copied.  Every slice of t in its block
+ * being served referred to are marked asked for (after its load).  A load
+ * of a sliced trap: its dense part into the block (no slice in it any
+ * more), or the whole trap where launches asked for more than half its
+ * slices while it was last in its block: bytes copied.  Every slice of t
+ * in its block
  * (a whole load).  Whether all are.  The slices n names that are not in
  * the block yet copied on cs for by (a kernel's name, or a copy): bytes
  * copied (counted; the first loads of every slice said, with why). */
@@ -474,9 +475,9 @@ int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n)
 void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,
 		     uint32_t count);
 void ft_off_slices_asked(struct ft_offload *o, int t);
-/* Says (the first three of each why) where a reference at a into sliced
- * weight k of kernel kern (NULL: unknown) that needs every slice points,
- * and what it was held against. */
+/* Says (the first three of each why) where a reference at a into weight k
+ * (sliced, or beside slices in its trap) of kernel kern (NULL: unknown)
+ * that needs every slice points, and what it was held against. */
 void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why why,
 		       const struct ft_kernel *kern, uint32_t word, CUstream s);
 size_t ft_off_load_sliced(struct ft_offload *o, int t, CUstream cs);
