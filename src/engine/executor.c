@@ -183,7 +183,6 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		ft_off_record(o, e->ts[e->slot], cs);
 	}
 	CUstream rs = cs; /* the stream the block is ready on */
-	size_t dense = SIZE_MAX; /* bytes copied by a sliced trap's load */
 	size_t copied = x->nchunks * o->chunk; /* (raw mode copies the block whole) */
 	if (x->z.desc) {
 		rs = ft_off_load_coded(o, t, cs);
@@ -191,8 +190,11 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 			ft_off_record(o, e->tc[e->slot], cs);
 	} else if (x->nsl && !o->cap_id) {
 		/* FT_EXPERT_PAGING: the slices come when launches read them
-		 * (or with the trap, where they read most last time) */
-		copied = dense = ft_off_load_sliced(o, t, cs);
+		 * (or with the trap, where they read most last time); the
+		 * load says which are in the block.  Every other load of a
+		 * trap with slices is a capture's, which leaves the eager
+		 * state's slices as they were */
+		copied = ft_off_load_sliced(o, t, cs);
 	} else if (o->mode == FT_TM_RAW_BLOCK) {
 		ft_off_copy_in(o, b->va, x->host, x->nchunks * o->chunk, cs, t);
 	} else {
@@ -216,8 +218,6 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 	}
 	b->occupant = t;
 	b->gen = 0;
-	if (dense == SIZE_MAX && !o->cap_id) /* (a capture's load is its graph's) */
-		ft_off_slices_in(o, t);
 	x->loads++;
 	FT_STAT_INC(o->stats, offload_copies);
 	if (!x->z.desc) /* coded loads count the bytes they copy */

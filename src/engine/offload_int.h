@@ -451,9 +451,8 @@ int ft_off_disk_promote(struct ft_offload *o, int t);
  * being served referred to are marked asked for (after its load).  A load
  * of a sliced trap: its dense part into the block (no slice in it any
  * more), or the whole trap where launches asked for more than half its
- * slices while it was last in its block: bytes copied.  Every slice of t
- * in its block
- * (a whole load).  Whether all are.  The slices n names that are not in
+ * slices while it was last in its block (every slice then in it): bytes
+ * copied.  Whether every slice is in x's block.  The slices n names that are not in
  * the block yet copied on cs for by (a kernel's name, or a copy): bytes
  * copied (counted; the first loads of every slice said, with why). */
 int ft_off_slices_init(struct ft_offload *o);
@@ -481,7 +480,6 @@ void ft_off_slices_asked(struct ft_offload *o, int t);
 void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why why,
 		       const struct ft_kernel *kern, uint32_t word, CUstream s);
 size_t ft_off_load_sliced(struct ft_offload *o, int t, CUstream cs);
-void ft_off_slices_in(struct ft_offload *o, int t);
 int ft_off_slices_whole(const struct ft_off_trap *x);
 size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need *n,
 			  CUstream cs, const char *by);

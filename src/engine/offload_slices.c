@@ -36,6 +36,22 @@
 #include "ft/search.h"
 #include "offload_int.h"
 
+/* A trap's per-slice bits (sl_in, sl_asked): its words, bit i, set it. */
+static size_t mask_words(const struct ft_off_trap *x)
+{
+	return (x->nsl + 63) / 64;
+}
+
+static int bit(const uint64_t *m, uint32_t i)
+{
+	return (int)(m[i / 64] >> (i % 64) & 1);
+}
+
+static void set_bit(uint64_t *m, uint32_t i)
+{
+	m[i / 64] |= 1ull << (i % 64);
+}
+
 int ft_off_slices_init(struct ft_offload *o)
 {
 	o->wsl = calloc(o->nw + 1, sizeof(*o->wsl));
@@ -65,8 +81,8 @@ int ft_off_slices_init(struct ft_offload *o)
 	}
 	for (uint32_t t = 0; t < o->ntraps; t++) {
 		struct ft_off_trap *x = &o->t[t];
-		if (x->nsl && (!(x->sl_in = calloc((x->nsl + 63) / 64, sizeof(*x->sl_in))) ||
-				!(x->sl_asked = calloc((x->nsl + 63) / 64, sizeof(*x->sl_asked)))))
+		if (x->nsl && (!(x->sl_in = calloc(mask_words(x), sizeof(*x->sl_in))) ||
+				!(x->sl_asked = calloc(mask_words(x), sizeof(*x->sl_asked)))))
 			return -1;
 	}
 	return 0;
@@ -207,7 +223,7 @@ static void asked(struct ft_offload *o, int k, uint32_t i)
 	if (o->nasks < FT_OFF_NEED)
 		o->asks[o->nasks].t = o->w[k].trap, o->asks[o->nasks++].i = i;
 	else
-		x->sl_asked[i / 64] |= 1ull << (i % 64);
+		set_bit(x->sl_asked, i);
 }
 
 void ft_off_slices_asked(struct ft_offload *o, int t)
@@ -215,7 +231,7 @@ void ft_off_slices_asked(struct ft_offload *o, int t)
 	struct ft_off_trap *x = &o->t[t];
 	for (uint32_t r = 0; r < o->nasks; r++)
 		if (o->asks[r].t == (uint32_t)t && o->asks[r].i < x->nsl)
-			x->sl_asked[o->asks[r].i / 64] |= 1ull << (o->asks[r].i % 64);
+			set_bit(x->sl_asked, o->asks[r].i);
 }
 
 /* Whether weight k is paged per slice. */
@@ -342,10 +358,10 @@ static size_t copy_span(struct ft_offload *o, int t, uint64_t lo, uint64_t hi, C
  * next load guesses from that residency's launches. */
 static int most_asked(struct ft_off_trap *x)
 {
-	uint32_t asked = 0, words = (x->nsl + 63) / 64;
-	for (uint32_t i = 0; i < words; i++)
+	uint32_t asked = 0;
+	for (size_t i = 0; i < mask_words(x); i++)
 		asked += (uint32_t)__builtin_popcountll(x->sl_asked[i]);
-	memset(x->sl_asked, 0, words * sizeof(*x->sl_asked));
+	memset(x->sl_asked, 0, mask_words(x) * sizeof(*x->sl_asked));
 	return 2 * asked > x->nsl;
 }
 
@@ -356,7 +372,7 @@ size_t ft_off_load_sliced(struct ft_offload *o, int t, CUstream cs)
 	uint64_t from = 0;
 	if (most_asked(x)) {
 		moved = copy_span(o, t, 0, UINT64_MAX, cs);
-		ft_off_slices_in(o, t);
+		memset(x->sl_in, 0xff, mask_words(x) * sizeof(*x->sl_in));
 		FT_STAT_INC(o->stats, offload_slice_aheads);
 		return moved;
 	}
@@ -367,15 +383,8 @@ size_t ft_off_load_sliced(struct ft_offload *o, int t, CUstream cs)
 		if (i < x->nsl && x->sl[i].hi > from)
 			from = x->sl[i].hi;
 	}
-	memset(x->sl_in, 0, (x->nsl + 63) / 64 * sizeof(*x->sl_in));
+	memset(x->sl_in, 0, mask_words(x) * sizeof(*x->sl_in));
 	return moved;
-}
-
-void ft_off_slices_in(struct ft_offload *o, int t)
-{
-	struct ft_off_trap *x = &o->t[t];
-	if (x->nsl)
-		memset(x->sl_in, 0xff, (x->nsl + 63) / 64 * sizeof(*x->sl_in));
 }
 
 int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n)
@@ -386,7 +395,7 @@ int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n)
 		return ft_off_slices_whole(x);
 	for (uint32_t r = 0; r < n->n; r++)
 		for (uint32_t i = n->first[r]; i < n->first[r] + n->count[r] && i < x->nsl; i++)
-			if (!(x->sl_in[i / 64] >> (i % 64) & 1))
+			if (!bit(x->sl_in, i))
 				return 0;
 	return 1;
 }
@@ -394,7 +403,7 @@ int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n)
 int ft_off_slices_whole(const struct ft_off_trap *x)
 {
 	for (uint32_t i = 0; i < x->nsl; i++)
-		if (!(x->sl_in[i / 64] >> (i % 64) & 1))
+		if (!bit(x->sl_in, i))
 			return 0;
 	return 1;
 }
@@ -430,9 +439,9 @@ size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need 
 		uint32_t first = n->all ? 0 : n->first[r], count = n->all ? x->nsl : n->count[r];
 		uint32_t before = copies;
 		for (uint32_t i = first; i < first + count && i < x->nsl; i++) {
-			if (x->sl_in[i / 64] >> (i % 64) & 1)
+			if (bit(x->sl_in, i))
 				continue;
-			x->sl_in[i / 64] |= 1ull << (i % 64);
+			set_bit(x->sl_in, i);
 			moved += copy_span(o, t, x->sl[i].lo, x->sl[i].hi, cs);
 			copies++;
 		}
