@@ -282,11 +282,12 @@ def report(out):
              "bytes the plan offloads / H2D bandwidth (same process): each offloaded byte "
              "crosses PCIe once per forward; copied = bytes copied into blocks per forward "
              "/ bytes offloaded (above 1: some crossed twice)" % TIMED, "",
-             "| model | run | prefill identical | decode identical | prefill ms | resident | "
+             "| model | run | offloaded GB (share) | prefill identical | decode identical | "
+             "prefill ms | resident | "
              "floor | ratio | copied | decode ms | resident | floor | ratio | copied | "
              "late loads | conflicts | demoted | ignored refs (held) | verify failures | "
              "INFERENCE after |",
-             "|" + "---|" * 20]
+             "|" + "---|" * 21]
     pairs = runs(out)
     for plain, r in pairs:
         name = plain["model"]
@@ -328,8 +329,9 @@ def report(out):
                  else ("prefill", "decode"))
         seq = [x["phase"] for k in order for x in r["rec"][k]]
         at = next((i + 1 for i, ph in enumerate(seq) if ph == 2), None)
+        share = f"{off / 1e9:.2f} ({off / r['params']:.2f})" if r.get("params") else "-"
         lines.append(f"| {name} | {r['tag']}{'' if inference else ' (not in INFERENCE)'} | "
-                     + " | ".join(cols + nums) + f" | {st.get('offload_misses', 0)} in {fwd} | "
+                     + " | ".join([share] + cols + nums) + f" | {st.get('offload_misses', 0)} in {fwd} | "
                      f"{st.get('offload_conflicts', 0)} | {st.get('offload_demoted', 0)} | "
                      f"{st.get('offload_ignored_refs', 0)} ({st.get('offload_held', 0)}) | "
                      f"{st.get('verify_failures', 0)} | {at if at else '-'} |")
