@@ -586,8 +586,8 @@ static int follow_link(struct ft_offload *o, int k, int *touched, int *moves,
 {
 	int l = linked_offloaded(o, k);
 	int t = l < 0 ? -1 : (int)o->w[l].trap;
-	if (t >= 0 && !(o->cap_id && o->t[t].pending)) /* (a read runs on into it: all) */
-		nt = touch(o, touched, moves, needs, nt, t, 0, FT_SL_ALL(FT_SLW_EXTENT), 0);
+	if (t >= 0 && !(o->cap_id && o->t[t].pending)) /* (a read runs on into it) */
+		nt = touch(o, touched, moves, needs, nt, t, 0, ft_off_link_need(o, k), 0);
 	return nt;
 }
 

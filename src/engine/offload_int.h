@@ -213,6 +213,7 @@ struct ft_offload {
 	uint32_t zsliced;                   /* traps kept raw: paged per expert */
 	uint32_t slw_said[FT_SLW_N];        /* whole slice loads said, per why */
 	uint32_t slw_refs[FT_SLW_N];        /* their references said, per why */
+	uint32_t links_said;                /* links judged two tensors, said */
 	uint64_t zenc_ns, zenc_bytes;       /* the encoder's time and input at staging */
 	uint32_t zgpu;                      /* traps coded by the GPU encoder */
 	double zpred_ms, zpred_raw_ms;      /* by the curves: the coded traps' loads a
@@ -466,9 +467,14 @@ int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *cou
  * in k's allocation, into which the view might read on (a view does not
  * read past its allocation: on the H100 a Mixtral's decode GEMMs loaded
  * every expert of a trap, each step, for references past the views of a
- * weight beside stacked experts that PyTorch allocates on their own).
- * Whether weight k + 1 begins where k ends, in k's allocation. */
+ * weight beside stacked experts that PyTorch allocates on their own), or
+ * whose slices are off k's start's stride (two tensors).  What a read of
+ * weight k loads of the trap of weight k + 1, which begins where k ends in
+ * k's allocation (ft_off_links): its dense part, or every slice where the
+ * read may run on into them.  Whether weight k + 1 begins where k ends,
+ * in k's allocation. */
 int ft_off_dense_view(struct ft_offload *o, int k);
+int ft_off_link_need(struct ft_offload *o, int k);
 int ft_off_runs_on(struct ft_offload *o, uint32_t k);
 int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n);
 void ft_off_need_add(struct ft_off_need *n, const struct ft_offload *o, int t, int first,

@@ -1497,10 +1497,14 @@ static void an_expert_inside_a_slice_asks_for_it(void **state)
  * chunk, which other tensors share (it stays on the GPU), and runs on
  * through the second; the stacked tensor of four experts after it, in the
  * same trap, begins where it ends -- in the same allocation (runs_on) or
- * in one of its own. */
+ * in one of its own (runs_on 0). */
 #define EXPERTS_AFTER (2 * 16 * MB + 2 * CHUNK)
 static const struct ft_off_weight stacked_after = { EXPERTS_AFTER, EXPERTS_AFTER + 4 * CHUNK, 1, 0,
 						    EXPERTS_AFTER + 4 * CHUNK, expert_starts, 3 };
+/* (runs_on 2: experts of half a chunk, on whose stride the weight begins) */
+static const uint64_t half_chunk_starts[] = { CHUNK / 2, CHUNK, 3 * CHUNK / 2 };
+static const struct ft_off_weight stacked_half = { EXPERTS_AFTER, EXPERTS_AFTER + 2 * CHUNK, 1, 0,
+						   EXPERTS_AFTER + 2 * CHUNK, half_chunk_starts, 3 };
 static int runs_on;
 
 static uint32_t weight_before_experts(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
@@ -1511,7 +1515,7 @@ static uint32_t weight_before_experts(struct ft_off_weight *w, uint32_t nw, stru
 			w[i].lo += CHUNK / 2, w[i].hi += CHUNK;
 	S.base[1] += CHUNK / 2;
 	if (runs_on) {
-		a[1].hi = EXPERTS_AFTER + 4 * CHUNK;
+		a[1].hi = EXPERTS_AFTER + (runs_on == 2 ? 2 : 4) * CHUNK;
 		return na;
 	}
 	a[1].hi = EXPERTS_AFTER;
@@ -1526,12 +1530,16 @@ static uint32_t weight_before_experts(struct ft_off_weight *w, uint32_t nw, stru
  * does not read past its allocation, so the experts after it come only
  * when they begin where it ends in that allocation (on the H100 a
  * Mixtral's decode GEMMs loaded every expert of a trap each step for such
- * references). */
+ * references), and only when it begins on their stride: half a chunk off
+ * experts of a chunk, it is another tensor than they (runs_on 1), a
+ * whole number of experts of half a chunk before them, it may be one with
+ * them (runs_on 2). */
 static void a_view_beside_experts_loads_them_only_if_it_may_read_on_into_them(void **state)
 {
 	(void)state;
-	for (runs_on = 0; runs_on < 2; runs_on++) {
-		struct ft_offload *o = engine_edit(10, round_robin4, 4, &stacked_after, 1,
+	for (runs_on = 0; runs_on < 3; runs_on++) {
+		struct ft_offload *o = engine_edit(10, round_robin4, 4,
+						   runs_on == 2 ? &stacked_half : &stacked_after, 1,
 						   weight_before_experts);
 		assert_int_equal(o->t[1].nsl, 4);
 		uint64_t view = S.base[1] + 4096;
@@ -1543,10 +1551,95 @@ static void a_view_beside_experts_loads_them_only_if_it_may_read_on_into_them(vo
 			}
 		check();
 		assert_int_equal(stats.v[FT_STAT_offload_tails], 0);
-		assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], runs_on ? 3 : 0);
-		assert_int_equal(stats.v[FT_STAT_offload_slice_copies], runs_on ? 12 : 0);
+		assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], runs_on == 2 ? 3 : 0);
+		assert_int_equal(stats.v[FT_STAT_offload_slice_copies], runs_on == 2 ? 12 : 0);
 		done(o);
 	}
+}
+
+/* Trap 0's weight and, after it in its allocation, trap 1's stacked
+ * tensor of three experts of two chunks each: a link (one tensor seen
+ * through two pointers, perhaps).  Trap 0's weight is one chunk, off the
+ * experts' stride, or two (joined), on it. */
+static const uint64_t wide_starts[] = { 2 * CHUNK, 4 * CHUNK };
+static const struct ft_off_weight stacked_wide = { 0, 6 * CHUNK, 1, 0, 6 * CHUNK, wide_starts,
+						   2 };
+static int joined;
+
+static uint32_t experts_after_trap0(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
+				    uint32_t na)
+{
+	uint64_t at = S.base[0] + (joined ? 2 : 1) * CHUNK;
+	for (uint32_t i = 0; i < nw; i++)
+		if (w[i].trap == 0)
+			w[i].hi = at;
+		else if (w[i].nslices)
+			w[i].lo += at, w[i].hi += at, w[i].views += at;
+	a[0].hi = at + 6 * CHUNK;
+	return na;
+}
+
+/* A read of trap 0's weight follows the link into trap 1.  Were the two
+ * weights one tensor of experts, trap 0's weight would be whole experts
+ * of it: then every expert comes with the read; off their stride they are
+ * two tensors, and the read loads trap 1's dense part only (on the H100 a
+ * Mixtral's decode steps loaded every expert of seven traps a step, each
+ * for the weight before it in one allocation). */
+static void a_link_into_experts_off_their_stride_loads_none(void **state)
+{
+	(void)state;
+	for (joined = 0; joined < 2; joined++) {
+		struct ft_offload *o = engine_edit(10, round_robin4, 4, &stacked_wide, 1,
+						   experts_after_trap0);
+		assert_int_equal(o->t[1].nsl, 3);
+		assert_int_equal(o->w[0].link, 2);
+		for (int pass = 0; pass < 3; pass++)
+			for (int t = 0; t < 10; t++)
+				kernel(o, 1, &t, 1);
+		check();
+		assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], joined ? 3 : 0);
+		assert_int_equal(stats.v[FT_STAT_offload_slice_copies], joined ? 9 : 0);
+		done(o);
+	}
+}
+
+/* Trap 1's stacked experts (moe_engine's) and a weight of trap 1's own
+ * that begins where trap 0's weight ends in trap 0's allocation: a link
+ * into trap 1, whose dense part holds that weight. */
+static const struct ft_off_weight dense_after0[] = {
+	{ EXPERTS, EXPERTS + 4 * CHUNK, 1, 0, EXPERTS + 4 * CHUNK, expert_starts, 3 },
+	{ 16 * MB + CHUNK, 16 * MB + 2 * CHUNK, 1, 0, 0, NULL, 0 },
+};
+
+static uint32_t dense_after_trap0(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
+				  uint32_t na)
+{
+	(void)w;
+	(void)nw;
+	a[0].hi = 16 * MB + 2 * CHUNK;
+	a[1].hi = EXPERTS + 4 * CHUNK;
+	return na;
+}
+
+/* A read of trap 0's weight runs on, perhaps, into trap 1's weight after
+ * it, which is not sliced: it is in the dense part that every load of
+ * trap 1 copies, and the experts stay where they are (on the H100 a
+ * Mixtral's decode steps loaded every expert of seven traps a step for
+ * such links). */
+static void a_link_into_a_dense_weight_loads_no_expert(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, dense_after0, 2,
+					   dense_after_trap0);
+	assert_int_equal(o->t[1].nsl, 4);
+	assert_int_equal(o->w[0].link, 2);
+	for (int pass = 0; pass < 3; pass++)
+		for (int t = 0; t < 10; t++)
+			kernel(o, 1, &t, 1);
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], 0);
+	assert_int_equal(stats.v[FT_STAT_offload_slice_copies], 0);
+	done(o);
 }
 
 /* A word that refers to one expert a pass (transformers' grouped GEMM is
@@ -1814,6 +1907,8 @@ int main(void)
 		cmocka_unit_test(most_experts_read_last_time_come_with_the_trap),
 		cmocka_unit_test(a_word_that_refers_to_one_expert_a_pass_loads_them_all),
 		cmocka_unit_test(a_view_beside_experts_loads_them_only_if_it_may_read_on_into_them),
+		cmocka_unit_test(a_link_into_experts_off_their_stride_loads_none),
+		cmocka_unit_test(a_link_into_a_dense_weight_loads_no_expert),
 		cmocka_unit_test(a_miss_asks_for_the_residency_it_begins),
 		cmocka_unit_test(an_expert_inside_a_slice_asks_for_it),
 		cmocka_unit_test(a_slice_copied_later_is_waited_for_by_every_stream),
