@@ -248,6 +248,13 @@ def fraction(name, out, share):
     print(f"{budget_fraction(r['params'], r['decoder'], share, r['total']):.6f}")
 
 
+def verify_decode(name):
+    """The decode steps of an FT_VERIFY run: its decode steps must run in
+    INFERENCE too, and a model that decodes first reaches it after 8-22
+    forwards."""
+    print(os.environ.get("ZOO_VERIFY_DECODE") or (30 if options(name).get("decode_first") else 6))
+
+
 def same(a, b):
     import torch
 
@@ -378,5 +385,7 @@ if __name__ == "__main__":
         run(sys.argv[2], sys.argv[3], sys.argv[4])
     elif sys.argv[1] == "fraction":
         fraction(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "verify-decode":
+        verify_decode(sys.argv[2])
     else:
         sys.exit(report(sys.argv[2]))

@@ -14,7 +14,8 @@
 # loads stacked experts with their layer, FT_EXPERT_PAGING=0;
 # ZOO_TRACE=1 keeps each library run's FT_TRACE; ZOO_FT: more FT_*=value
 # settings for every library run; ZOO_VERIFY_PREFILLS and
-# ZOO_VERIFY_DECODE, default 10 and 6: the FT_VERIFY runs' forwards)
+# ZOO_VERIFY_DECODE, default 10 and 6 (30 for a model that decodes first,
+# so that its decode steps run in INFERENCE too): the FT_VERIFY runs' forwards)
 set -u
 lib=$1 out=$2
 here=$(CDPATH= cd -- "$(dirname -- "$0")" && pwd)
@@ -42,7 +43,7 @@ for m in $models; do
 		esac
 		case $run in
 		*verify) set -- "$@" FT_VERIFY=1 ZOO_PREFILLS="${ZOO_VERIFY_PREFILLS:-10}" \
-			ZOO_DECODE="${ZOO_VERIFY_DECODE:-6}" ;;
+			ZOO_DECODE="$("$py" "$here/zoo.py" verify-decode "$m")" ;;
 		esac
 		[ "${ZOO_TRACE:-0}" = 1 ] && set -- "$@" FT_TRACE="$out/$m-$run.trace.jsonl"
 		env "$@" LD_PRELOAD="$lib" FT_ENABLED=1 FT_PROFILING_ITERS=3 FT_LOG_LEVEL=info \
