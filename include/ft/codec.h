@@ -99,6 +99,24 @@ void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out);
  * multiples of FT_Z_CHUNK, or n reaching the end) needs no memory.  0, or
  * -ENOMEM (no memory to decode a chunk in part: out not all written). */
 int ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out);
+/* The fewest image bytes a chunk of n words with descriptor d can take
+ * (its coded parts, without padding): what a stored descriptor table is
+ * checked against before the decoder trusts it; 0 for a mode that does
+ * not exist. */
+static inline uint64_t ft_z_min_span(uint64_t d, uint32_t n)
+{
+	uint64_t esc = (uint64_t)FT_Z_NESC(d) * 4;
+	switch (FT_Z_MODE(d)) {
+	case FT_Z_RAW:
+		return (uint64_t)n * 2;
+	case FT_Z_BF16:
+		return 16 + (uint64_t)n / 2 + n + esc;
+	case FT_Z_FP16:
+		return 16 + (uint64_t)n / 2 + n + (uint64_t)n / 8 * 3 + esc;
+	default:
+		return 0;
+	}
+}
 /* Image bytes of chunks [a, b). */
 static inline size_t ft_z_span(const struct ft_z_image *z, uint32_t a, uint32_t b)
 {

@@ -201,11 +201,11 @@ static int descs_ok(const uint64_t *d, uint32_t n, uint64_t bytes, uint64_t raw)
 		uint64_t vals = raw / 2 - (uint64_t)c * FT_Z_VALS, span;
 		if (vals > FT_Z_VALS)
 			vals = FT_Z_VALS;
-		if (FT_Z_OFF(d[c + 1]) < FT_Z_OFF(d[c]) || FT_Z_MODE(d[c]) > FT_Z_BF16)
+		if (FT_Z_OFF(d[c + 1]) < FT_Z_OFF(d[c]) || !ft_z_min_span(d[c], (uint32_t)vals))
 			return 0;
 		span = FT_Z_OFF(d[c + 1]) - FT_Z_OFF(d[c]);
-		if (FT_Z_MODE(d[c]) == FT_Z_RAW ? span < vals * 2
-		    : span < 16 + vals / 2 + vals + (uint64_t)FT_Z_NESC(d[c]) * 4 || FT_Z_NESC(d[c]) > vals)
+		if (span < ft_z_min_span(d[c], (uint32_t)vals) ||
+		    (FT_Z_MODE(d[c]) != FT_Z_RAW && FT_Z_NESC(d[c]) > vals))
 			return 0;
 	}
 	return 1;
