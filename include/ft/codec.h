@@ -23,12 +23,34 @@
  *                   and the mantissa's bits 9-8
  *   esc[nesc]       as bf16's
  *
- * 1.875 bytes a word (1.067x: the mantissa is 10 bits wide).  Each chunk
- * takes the smaller of the two (an fp16 word read as bf16 has 3 mantissa
- * bits in its exponent field: wide tables, many escapes); one whose coded
- * form is not smaller than 0.97 of its raw bytes (random bits, fp8, int8)
- * is stored raw.  Each chunk has one 64-bit descriptor: its byte offset in
- * the image (bits 0-39), its mode (40-41), its escapes (42-63).
+ * 1.875 bytes a word (1.067x: the mantissa is 10 bits wide).  bf16 with
+ * its exponent Huffman-coded (mode 3; the code: include/ft/codec_huff.h):
+ *
+ *   lens[128]       per exponent value e its code length (0: absent, 1-11),
+ *                   a nibble, byte e / 2, the low nibble for even e
+ *   sizes[256]      the bytes of each of the 256 sub-streams (at most 176)
+ *   rest[n]         as bf16's (at byte 384, 16-aligned)
+ *   streams         the sub-streams back to back (at byte 384 + n), each
+ *                   from a byte: sub-stream k holds the codes of the
+ *                   exponents of words k, k + 256, k + 512, ... (so n / 256
+ *                   of them, or one more), MSB first, its last byte's low
+ *                   bits zero
+ *
+ * padded to 16 bytes: a thread of the decoder's block decodes each
+ * sub-stream (its start is the sum of the sizes before it), through a
+ * table of the 2048 codes' 11-bit prefixes.  The code is the chunk's own,
+ * canonical ((length, value) order), its lengths Huffman's cut to 11
+ * bits; a chunk of one exponent codes it in 0 bits (its length says 1, its
+ * sub-streams are empty).  1 byte a word plus the exponents' entropy and
+ * about 0.8 % (bf16 weights: 1.45-1.5x, 1.5-2 % short of their entropy).
+ *
+ * Each chunk takes the smallest of the three modes (an fp16 word read as
+ * bf16 has 3 mantissa bits in its exponent field: wide tables and many
+ * escapes in mode 1, and more bits in mode 3; ties to the lower mode); one
+ * whose coded form is not smaller than 0.97 of its raw bytes (random bits,
+ * fp8, int8) is stored raw.  Each chunk has one 64-bit descriptor: its
+ * byte offset in the image (bits 0-39), its mode (40-41), its escapes
+ * (modes 1 and 2) or its streams' bytes (mode 3; bits 42-63).
  *
  * The GPU decoder (src/engine/codec_kernel.cu, loaded as PTX by gpu.c) and
  * ft_z_decode_at below are the same algorithm; tests compare both with
@@ -47,10 +69,12 @@
 #define FT_Z_RAW 0u
 #define FT_Z_BF16 1u
 #define FT_Z_FP16 2u
+#define FT_Z_BF16H 3u
 
 #define FT_Z_OFF(d) ((d) & ((1ull << 40) - 1))
 #define FT_Z_MODE(d) ((unsigned)((d) >> 40) & 3u)
-#define FT_Z_NESC(d) ((uint32_t)((d) >> 42))
+#define FT_Z_NESC(d) ((uint32_t)((d) >> 42))     /* modes 1, 2 */
+#define FT_Z_SBYTES(d) ((uint32_t)((d) >> 42))   /* mode 3 */
 
 /* A coded store: the image, and one descriptor per chunk. */
 struct ft_z_image {
@@ -62,14 +86,15 @@ struct ft_z_image {
 	uint32_t coded;                        /* chunks not stored raw */
 };
 
-/* One chunk's analysis, the encoder's first pass (32 bytes: the GPU
- * encoder's layout too). */
+/* One chunk's analysis, the encoder's first pass (160 bytes: the GPU
+ * encoder's layout too, 40 32-bit words). */
 struct ft_z_meta {
-	uint8_t table[16];                     /* unused entries 0 */
-	uint32_t nesc;
+	uint8_t table[16];                     /* modes 1, 2; unused entries 0 */
+	uint32_t nesc;                         /* modes 1, 2 */
 	uint32_t mode;
 	uint32_t nused;                        /* table entries in use */
-	uint32_t pad;                          /* 0 */
+	uint32_t sbytes;                       /* mode 3: its streams' bytes */
+	uint8_t lens[128];                     /* mode 3: its header's lengths; else 0 */
 };
 
 /* The two passes for one chunk of n words (n % 32 == 0 to be coded):
@@ -101,8 +126,7 @@ void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out);
 int ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out);
 /* The fewest image bytes a chunk of n words with descriptor d can take
  * (its coded parts, without padding): what a stored descriptor table is
- * checked against before the decoder trusts it; 0 for a mode that does
- * not exist. */
+ * checked against before the decoder trusts it. */
 static inline uint64_t ft_z_min_span(uint64_t d, uint32_t n)
 {
 	uint64_t esc = (uint64_t)FT_Z_NESC(d) * 4;
@@ -114,7 +138,7 @@ static inline uint64_t ft_z_min_span(uint64_t d, uint32_t n)
 	case FT_Z_FP16:
 		return 16 + (uint64_t)n / 2 + n + (uint64_t)n / 8 * 3 + esc;
 	default:
-		return 0;
+		return 384 + (uint64_t)n + FT_Z_SBYTES(d);
 	}
 }
 /* Image bytes of chunks [a, b). */

@@ -1,10 +1,11 @@
 /*
  * The host side of the store's codec (include/ft/codec.h): the encoder,
- * two passes over the chunks on many threads (first each chunk's table,
- * escapes and coded size, then, at offsets known from their sum, the
+ * two passes over the chunks on many threads (first each chunk's table or
+ * code, escapes and coded size, then, at offsets known from their sum, the
  * coded chunks), and the reference decoder.
  */
 #include "ft/codec.h"
+#include "ft/codec_huff.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -34,6 +35,8 @@ static size_t esc_at(uint32_t n, unsigned mode)
 
 static size_t coded_size(uint32_t n, const struct ft_z_meta *c)
 {
+	if (c->mode == FT_Z_BF16H)
+		return align16(FT_ZH_HEAD + (size_t)n + c->sbytes);
 	return c->mode == FT_Z_RAW ? align16((size_t)n * 2)
 				   : align16(esc_at(n, c->mode) + (size_t)c->nesc * 4);
 }
@@ -58,9 +61,84 @@ static uint32_t pick(uint32_t *h, int nbins, uint8_t *table, uint32_t *covered)
 	return used;
 }
 
+/* Sub-stream k's bits (words k, k + 256, ... of v) into bits[k], by the
+ * code lengths len. */
+static void stream_bits(const uint16_t *v, uint32_t n, const unsigned char *len, uint32_t *bits)
+{
+	memset(bits, 0, FT_ZH_STREAMS * sizeof(*bits));
+	/* four words a load (n % 32 == 0, or the chunk is raw whatever its
+	 * size) */
+	for (uint32_t i = 0; i + 4 <= n; i += 4) {
+		uint64_t x;
+		memcpy(&x, v + i, 8);
+		uint32_t *b = bits + i % FT_ZH_STREAMS;
+		b[0] += len[(x >> 7) & 255];
+		b[1] += len[(x >> 23) & 255];
+		b[2] += len[(x >> 39) & 255];
+		b[3] += len[(x >> 55) & 255];
+	}
+}
+
+/* The present symbols of counts h (at most 32768 each) into sym, their
+ * counts into w, in ascending (count, value) order (ft_zh_rank's): from
+ * value order, stable by the counts' low byte, then their high byte
+ * (ft_zh_rank's O(256) per symbol is the GPU's, one a thread).  How many. */
+static unsigned order(const uint32_t *h, unsigned char *sym, uint32_t *w)
+{
+	unsigned char tmp[FT_ZH_SYMS];
+	unsigned np = 0;
+	for (unsigned e = 0; e < FT_ZH_SYMS; e++)
+		if (h[e])
+			tmp[np++] = (unsigned char)e;
+	for (unsigned pass = 0; pass < 2; pass++) {
+		const unsigned char *from = pass ? sym : tmp;
+		unsigned char *to = pass ? tmp : sym;
+		uint32_t at[257] = { 0 };
+		for (unsigned k = 0; k < np; k++)
+			at[((h[from[k]] >> (8 * pass)) & 255) + 1]++;
+		for (unsigned b = 0; b < 256; b++)
+			at[b + 1] += at[b];
+		for (unsigned k = 0; k < np; k++)
+			to[at[(h[from[k]] >> (8 * pass)) & 255]++] = from[k];
+	}
+	for (unsigned k = 0; k < np; k++)
+		w[k] = h[sym[k] = tmp[k]];
+	return np;
+}
+
+/* Mode 3's analysis of the chunk of n words v with exponent counts h
+ * into *c: the code's lengths (as the header has them) and the streams'
+ * bytes (each sub-stream rounded up to a byte).  0, or -1 when its size
+ * cannot be below beat (the streams take all their codes' bits at
+ * least; then the words need not be read again: mode 3 would not be
+ * chosen, as it is not on the GPU, which reads them anyway). */
+static int huff_analyse(const uint16_t *v, uint32_t n, const uint32_t *h, size_t beat,
+			struct ft_z_meta *c)
+{
+	uint32_t w[FT_ZH_SYMS], bits[FT_ZH_STREAMS];
+	unsigned char sym[FT_ZH_SYMS], len[FT_ZH_SYMS] = { 0 };
+	unsigned np = order(h, sym, w);
+	ft_zh_lengths(w, sym, np, len);
+	*c = (struct ft_z_meta){ .mode = FT_Z_BF16H };
+	uint64_t all = 0;
+	for (unsigned e = 0; e < FT_ZH_SYMS; e++) {
+		c->lens[e / 2] |= (uint8_t)(len[e] << (e & 1) * 4);
+		all += (uint64_t)h[e] * len[e];
+	}
+	if (np == 1)
+		return 0; /* 0 bits a word: no streams */
+	if (align16(FT_ZH_HEAD + (size_t)n + (size_t)(all + 7) / 8) >= beat)
+		return -1;
+	stream_bits(v, n, len, bits);
+	for (unsigned k = 0; k < FT_ZH_STREAMS; k++)
+		c->sbytes += (bits[k] + 7) / 8;
+	return 0;
+}
+
 /* The chunk's mode: bf16's 15 most frequent exponents (bits 7-14) or
- * fp16's (bits 10-14: the bf16 bins eight at a time), whichever codes
- * smaller, and whether that saves at least 3 % of the chunk. */
+ * fp16's (bits 10-14: the bf16 bins eight at a time) or bf16's exponents
+ * Huffman-coded, whichever codes smallest (ties to the lower mode), and
+ * whether that saves at least 3 % of the chunk. */
 void ft_z_analyse(const uint16_t *v, uint32_t n, struct ft_z_meta *c)
 {
 	uint32_t h[4][256], h16[32] = { 0 };
@@ -79,13 +157,19 @@ void ft_z_analyse(const uint16_t *v, uint32_t n, struct ft_z_meta *c)
 		h[0][e] += h[1][e] + h[2][e] + h[3][e];
 		h16[e >> 3] += h[0][e];
 	}
-	struct ft_z_meta b = { .mode = FT_Z_BF16 }, f = { .mode = FT_Z_FP16 };
-	uint32_t covered;
+	struct ft_z_meta b = { .mode = FT_Z_BF16 }, f = { .mode = FT_Z_FP16 }, hc;
+	uint32_t covered, hb[256];
+	memcpy(hb, h[0], sizeof(hb)); /* (pick spends h) */
 	b.nused = pick(h[0], 256, b.table, &covered);
 	b.nesc = n - covered;
 	f.nused = pick(h16, 32, f.table, &covered);
 	f.nesc = n - covered;
 	*c = coded_size(n, &f) < coded_size(n, &b) ? f : b;
+	/* mode 3 where smaller, if that can pass the test below */
+	size_t beat = coded_size(n, c), most = (size_t)n * 2 * 97 / 100 + 1;
+	if (n % 32 == 0 && !huff_analyse(v, n, hb, beat < most ? beat : most, &hc) &&
+	    coded_size(n, &hc) < beat)
+		*c = hc;
 	if (n % 32 || coded_size(n, c) * 100 > (size_t)n * 2 * 97)
 		*c = (struct ft_z_meta){ .mode = FT_Z_RAW };
 }
@@ -104,10 +188,79 @@ static uint32_t high3(uint16_t w)
 	return (uint32_t)(w >> 15) << 2 | ((w >> 8) & 3u);
 }
 
+/* Sub-streams the host codes or decodes side by side: 32 words of a row
+ * of 256 are a cache line (so the chunk is still read or written once),
+ * their states and slots a few KiB of stack (an application's thread
+ * runs the encoder's last part). */
+#define GROUP 32u
+
+/* Mode 3's sub-streams [k0, k0 + GROUP) of v by the code (code, len) into
+ * out, their sizes into sizes: two codes of each at a time (words i + k
+ * and i + 256 + k), each into a slot of its longest, then moved up behind
+ * the one before (no pass to count their bits first).  Their bytes. */
+static uint32_t code_group(const uint16_t *v, uint32_t n, uint32_t k0, const uint16_t *code,
+			   const unsigned char *len, unsigned char *sizes, unsigned char *out)
+{
+	unsigned char slot[GROUP][FT_ZH_MAX];
+	struct ft_zh_put b[GROUP];
+	uint32_t o = 0;
+	for (unsigned q = 0; q < GROUP; q++)
+		b[q] = (struct ft_zh_put){ .out = slot[q] };
+	for (uint32_t i = k0; i < n; i += 2 * FT_ZH_STREAMS)
+		for (uint32_t q = 0; q < GROUP && i + q < n; q++) {
+			unsigned e = (v[i + q] >> 7) & 255;
+			uint32_t c = code[e], l = len[e];
+			if (i + FT_ZH_STREAMS + q < n) {
+				unsigned f = (v[i + FT_ZH_STREAMS + q] >> 7) & 255;
+				c = c << len[f] | code[f];
+				l += len[f];
+			}
+			ft_zh_put(&b[q], c, l);
+		}
+	for (unsigned q = 0; q < GROUP; q++) {
+		ft_zh_flush(&b[q]);
+		sizes[k0 + q] = (unsigned char)(b[q].out - slot[q]);
+		memcpy(out + o, slot[q], sizes[k0 + q]);
+		o += sizes[k0 + q];
+	}
+	return o;
+}
+
+/* Mode 3's coded chunk: the header, the rest bytes, the sub-streams by
+ * the canonical code of the lengths in c (on the GPU one a thread). */
+static void huff_code(const uint16_t *v, uint32_t n, const struct ft_z_meta *c,
+		      unsigned char *out)
+{
+	uint16_t start[FT_ZH_SYMS], ent[FT_ZH_SYMS], code[FT_ZH_SYMS] = { 0 };
+	unsigned char len[FT_ZH_SYMS] = { 0 };
+	unsigned np = ft_zh_canon(c->lens, start, ent);
+	for (unsigned p = 0; p < np; p++) {
+		unsigned e = ent[p] & 255, l = ent[p] >> 8;
+		len[e] = (unsigned char)l;
+		code[e] = (uint16_t)(start[p] >> (FT_ZH_L - l));
+	}
+	memcpy(out, c->lens, sizeof(c->lens));
+	unsigned char *sizes = out + sizeof(c->lens), *rest = out + FT_ZH_HEAD, *streams = rest + n;
+	for (uint32_t i = 0; i < n; i += 8) {
+		uint64_t x[2];
+		memcpy(x, v + i, 16);
+		uint64_t rw = rest4(x[0]) | (uint64_t)rest4(x[1]) << 32;
+		memcpy(rest + i, &rw, 8);
+	}
+	uint32_t o = 0;
+	for (uint32_t k0 = 0; k0 < FT_ZH_STREAMS; k0 += GROUP)
+		o += code_group(v, n, k0, code, len, sizes, streams + o);
+	memset(streams + o, 0, align16(FT_ZH_HEAD + n + o) - (FT_ZH_HEAD + n + o));
+}
+
 void ft_z_code(const uint16_t *v, uint32_t n, const struct ft_z_meta *c, unsigned char *out)
 {
 	if (c->mode == FT_Z_RAW) {
 		memcpy(out, v, (size_t)n * 2);
+		return;
+	}
+	if (c->mode == FT_Z_BF16H) {
+		huff_code(v, n, c, out);
 		return;
 	}
 	int fp16 = c->mode == FT_Z_FP16;
@@ -212,7 +365,8 @@ int ft_z_layout(struct ft_z_image *z, size_t bytes, const struct ft_z_meta *m)
 		return -ENOMEM;
 	size_t off = 0;
 	for (uint32_t c = 0; c < z->nchunks; c++) {
-		z->desc[c] = off | (uint64_t)m[c].mode << 40 | (uint64_t)m[c].nesc << 42;
+		uint64_t arg = m[c].mode == FT_Z_BF16H ? m[c].sbytes : m[c].nesc;
+		z->desc[c] = off | (uint64_t)m[c].mode << 40 | arg << 42;
 		off += coded_size(chunk_vals(bytes, c), &m[c]);
 		z->coded += m[c].mode != FT_Z_RAW;
 	}
@@ -272,10 +426,44 @@ void ft_z_free(struct ft_z_image *z)
 	memset(z, 0, sizeof(*z));
 }
 
+/* Mode 3's chunk at in (what a block of the GPU decoder does, its
+ * threads' readers here GROUP side by side, the words in order): the
+ * decode table from the header, each sub-stream k from the sum of the
+ * sizes before it, the exponents joined with their words' rest bytes. */
+static void huff_decode(const unsigned char *in, uint64_t d, uint32_t n, uint16_t *o)
+{
+	uint16_t start[FT_ZH_SYMS], ent[FT_ZH_SYMS], tab[1u << FT_ZH_L];
+	unsigned np = ft_zh_canon(in, start, ent);
+	ft_zh_fill(start, ent, np, 0, 1u << FT_ZH_L, tab);
+	const unsigned char *sizes = in + FT_ZH_HEAD - FT_ZH_STREAMS, *rest = in + FT_ZH_HEAD;
+	const unsigned char *streams = rest + n;
+	for (uint32_t k0 = 0, o0 = 0; k0 < FT_ZH_STREAMS; k0 += GROUP) {
+		struct ft_zh_bits b[GROUP];
+		for (uint32_t q = 0; q < GROUP; o0 += sizes[k0 + q++])
+			ft_zh_open(&b[q], streams, o0, sizes[k0 + q], FT_Z_SBYTES(d));
+		/* two symbols a reader at a time (words i + q, i + 256 + q) */
+		for (uint32_t i = k0; i < n; i += 2 * FT_ZH_STREAMS)
+			for (uint32_t q = 0; q < GROUP && i + q < n; q++) {
+				uint32_t j = i + q, j2 = j + FT_ZH_STREAMS;
+				unsigned e = ft_zh_next(&b[q], streams, tab), r = rest[j];
+				o[j] = (uint16_t)((r & 0x80) << 8 | e << 7 | (r & 0x7f));
+				if (j2 < n) {
+					e = ft_zh_take(&b[q], tab);
+					r = rest[j2];
+					o[j2] = (uint16_t)((r & 0x80) << 8 | e << 7 | (r & 0x7f));
+				}
+			}
+	}
+}
+
 void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out)
 {
 	if (FT_Z_MODE(d) == FT_Z_RAW) {
 		memcpy(out, in, (size_t)n * 2);
+		return;
+	}
+	if (FT_Z_MODE(d) == FT_Z_BF16H) {
+		huff_decode(in, d, n, out);
 		return;
 	}
 	int fp16 = FT_Z_MODE(d) == FT_Z_FP16;

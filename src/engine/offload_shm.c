@@ -204,8 +204,9 @@ static int descs_ok(const uint64_t *d, uint32_t n, uint64_t bytes, uint64_t raw)
 		if (FT_Z_OFF(d[c + 1]) < FT_Z_OFF(d[c]) || !ft_z_min_span(d[c], (uint32_t)vals))
 			return 0;
 		span = FT_Z_OFF(d[c + 1]) - FT_Z_OFF(d[c]);
+		unsigned mode = FT_Z_MODE(d[c]);
 		if (span < ft_z_min_span(d[c], (uint32_t)vals) ||
-		    (FT_Z_MODE(d[c]) != FT_Z_RAW && FT_Z_NESC(d[c]) > vals))
+		    ((mode == FT_Z_BF16 || mode == FT_Z_FP16) && FT_Z_NESC(d[c]) > vals))
 			return 0;
 	}
 	return 1;

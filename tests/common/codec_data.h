@@ -4,7 +4,11 @@
  * rows with lognormal scales: heavier-tailed exponents), every special
  * value (+-0, subnormals, +-Inf, NaNs with payloads), random bits,
  * constants, fp16 weights (their exponent is not where bf16's is), fp16's
- * special values, alone and among fp16 weights.
+ * special values, alone and among fp16 weights; for mode 3's code: heavier
+ * tails (Student's t with 3 degrees of freedom, Laplace), every exponent in
+ * each chunk, a Fibonacci histogram (plain Huffman's codes would be 21
+ * bits long), and the data where modes 1 and 2 code smaller (15 exponents
+ * in equal shares; fp16 words of 15 exponents and random mantissas).
  * Deterministic: a fixed xorshift generator per class.
  */
 #ifndef FT_TEST_CODEC_DATA_H
@@ -16,13 +20,16 @@
 
 enum codec_class {
 	CD_NORMAL, CD_LOGNORMAL, CD_SPECIALS, CD_RANDOM, CD_CONSTANT, CD_ZEROS, CD_FP16,
-	CD_MIXED, CD_FP16_SPECIALS, CD_FP16_MIXED, CD_NCLASSES
+	CD_MIXED, CD_FP16_SPECIALS, CD_FP16_MIXED, CD_STUDENT_T3, CD_LAPLACE, CD_ALL_EXPONENTS,
+	CD_FIBONACCI, CD_FIFTEEN, CD_FP16_WIDE, CD_NCLASSES
 };
 
 static const char *const codec_class_name[CD_NCLASSES] = {
 	"bf16 N(0,0.02)", "bf16 lognormal rows", "bf16 specials", "random bits", "constant",
 	"zeros", "fp16 N(0,0.02)", "mixed (specials in normal)", "fp16 specials",
-	"fp16 mixed (specials in normal)",
+	"fp16 mixed (specials in normal)", "bf16 Student-t3", "bf16 Laplace",
+	"all 256 exponents (1 in 64)", "Fibonacci exponent counts", "15 exponents, equal shares",
+	"fp16, 15 exponents, random mantissas",
 };
 
 static uint64_t cd_next(uint64_t *s)
@@ -78,6 +85,40 @@ static const uint16_t cd_fp16_specials[] = {
 	0x3c00, 0xbc00,
 };
 
+static double cd_student_t3(uint64_t *s)
+{
+	double z = cd_normal(s), c = 0;
+	for (int k = 0; k < 3; k++) {
+		double x = cd_normal(s);
+		c += x * x;
+	}
+	return z / sqrt(c / 3);
+}
+
+static double cd_laplace(uint64_t *s)
+{
+	double u = ((cd_next(s) >> 11) + 1) * (1.0 / 9007199254740993.0);
+	return (cd_next(s) & 1 ? -1 : 1) * log(u);
+}
+
+/* The exponent of word i of a chunk whose exponents 100 + k (k = 1..21)
+ * come Fibonacci(k) times each (1, 1, 2, 3, 5, ...; 121 the rest of the
+ * chunk too), in an order that spreads them (an odd multiplier permutes
+ * the chunk's places). */
+static unsigned cd_fibonacci(size_t i)
+{
+	uint32_t q = (uint32_t)(i * 20071u) % 32768u, a = 1, b = 1, sum = 0;
+	for (unsigned k = 1; k < 21; k++) {
+		sum += a;
+		if (q < sum)
+			return 100 + k;
+		uint32_t c = a + b;
+		a = b;
+		b = c;
+	}
+	return 121;
+}
+
 /* n 16-bit words of class c into v (row length 4096 for lognormal). */
 static void codec_fill(enum codec_class c, uint16_t *v, size_t n)
 {
@@ -120,6 +161,25 @@ static void codec_fill(enum codec_class c, uint16_t *v, size_t n)
 		case CD_FP16_MIXED:
 			v[i] = cd_next(&s) % 64 ? cd_fp16((float)(0.02 * cd_normal(&s)))
 						: cd_fp16_specials[cd_next(&s) % nf];
+			break;
+		case CD_STUDENT_T3:
+			v[i] = cd_bf16((float)(0.02 * cd_student_t3(&s)));
+			break;
+		case CD_LAPLACE:
+			v[i] = cd_bf16((float)(0.02 * cd_laplace(&s)));
+			break;
+		case CD_ALL_EXPONENTS:
+			v[i] = i % 64 ? cd_bf16((float)(0.02 * cd_normal(&s)))
+				      : (uint16_t)((i / 64 % 256) << 7 | (cd_next(&s) & 0x807f));
+			break;
+		case CD_FIBONACCI:
+			v[i] = (uint16_t)(cd_fibonacci(i) << 7 | (cd_next(&s) & 0x807f));
+			break;
+		case CD_FIFTEEN:
+			v[i] = (uint16_t)((100 + cd_next(&s) % 15) << 7 | (cd_next(&s) & 0x807f));
+			break;
+		case CD_FP16_WIDE:
+			v[i] = (uint16_t)((1 + cd_next(&s) % 15) << 10 | (cd_next(&s) & 0x83ff));
 			break;
 		default:
 			v[i] = 0;

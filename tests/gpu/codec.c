@@ -10,7 +10,10 @@
  * same PTX) makes the host encoder's image byte for byte, for every class
  * of data, and its speed is taken as the engine runs it (the first pass,
  * the layout on the host, the second pass a slot at a time copied into a
- * pinned image).  Exits 1 on a mismatch,
+ * pinned image).  The tables give each chunk mode's count (raw/bf16/fp16/
+ * bf16 Huffman); the speeds are taken on data each mode codes (bf16
+ * weights: mode 3; 15 exponents in equal shares: mode 1; fp16 words of 15
+ * exponents: mode 2).  Exits 1 on a mismatch,
  * 77 without a GPU.  usage: codec [MiB of weights, default 1024]
  */
 #include <cuda.h>
@@ -117,6 +120,16 @@ static int same_image(enum codec_class c, const uint16_t *v, size_t nvals,
 	return bad;
 }
 
+/* z's chunks per mode, "raw/1/2/3", into buf. */
+static const char *modes(const struct ft_z_image *z, char *buf, size_t len)
+{
+	uint32_t k[4] = { 0, 0, 0, 0 };
+	for (uint32_t c = 0; c < z->nchunks; c++)
+		k[FT_Z_MODE(z->desc[c])]++;
+	snprintf(buf, len, "%u/%u/%u/%u", k[0], k[1], k[2], k[3]);
+	return buf;
+}
+
 /* Decodes z on the GPU whole (one launch) and in staged pieces; compares. */
 static int check(enum codec_class c, size_t nvals)
 {
@@ -158,9 +171,10 @@ static int check(enum codec_class c, size_t nvals)
 			}
 	}
 	int enc = same_image(c, v, nvals, &z);
-	printf("| %s | %zu | %.4f | %u of %u | %s | %s |\n", codec_class_name[c], nvals * 2,
-	       (double)z.raw_bytes / (double)z.bytes, z.coded, z.nchunks, bad ? "NO" : "yes",
-	       enc ? "NO" : "yes");
+	char mb[64];
+	printf("| %s | %zu | %.4f | %u of %u | %s | %s | %s |\n", codec_class_name[c], nvals * 2,
+	       (double)z.raw_bytes / (double)z.bytes, z.coded, z.nchunks, modes(&z, mb, sizeof(mb)),
+	       bad ? "NO" : "yes", enc ? "NO" : "yes");
 	bad |= enc;
 	cuMemFree(img);
 	cuMemFree(desc);
@@ -290,8 +304,10 @@ static void speed(enum codec_class c, size_t mib)
 	uint16_t *out = malloc(bytes);
 	CK(cuMemcpyDtoH(out, dst, bytes));
 	int same = out && !memcmp(out, v, bytes);
-	printf("| %s | %zu | %.4f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.3f | %.1f %% | %s |\n",
-	       codec_class_name[c], mib, (double)z.raw_bytes / (double)z.bytes,
+	char mb[64];
+	printf("| %s | %zu | %s | %.4f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.3f | %.1f %% | %s |\n",
+	       codec_class_name[c], mib, modes(&z, mb, sizeof(mb)),
+	       (double)z.raw_bytes / (double)z.bytes,
 	       (double)bytes / enc / 1e9, (double)bytes / genc / 1e9, (double)bytes / dms[3] / 1e6, (double)bytes / rms[3] / 1e6,
 	       rms[3], pms[3], rms[3] / pms[3], 100.0 * dms[3] / pms[3], same ? "yes" : "NO");
 	free(out);
@@ -327,21 +343,24 @@ int main(int argc, char **argv)
 	CK(cuModuleGetFunction(&dec, mod, "ft_z_decode"));
 	CK(cuModuleGetFunction(&zan, mod, "ft_z_analyse"));
 	CK(cuModuleGetFunction(&zco, mod, "ft_z_code"));
-	printf("| data | bytes | ratio | coded chunks | bit-exact (whole, staged) | GPU encoder's image "
-	       "= host's |\n|---|---|---|---|---|---|\n");
+	printf("| data | bytes | ratio | coded chunks | modes raw/1/2/3 | bit-exact (whole, staged) | "
+	       "GPU encoder's image = host's |\n|---|---|---|---|---|---|---|\n");
 	int bad = 0;
 	/* 40 chunks and a short one; a chunk of 32 words; one of 2080 */
 	static const size_t sizes[] = { 40u * FT_Z_VALS + 4096 + 32, 32, 2080 };
 	for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
 		for (int c = 0; c < CD_NCLASSES; c++)
 			bad |= check((enum codec_class)c, sizes[k]);
-	printf("\n| data | MiB | ratio | encode GB/s (all CPUs) | encode GB/s (GPU, to pinned host) | "
-	       "decode GB/s (raw out) | raw H2D GB/s | raw H2D ms | coded H2D + decode ms | "
-	       "effective speed-up | decoder busy | bit-exact |\n"
-	       "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+	printf("\n| data | MiB | modes raw/1/2/3 | ratio | encode GB/s (all CPUs) | encode GB/s (GPU, to "
+	       "pinned host) | decode GB/s (raw out) | raw H2D GB/s | raw H2D ms | coded H2D + decode "
+	       "ms | effective speed-up | decoder busy | bit-exact |\n"
+	       "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
 	speed(CD_NORMAL, mib);
 	speed(CD_LOGNORMAL, mib);
+	speed(CD_STUDENT_T3, mib);
 	speed(CD_FP16, mib);
+	speed(CD_FIFTEEN, mib);
+	speed(CD_FP16_WIDE, mib);
 	speed(CD_RANDOM, mib / 4 ? mib / 4 : 1);
 	return bad;
 }
