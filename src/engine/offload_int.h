@@ -468,7 +468,7 @@ int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *cou
  * read past its allocation: on the H100 a Mixtral's decode GEMMs loaded
  * every expert of a trap, each step, for references past the views of a
  * weight beside stacked experts that PyTorch allocates on their own), or
- * whose slices are off k's start's stride (two tensors).  What a read of
+ * too far from k's start for whole experts (two tensors).  What a read of
  * weight k loads of the trap of weight k + 1, which begins where k ends in
  * k's allocation (ft_off_links): its dense part, or every slice where the
  * read may run on into them.  Whether weight k + 1 begins where k ends,

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ft/discover.h"
 #include "ft/kernels.h"
 #include "ft/log.h"
 #include "ft/search.h"
@@ -240,38 +241,50 @@ static int sliced(const struct ft_offload *o, uint32_t k)
 	return o->wsl && o->wsl[k].first != UINT32_MAX;
 }
 
-/* Whether a read of weight k that runs on into sliced weight n (the one
- * after it in its allocation) may read n's slices: were k and n one tensor
- * holding stacked experts at the slices' stride, k would be whole experts
- * of it.  Where k's start is off that stride, k and the experts are two
- * tensors, and a read of k reads none of them (on the H100 a Mixtral's
- * decode steps loaded every expert of seven traps a step, each for the
- * weight before it in one allocation).  One slice alone (no stride): they
- * may be one. */
-static int slices_joined(const struct ft_offload *o, uint32_t k, uint32_t n)
+/* Whether a read from address from (weight k's start, k before sliced
+ * weight n in its allocation) that runs on into n may read n's slices.
+ * Were the bytes from there on one tensor of stacked experts, each
+ * expert's size (FT_DISC_SLICE_MIN bytes or more) would divide the offsets
+ * of the starts discovery saw (so their gcd, the slices' stride, which is
+ * a multiple of it where some experts were never seen) and n's distance
+ * from there.  Only where the two have no common divisor that large can
+ * no expert size do so: two tensors, and the read reads none of n's
+ * slices (on the H100 a Mixtral's decode steps loaded every expert of
+ * seven traps a step, each for the weight before it in one allocation).
+ * One slice alone (no stride): they may be one. */
+static int slices_joined(const struct ft_offload *o, uint64_t from, uint32_t n)
 {
 	uint64_t g = o->wsl[n].stride;
-	return !g || (o->w[n].lo - o->w[k].lo) % g == 0;
+	return !g || ft_gcd64(g, o->w[n].lo - from) >= FT_DISC_SLICE_MIN;
+}
+
+/* Whether a read from address from, at or before weight k, that may run
+ * on to k's end reads k's trap's dense part only: k is not sliced, nor is
+ * the weight after it in its trap that begins where k ends in k's
+ * allocation, where the read might run on into it (slices_joined). */
+static int dense_from(struct ft_offload *o, uint64_t from, uint32_t k)
+{
+	uint32_t n = k + 1;
+	return !sliced(o, k) && !(n < o->nw && o->w[n].trap == o->w[k].trap && sliced(o, n) &&
+				  ft_off_runs_on(o, k) && slices_joined(o, from, n));
 }
 
 int ft_off_dense_view(struct ft_offload *o, int k)
 {
-	uint32_t n = (uint32_t)k + 1;
-	return !sliced(o, n - 1) && !(n < o->nw && o->w[n].trap == o->w[k].trap && sliced(o, n) &&
-				      ft_off_runs_on(o, n - 1) && slices_joined(o, n - 1, n));
+	return dense_from(o, o->w[k].lo, (uint32_t)k);
 }
 
 int ft_off_link_need(struct ft_offload *o, int k)
 {
 	uint32_t n = (uint32_t)k + 1;
 	if (!sliced(o, n))
-		return ft_off_dense_view(o, (int)n) ? FT_SL_DENSE : FT_SL_ALL(FT_SLW_EXTENT);
-	if (slices_joined(o, (uint32_t)k, n))
+		return dense_from(o, o->w[k].lo, n) ? FT_SL_DENSE : FT_SL_ALL(FT_SLW_EXTENT);
+	if (slices_joined(o, o->w[k].lo, n))
 		return FT_SL_ALL(FT_SLW_EXTENT);
 	if (o->links_said++ < 3)
 		ft_info("FT_EXPERT_PAGING: weight %d (trap %u, %.1f MiB) runs on into weight %u "
-			"(trap %u, %u slices %llu bytes apart) in one allocation, its start off their "
-			"stride: two tensors, a read of it loads none of the slices", k,
+			"(trap %u, %u slices %llu bytes apart) in one allocation, too far from them "
+			"for whole experts: two tensors, a read of it loads none of the slices", k,
 			o->w[k].trap, (double)(o->w[k].hi - o->w[k].lo) / 1048576.0, n,
 			o->w[n].trap, o->wsl[n].n, (unsigned long long)o->wsl[n].stride);
 	return FT_SL_DENSE;

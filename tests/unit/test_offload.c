@@ -1497,14 +1497,10 @@ static void an_expert_inside_a_slice_asks_for_it(void **state)
  * chunk, which other tensors share (it stays on the GPU), and runs on
  * through the second; the stacked tensor of four experts after it, in the
  * same trap, begins where it ends -- in the same allocation (runs_on) or
- * in one of its own (runs_on 0). */
+ * in one of its own. */
 #define EXPERTS_AFTER (2 * 16 * MB + 2 * CHUNK)
 static const struct ft_off_weight stacked_after = { EXPERTS_AFTER, EXPERTS_AFTER + 4 * CHUNK, 1, 0,
 						    EXPERTS_AFTER + 4 * CHUNK, expert_starts, 3 };
-/* (runs_on 2: experts of half a chunk, on whose stride the weight begins) */
-static const uint64_t half_chunk_starts[] = { CHUNK / 2, CHUNK, 3 * CHUNK / 2 };
-static const struct ft_off_weight stacked_half = { EXPERTS_AFTER, EXPERTS_AFTER + 2 * CHUNK, 1, 0,
-						   EXPERTS_AFTER + 2 * CHUNK, half_chunk_starts, 3 };
 static int runs_on;
 
 static uint32_t weight_before_experts(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
@@ -1515,7 +1511,7 @@ static uint32_t weight_before_experts(struct ft_off_weight *w, uint32_t nw, stru
 			w[i].lo += CHUNK / 2, w[i].hi += CHUNK;
 	S.base[1] += CHUNK / 2;
 	if (runs_on) {
-		a[1].hi = EXPERTS_AFTER + (runs_on == 2 ? 2 : 4) * CHUNK;
+		a[1].hi = EXPERTS_AFTER + 4 * CHUNK;
 		return na;
 	}
 	a[1].hi = EXPERTS_AFTER;
@@ -1530,16 +1526,14 @@ static uint32_t weight_before_experts(struct ft_off_weight *w, uint32_t nw, stru
  * does not read past its allocation, so the experts after it come only
  * when they begin where it ends in that allocation (on the H100 a
  * Mixtral's decode GEMMs loaded every expert of a trap each step for such
- * references), and only when it begins on their stride: half a chunk off
- * experts of a chunk, it is another tensor than they (runs_on 1), a
- * whole number of experts of half a chunk before them, it may be one with
- * them (runs_on 2). */
+ * references).  (1.5 chunks before them, it may be whole experts of
+ * half a chunk of one tensor with them: a_link_into_experts_... says when
+ * it cannot be.) */
 static void a_view_beside_experts_loads_them_only_if_it_may_read_on_into_them(void **state)
 {
 	(void)state;
-	for (runs_on = 0; runs_on < 3; runs_on++) {
-		struct ft_offload *o = engine_edit(10, round_robin4, 4,
-						   runs_on == 2 ? &stacked_half : &stacked_after, 1,
+	for (runs_on = 0; runs_on < 2; runs_on++) {
+		struct ft_offload *o = engine_edit(10, round_robin4, 4, &stacked_after, 1,
 						   weight_before_experts);
 		assert_int_equal(o->t[1].nsl, 4);
 		uint64_t view = S.base[1] + 4096;
@@ -1551,16 +1545,19 @@ static void a_view_beside_experts_loads_them_only_if_it_may_read_on_into_them(vo
 			}
 		check();
 		assert_int_equal(stats.v[FT_STAT_offload_tails], 0);
-		assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], runs_on == 2 ? 3 : 0);
-		assert_int_equal(stats.v[FT_STAT_offload_slice_copies], runs_on == 2 ? 12 : 0);
+		assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], runs_on ? 3 : 0);
+		assert_int_equal(stats.v[FT_STAT_offload_slice_copies], runs_on ? 12 : 0);
 		done(o);
 	}
 }
 
 /* Trap 0's weight and, after it in its allocation, trap 1's stacked
- * tensor of three experts of two chunks each: a link (one tensor seen
- * through two pointers, perhaps).  Trap 0's weight is one chunk, off the
- * experts' stride, or two (joined), on it. */
+ * tensor of three slices two chunks apart: a link (one tensor seen
+ * through two pointers, perhaps).  Trap 0's weight begins 4 KiB into its
+ * first chunk and ends two chunks in (joined 0: no expert of a MiB or more
+ * fits both it and the slices' stride), or is two chunks (1: whole
+ * experts of the stride), or one (2: whole experts of one chunk, of which
+ * discovery saw every other start). */
 static const uint64_t wide_starts[] = { 2 * CHUNK, 4 * CHUNK };
 static const struct ft_off_weight stacked_wide = { 0, 6 * CHUNK, 1, 0, 6 * CHUNK, wide_starts,
 						   2 };
@@ -1569,26 +1566,29 @@ static int joined;
 static uint32_t experts_after_trap0(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
 				    uint32_t na)
 {
-	uint64_t at = S.base[0] + (joined ? 2 : 1) * CHUNK;
+	uint64_t at = S.base[0] + (joined == 2 ? 1 : 2) * CHUNK, in = joined ? 0 : 4096;
 	for (uint32_t i = 0; i < nw; i++)
 		if (w[i].trap == 0)
-			w[i].hi = at;
+			w[i].lo += in, w[i].hi = at;
 		else if (w[i].nslices)
 			w[i].lo += at, w[i].hi += at, w[i].views += at;
+	S.base[0] += in;
 	a[0].hi = at + 6 * CHUNK;
 	return na;
 }
 
 /* A read of trap 0's weight follows the link into trap 1.  Were the two
  * weights one tensor of experts, trap 0's weight would be whole experts
- * of it: then every expert comes with the read; off their stride they are
- * two tensors, and the read loads trap 1's dense part only (on the H100 a
- * Mixtral's decode steps loaded every expert of seven traps a step, each
- * for the weight before it in one allocation). */
+ * of it: where some expert size fits, every expert comes with the read
+ * (also where discovery's stride is a multiple of the experts' size);
+ * where none does, they are two tensors, and the read loads trap 1's
+ * dense part only (on the H100 a Mixtral's decode steps loaded every
+ * expert of seven traps a step, each for the weight before it in one
+ * allocation). */
 static void a_link_into_experts_off_their_stride_loads_none(void **state)
 {
 	(void)state;
-	for (joined = 0; joined < 2; joined++) {
+	for (joined = 0; joined < 3; joined++) {
 		struct ft_offload *o = engine_edit(10, round_robin4, 4, &stacked_wide, 1,
 						   experts_after_trap0);
 		assert_int_equal(o->t[1].nsl, 3);
