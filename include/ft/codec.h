@@ -137,8 +137,8 @@ static inline uint64_t ft_z_min_span(uint64_t d, uint32_t n)
 		return 16 + (uint64_t)n / 2 + n + esc;
 	case FT_Z_FP16:
 		return 16 + (uint64_t)n / 2 + n + (uint64_t)n / 8 * 3 + esc;
-	default:
-		return 384 + (uint64_t)n + FT_Z_SBYTES(d);
+	default: /* (its reader loads the streams 4 bytes at a time) */
+		return 384 + (uint64_t)n + ((FT_Z_SBYTES(d) + 3u) & ~3u);
 	}
 }
 /* Image bytes of chunks [a, b). */

@@ -482,7 +482,8 @@ void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out)
 		}
 	}
 	for (uint32_t k = 0; k < FT_Z_NESC(d); k++)
-		o[esc[k] >> 16] = (uint16_t)esc[k];
+		if (esc[k] >> 16 < n) /* (a damaged image's: none written outside) */
+			o[esc[k] >> 16] = (uint16_t)esc[k];
 }
 
 static void decode_chunk(const struct ft_z_image *z, uint32_t c, void *out)

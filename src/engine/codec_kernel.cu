@@ -204,7 +204,8 @@ ft_z_decode(const unsigned char *src, unsigned long long bias, const unsigned lo
 	const unsigned *esc = (const unsigned *)(high + (fp16 ? n / 8 * 3 : 0));
 	for (unsigned k = threadIdx.x; k < nesc; k += blockDim.x) {
 		unsigned e = __ldg(&esc[k]);
-		out[e >> 16] = (unsigned short)e;
+		if (e >> 16 < n) /* (a damaged image's: none written outside) */
+			out[e >> 16] = (unsigned short)e;
 	}
 }
 

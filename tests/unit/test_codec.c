@@ -514,6 +514,25 @@ static void huff_damage_stays_inside(void **state)
 	free(out);
 }
 
+/* A damaged mode 1 chunk (a shared store is mapped from another process)
+ * whose escape names a word past the chunk writes nothing outside it;
+ * a damaged mode 3 one cannot make its reader load past its span. */
+static void an_escape_past_the_chunk_writes_nothing(void **state)
+{
+	(void)state;
+	enum { n = 32 };
+	unsigned char in[16 + n / 2 + n + 4] = { 0 };
+	uint32_t esc = (uint32_t)n << 16 | 0x1234u;
+	memcpy(in + 16 + n / 2 + n, &esc, sizeof(esc));
+	uint16_t out[n + 1];
+	out[n] = 0xabcd;
+	ft_z_decode_at(in, (uint64_t)FT_Z_BF16 << 40 | 1ull << 42, n, out);
+	assert_int_equal(out[n], 0xabcd);
+	/* a mode 3 chunk's span takes in the 4-byte words its reader loads
+	 * (the shared store checks a chunk against it) */
+	assert_int_equal(ft_z_min_span((uint64_t)FT_Z_BF16H << 40 | 5ull << 42, n), 384 + n + 8);
+}
+
 static void bad_sizes_refused(void **state)
 {
 	(void)state;
@@ -537,6 +556,7 @@ int main(void)
 		cmocka_unit_test(huff_lengths),
 		cmocka_unit_test(huff_limits_lengths),
 		cmocka_unit_test(huff_damage_stays_inside),
+		cmocka_unit_test(an_escape_past_the_chunk_writes_nothing),
 		cmocka_unit_test(bad_sizes_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
