@@ -31,7 +31,7 @@ if [ -d "$src/build-asan" ]; then
 		--num-processes 2 --print-errorlogs \
 		test_traps test_plan test_discover test_passes test_graphs test_kernels \
 		test_offload test_profile test_refresh test_registry test_scan test_timing \
-		test_input test_trace test_options passes_fixture_h200-hf8 || status=1
+		test_input test_trace test_options test_codec test_shm passes_fixture_h200-hf8 || status=1
 	ASAN_OPTIONS=$asan:detect_leaks=0 meson test -C "$src/build-asan" --no-rebuild \
 		--num-processes 2 --print-errorlogs learn_replay_capture \
 		route_direct route_dlsym route_getproc route_runtime inert rtld_next \
