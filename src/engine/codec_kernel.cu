@@ -408,7 +408,6 @@ ft_z_code(const unsigned short *src, const unsigned *meta, const unsigned long l
 	  unsigned long long bias, unsigned char *dst, unsigned long long nvals, unsigned nchunks)
 {
 	__shared__ unsigned char lut[256];
-	__shared__ unsigned wsum[8];
 	unsigned c = blockIdx.x;
 	if (c >= nchunks)
 		return;
@@ -428,7 +427,7 @@ ft_z_code(const unsigned short *src, const unsigned *meta, const unsigned long l
 		huff_code(src + first, m, out, n);
 		return;
 	}
-	unsigned t = threadIdx.x, lane = t & 31, wid = t >> 5;
+	unsigned t = threadIdx.x;
 	lut[t] = 15;
 	__syncthreads();
 	if (t < m[6])
@@ -472,23 +471,8 @@ ft_z_code(const unsigned short *src, const unsigned *meta, const unsigned long l
 				high[3 * g + 2] = (unsigned char)(hb >> 16);
 			}
 		}
-		/* this round's escapes before this thread's: a block-wide scan */
-		unsigned x = ne;
-		for (int o = 1; o < 32; o <<= 1) {
-			unsigned y = __shfl_up_sync(0xffffffffu, x, o);
-			if (lane >= (unsigned)o)
-				x += y;
-		}
-		if (lane == 31)
-			wsum[wid] = x;
-		__syncthreads();
-		unsigned before = 0, total = 0;
-		for (unsigned k = 0; k < blockDim.x / 32; k++) {
-			before += k < wid ? wsum[k] : 0;
-			total += wsum[k];
-		}
-		__syncthreads();
-		unsigned at = base + before + x - ne;
+		/* this round's escapes before this thread's */
+		unsigned total, at = base + block_scan(ne, &total);
 		for (int j = 0; ne && j < 8; j++)
 			if (((cw >> (4 * j)) & 15) == 15)
 				esc[at++] = (g * 8 + j) << 16 | ((w[j / 2] >> (j % 2 * 16)) & 0xffff);
