@@ -33,12 +33,25 @@ static size_t esc_at(uint32_t n, unsigned mode)
 	return 16 + (size_t)n / 2 + n + (mode == FT_Z_FP16 ? (size_t)n / 8 * 3 : 0);
 }
 
+/* A chunk's descriptor bits above its offset: its mode and the mode's
+ * count (escapes, or mode 3's streams' bytes). */
+static uint64_t desc_of(const struct ft_z_meta *c)
+{
+	uint64_t arg = c->mode == FT_Z_BF16H ? c->sbytes : c->nesc;
+	return (uint64_t)c->mode << 40 | arg << 42;
+}
+
+/* A chunk's image bytes: its coded parts (ft_z_min_span, what a stored
+ * descriptor table is checked against), padded to 16. */
 static size_t coded_size(uint32_t n, const struct ft_z_meta *c)
 {
-	if (c->mode == FT_Z_BF16H)
-		return align16(FT_ZH_HEAD + (size_t)n + c->sbytes);
-	return c->mode == FT_Z_RAW ? align16((size_t)n * 2)
-				   : align16(esc_at(n, c->mode) + (size_t)c->nesc * 4);
+	return align16(ft_z_min_span(desc_of(c), n));
+}
+
+/* A bf16 word from its rest byte (sign << 7 | mantissa) and exponent. */
+static uint16_t bf16_word(unsigned r, unsigned e)
+{
+	return (uint16_t)((r & 0x80) << 8 | e << 7 | (r & 0x7f));
 }
 
 /* The (up to) 15 fullest of h's nbins bins, ties to the lower, into
@@ -365,8 +378,7 @@ int ft_z_layout(struct ft_z_image *z, size_t bytes, const struct ft_z_meta *m)
 		return -ENOMEM;
 	size_t off = 0;
 	for (uint32_t c = 0; c < z->nchunks; c++) {
-		uint64_t arg = m[c].mode == FT_Z_BF16H ? m[c].sbytes : m[c].nesc;
-		z->desc[c] = off | (uint64_t)m[c].mode << 40 | arg << 42;
+		z->desc[c] = off | desc_of(&m[c]);
 		off += coded_size(chunk_vals(bytes, c), &m[c]);
 		z->coded += m[c].mode != FT_Z_RAW;
 	}
@@ -445,13 +457,9 @@ static void huff_decode(const unsigned char *in, uint64_t d, uint32_t n, uint16_
 		for (uint32_t i = k0; i < n; i += 2 * FT_ZH_STREAMS)
 			for (uint32_t q = 0; q < GROUP && i + q < n; q++) {
 				uint32_t j = i + q, j2 = j + FT_ZH_STREAMS;
-				unsigned e = ft_zh_next(&b[q], streams, tab), r = rest[j];
-				o[j] = (uint16_t)((r & 0x80) << 8 | e << 7 | (r & 0x7f));
-				if (j2 < n) {
-					e = ft_zh_take(&b[q], tab);
-					r = rest[j2];
-					o[j2] = (uint16_t)((r & 0x80) << 8 | e << 7 | (r & 0x7f));
-				}
+				o[j] = bf16_word(rest[j], ft_zh_next(&b[q], streams, tab));
+				if (j2 < n)
+					o[j2] = bf16_word(rest[j2], ft_zh_take(&b[q], tab));
 			}
 	}
 }
@@ -478,7 +486,7 @@ void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out)
 				      (i % 8 * 3);
 			o[i] = (uint16_t)((hb & 4) << 13 | (unsigned)table[k] << 10 | (hb & 3) << 8 | b);
 		} else {
-			o[i] = (uint16_t)((b & 0x80) << 8 | (unsigned)table[k] << 7 | (b & 0x7f));
+			o[i] = bf16_word(b, table[k]);
 		}
 	}
 	for (uint32_t k = 0; k < FT_Z_NESC(d); k++)
