@@ -203,8 +203,7 @@ static int descs_ok(const uint64_t *d, uint32_t n, uint64_t bytes, uint64_t raw)
 			vals = FT_Z_VALS;
 		/* (the decoders load 8 and 16 bytes at a time from a chunk's
 		 * start, which the encoder places on 16) */
-		if (FT_Z_OFF(d[c + 1]) < FT_Z_OFF(d[c]) || FT_Z_OFF(d[c]) % 16 ||
-		    !ft_z_min_span(d[c], (uint32_t)vals))
+		if (FT_Z_OFF(d[c + 1]) < FT_Z_OFF(d[c]) || FT_Z_OFF(d[c]) % 16)
 			return 0;
 		span = FT_Z_OFF(d[c + 1]) - FT_Z_OFF(d[c]);
 		unsigned mode = FT_Z_MODE(d[c]);
