@@ -56,6 +56,16 @@ STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_misses
          "profile_adopted")
 
 
+# A run that writes an FT_TRACE formats a JSON record at every launch (tens
+# of microseconds of host time each): its times are not the library's.
+TRACED = " (traced: its times include FT_TRACE's host cost)"
+
+
+def traced():
+    """Whether this process writes an FT_TRACE."""
+    return os.environ.get("FT_TRACE", "none") not in ("", "none")
+
+
 def median(v):
     v = sorted(v)
     return v[len(v) // 2] if v else float("nan")
@@ -307,7 +317,8 @@ def run_lib(out, share, mode):
     t0 = time.perf_counter()
     m = build(torch)
     params, layer = sizes(m)
-    r = {"kind": mode, "share": float(share), "bw": bw, "params": params, "w": {}}
+    r = {"kind": mode, "share": float(share), "bw": bw, "params": params, "w": {},
+         "traced": traced()}
     only = [w for w in os.environ.get("BENCH_ONLY", "").split(",") if w]
     for name, b, n in WORKLOADS:
         if only and name not in only:
@@ -404,7 +415,7 @@ def report(out):
                 ok &= ratio <= 1.05
             plot.append((name, r["kind"], r["share"], ratio))
             lines.append(
-                f"| {name} | {r['kind']} | {r['share']:.2f} ({r['offloaded'] / res['decoder']:.2f}) | "
+                f"| {name} | {r['kind']}{TRACED if r.get('traced') else ''} | {r['share']:.2f} ({r['offloaded'] / res['decoder']:.2f}) | "
                 f"{r['offloaded'] / 1e9:.2f} | {ms:.1f} | {res_ms:.1f} | {floor:.1f} | {ratio:.3f} | "
                 f"{r['on_gpu'] / gib:.2f}" + (f" ({budget / gib:.2f})" if budget else "") +
                 f" | {w['device_used'] / gib:.2f} | {r['rss'][0] / gib:.1f} ({r['rss'][1] / gib:.1f}) | "

@@ -30,7 +30,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "scripts"))
-from bench_offload import Lib, budget_fraction, h2d_bandwidth, link_rate, median, write_table  # noqa: E402
+from bench_offload import (Lib, TRACED, budget_fraction, h2d_bandwidth, link_rate, median,  # noqa: E402
+                           traced, write_table)
 
 PREFILLS = int(os.environ.get("ZOO_PREFILLS", "32"))
 LEN = int(os.environ.get("ZOO_LEN", "1024"))
@@ -230,7 +231,8 @@ def run(name, tag, out):
     free, total = torch.cuda.mem_get_info()
     res = {"model": name, "tag": tag, "params": params, "decoder": decoder_bytes(m),
            "total": total, "used": total - free, "bw": bw, "rec": rec,
-           "stats": {s: lib.stat(s) for s in STATS} if lib.on else {}}
+           "stats": {s: lib.stat(s) for s in STATS} if lib.on else {},
+           "traced": traced()}
     torch.save(res, os.path.join(out, f"{name}-{tag}.pt"))
     if os.environ.get("ZOO_TRUTH") == "1":
         truth = {"forwards": windows,
@@ -337,7 +339,8 @@ def report(out):
         seq = [x["phase"] for k in order for x in r["rec"][k]]
         at = next((i + 1 for i, ph in enumerate(seq) if ph == 2), None)
         share = f"{off / 1e9:.2f} ({off / r['params']:.2f})" if r.get("params") else "-"
-        lines.append(f"| {name} | {r['tag']}{'' if inference else ' (not in INFERENCE)'} | "
+        lines.append(f"| {name} | {r['tag']}{'' if inference else ' (not in INFERENCE)'}"
+                     f"{TRACED if r.get('traced') else ''} | "
                      + " | ".join([share] + cols + nums) + f" | {st.get('offload_misses', 0)} in {fwd} | "
                      f"{st.get('offload_conflicts', 0)} | {st.get('offload_demoted', 0)} | "
                      f"{st.get('offload_ignored_refs', 0)} ({st.get('offload_held', 0)}) | "
@@ -373,7 +376,8 @@ def moe_table(pairs):
             fa = off / link_rate(r, plain) * 1e3
             fb = (off - sliced * (1 - routed)) / link_rate(r, plain) * 1e3
             rb = f"{fb:.2f} | {ms / max(res, fb):.3f}" if sliced else "- | -"
-            lines.append(f"| {name} | {r['tag']} | {kind} | {ms:.2f} | {res:.2f} | "
+            tag = r["tag"] + (TRACED if r.get("traced") else "")
+            lines.append(f"| {name} | {tag} | {kind} | {ms:.2f} | {res:.2f} | "
                          f"{fa:.2f} | {ms / max(res, fa):.3f} | {routed:.2f} | {rb} | "
                          f"{copied / 1e6:.1f} | {st.get('offload_slice_copies', 0)} "
                          f"({st.get('offload_slice_wholes', 0)}) |")
