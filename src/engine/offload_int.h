@@ -108,6 +108,9 @@ struct ft_off_wsl {
 	uint32_t word, slice;
 };
 #define FT_OFF_NEED 8
+/* slices a weight's seen ones may be cut into at its stride, at most (an
+ * expert of 1 MiB in a tensor of 1 GiB) */
+#define FT_OFF_SLICES_MAX 1024u
 struct ft_off_need {
 	int all;                            /* every slice: why (enum ft_sl_why); 0 not */
 	uint32_t n;

@@ -1466,21 +1466,22 @@ static void a_miss_asks_for_the_residency_it_begins(void **state)
 	done(o);
 }
 
-/* Discovery saw two expert starts of four (the second and the fourth):
- * slice 1 holds experts 1 and 2.  A reference to expert 2, on the slices'
- * stride inside slice 1, asks for that slice too: with expert 0 that is
- * two slices of three, and the next load is whole. */
-static const uint64_t sparse_starts[] = { CHUNK, 3 * CHUNK };
-static const struct ft_off_weight sparse_stacked = { EXPERTS, EXPERTS + 4 * CHUNK, 1, 0,
-						     EXPERTS + 4 * CHUNK, sparse_starts, 2 };
+/* Discovery saw one expert start of four (the second): slice 1 holds
+ * experts 1, 2 and 3 (not cut at the stride: one slice of two is one
+ * stride long, not more than half).  A reference to expert 2, on the
+ * slices' stride inside slice 1, asks for that slice too: with expert 0
+ * that is both slices, and the next load is whole. */
+static const uint64_t one_start[] = { CHUNK };
+static const struct ft_off_weight one_start_stacked = { EXPERTS, EXPERTS + 4 * CHUNK, 1, 0,
+							EXPERTS + 4 * CHUNK, one_start, 1 };
 
 static void an_expert_inside_a_slice_asks_for_it(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine_edit(10, round_robin4, 4, &sparse_stacked, 1,
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, &one_start_stacked, 1,
 					   experts_allocation);
 	struct ft_kernel *gemm = new_kernel();
-	assert_int_equal(o->t[1].nsl, 3);
+	assert_int_equal(o->t[1].nsl, 2);
 	for (int pass = 0; pass < 2; pass++)
 		for (int t = 0; t < 10; t++) {
 			kernel(o, 1, &t, 1);
@@ -1489,6 +1490,42 @@ static void an_expert_inside_a_slice_asks_for_it(void **state)
 		}
 	assert_int_equal(stats.v[FT_STAT_offload_slice_aheads], 1);
 	check();
+	free_kernel(gemm);
+	done(o);
+}
+
+/* Discovery saw two expert starts of four (the second and the fourth):
+ * slice 1 would hold experts 1 and 2.  Two of its three slices are one
+ * stride long, so each is cut at the stride: four slices, one an expert,
+ * and the decode steps of experts_are_loaded_one_at_a_time move the same
+ * bytes as when every start was seen (a routed expert 1 or 2 does not
+ * bring the other with it). */
+static const uint64_t sparse_starts[] = { CHUNK, 3 * CHUNK };
+static const struct ft_off_weight sparse_stacked = { EXPERTS, EXPERTS + 4 * CHUNK, 1, 0,
+						     EXPERTS + 4 * CHUNK, sparse_starts, 2 };
+
+static void experts_no_pass_routed_to_are_loaded_alone(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, &sparse_stacked, 1,
+					   experts_allocation);
+	struct ft_kernel *gemm = new_kernel();
+	assert_int_equal(o->t[1].nsl, 4);
+	for (uint32_t i = 0; i < 4; i++) {
+		assert_int_equal(o->t[1].sl[i].lo, EXPERTS + i * CHUNK);
+		assert_int_equal(o->t[1].sl[i].hi, EXPERTS + (i + 1) * CHUNK);
+	}
+	static const int routed[4][2] = { { 1, 2 }, { 0, 3 }, { 2, 0 }, { 3, 1 } };
+	for (int pass = 0; pass < 4; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			for (int i = 0; t == 1 && i < 2; i++)
+				expert(o, 1, routed[pass][i], gemm);
+		}
+	check();
+	check_bytes();
+	assert_int_equal(stats.v[FT_STAT_offload_slice_copies], 4 + 3 * 2);
+	assert_int_equal(stats.v[FT_STAT_offload_slice_bytes], 10 * CHUNK);
 	free_kernel(gemm);
 	done(o);
 }
@@ -1911,6 +1948,7 @@ int main(void)
 		cmocka_unit_test(a_link_into_a_dense_weight_loads_no_expert),
 		cmocka_unit_test(a_miss_asks_for_the_residency_it_begins),
 		cmocka_unit_test(an_expert_inside_a_slice_asks_for_it),
+		cmocka_unit_test(experts_no_pass_routed_to_are_loaded_alone),
 		cmocka_unit_test(a_slice_copied_later_is_waited_for_by_every_stream),
 		cmocka_unit_test(a_capture_loads_every_expert_and_eager_slices_stay),
 		cmocka_unit_test(a_stale_word_into_missing_experts),
