@@ -1378,17 +1378,12 @@ static void free_kernel(struct ft_kernel *k)
 	free(k);
 }
 
-/* Decode steps route two of the four experts a pass, read by one GEMM
- * through one word (transformers' loop over routed experts): the trap's
- * load moves its dense part and each routed expert comes on its own, the
- * unrouted ones never move -- once the word has referred to two experts
- * in one pass; its first reference loads them all. */
-static void experts_are_loaded_one_at_a_time(void **state)
+/* Four decode steps that route two of trap 1's four experts each, read
+ * by gemm through one word: the first reference loads every expert (the
+ * word not learnt yet), then each routed one comes on its own, one
+ * chunk. */
+static void two_routed_a_step(struct ft_offload *o, struct ft_kernel *gemm)
 {
-	(void)state;
-	struct ft_offload *o = moe_engine();
-	struct ft_kernel *gemm = new_kernel();
-	assert_int_equal(o->t[1].nsl, 4);
 	static const int routed[4][2] = { { 1, 2 }, { 0, 3 }, { 2, 0 }, { 3, 1 } };
 	for (int pass = 0; pass < 4; pass++)
 		for (int t = 0; t < 10; t++) {
@@ -1400,6 +1395,20 @@ static void experts_are_loaded_one_at_a_time(void **state)
 	check_bytes();
 	assert_int_equal(stats.v[FT_STAT_offload_slice_copies], 4 + 3 * 2);
 	assert_int_equal(stats.v[FT_STAT_offload_slice_bytes], 10 * CHUNK);
+}
+
+/* Decode steps route two of the four experts a pass, read by one GEMM
+ * through one word (transformers' loop over routed experts): the trap's
+ * load moves its dense part and each routed expert comes on its own, the
+ * unrouted ones never move -- once the word has referred to two experts
+ * in one pass; its first reference loads them all. */
+static void experts_are_loaded_one_at_a_time(void **state)
+{
+	(void)state;
+	struct ft_offload *o = moe_engine();
+	struct ft_kernel *gemm = new_kernel();
+	assert_int_equal(o->t[1].nsl, 4);
+	two_routed_a_step(o, gemm);
 	assert_int_equal(stats.v[FT_STAT_offload_slice_wholes], 1);
 	/* one chunk a trap a load, and the slices */
 	assert_int_equal(stats.v[FT_STAT_offload_copy_bytes],
@@ -1515,17 +1524,7 @@ static void experts_no_pass_routed_to_are_loaded_alone(void **state)
 		assert_int_equal(o->t[1].sl[i].lo, EXPERTS + i * CHUNK);
 		assert_int_equal(o->t[1].sl[i].hi, EXPERTS + (i + 1) * CHUNK);
 	}
-	static const int routed[4][2] = { { 1, 2 }, { 0, 3 }, { 2, 0 }, { 3, 1 } };
-	for (int pass = 0; pass < 4; pass++)
-		for (int t = 0; t < 10; t++) {
-			kernel(o, 1, &t, 1);
-			for (int i = 0; t == 1 && i < 2; i++)
-				expert(o, 1, routed[pass][i], gemm);
-		}
-	check();
-	check_bytes();
-	assert_int_equal(stats.v[FT_STAT_offload_slice_copies], 4 + 3 * 2);
-	assert_int_equal(stats.v[FT_STAT_offload_slice_bytes], 10 * CHUNK);
+	two_routed_a_step(o, gemm);
 	free_kernel(gemm);
 	done(o);
 }
