@@ -97,6 +97,7 @@ struct ft_off_ring {
  * ranges of slices (first, count), or all of them. */
 struct ft_off_slice {
 	uint64_t lo, hi;
+	int seen;                           /* lo is a start discovery saw, not a cut */
 };
 struct ft_off_wsl {
 	uint32_t first, n;

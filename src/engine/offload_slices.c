@@ -61,16 +61,18 @@ static struct ft_off_slice seen_slice(const struct ft_off_weight *w, uint32_t i,
 {
 	uint64_t lo = i ? w->lo + w->slices[i - 1] : w->lo;
 	uint64_t hi = i + 1 < n ? w->lo + w->slices[i] : w->hi;
-	return (struct ft_off_slice){ lo, hi < lo ? lo : hi };
+	return (struct ft_off_slice){ lo, hi < lo ? lo : hi, 1 };
 }
 
 /* How many slices weight w's n slices seen become when each is cut at the
  * stride g (0: not cut).  Where more than half are one stride long, the
- * stride is the experts' size and a longer slice holds experts no pass
- * routed to between two that were (on the H100 a Mixtral's 14 stacked
- * tensors had 10 such): cut, a launch reading one of them loads it alone,
- * not the slice that holds it.  Otherwise (views of other sizes: not
- * whole experts) the slices stay as seen. */
+ * stride is the experts' size and a longer slice between two starts holds
+ * experts no pass routed to (on the H100 a Mixtral's 14 stacked tensors
+ * had 10 such): cut, a launch reading one of them loads it alone, not the
+ * slice that holds it.  The last slice stays whole: no start bounds it,
+ * and it may be a tensor of any length after the experts (discovery takes
+ * one read every pass at their stride into the weight).  Otherwise (views
+ * of other lengths: not whole experts) the slices stay as seen. */
 static uint32_t cut_count(const struct ft_off_weight *w, uint32_t n, uint64_t g)
 {
 	uint32_t even = 0;
@@ -78,7 +80,7 @@ static uint32_t cut_count(const struct ft_off_weight *w, uint32_t n, uint64_t g)
 	for (uint32_t i = 0; g && i < n; i++) {
 		struct ft_off_slice sl = seen_slice(w, i, n);
 		even += sl.hi - sl.lo == g;
-		pieces += (sl.hi - sl.lo + g - 1) / g;
+		pieces += i + 1 < n ? (sl.hi - sl.lo + g - 1) / g : 1;
 	}
 	return g && 2 * even > n && pieces > n && pieces <= FT_OFF_SLICES_MAX ? (uint32_t)pieces
 									  : 0;
@@ -107,9 +109,10 @@ int ft_off_slices_init(struct ft_offload *o)
 		sl += x->nsl;
 		for (uint32_t i = 0, j = 0; i < seen; i++) {
 			struct ft_off_slice s = seen_slice(w, i, seen);
-			for (uint64_t a = s.lo; cut && a < s.hi; a += g)
-				sl[j++] = (struct ft_off_slice){ a, a + g < s.hi ? a + g : s.hi };
-			if (!cut)
+			for (uint64_t a = s.lo; cut && i + 1 < seen && a < s.hi; a += g)
+				sl[j++] = (struct ft_off_slice){ a, a + g < s.hi ? a + g : s.hi,
+								 a == s.lo };
+			if (!cut || i + 1 == seen)
 				sl[j++] = s;
 		}
 		o->wsl[k] = (struct ft_off_wsl){ .first = x->nsl, .n = n, .stride = g,
@@ -332,8 +335,10 @@ int ft_off_slice_of(const struct ft_offload *o, int k, uint64_t a, uint32_t *cou
 	if (!w || w->first == UINT32_MAX)
 		return FT_SL_DENSE;
 	uint32_t i = slice_from(o, w, a, k);
+	const struct ft_off_slice *sl = o->t[o->w[k].trap].sl + w->first;
 	*count = 1;
-	return i < w->n ? (int)(w->first + i) : FT_SL_ALL(FT_SLW_START);
+	/* (a cut's start, not seen: as inside a slice before the cut) */
+	return i < w->n && sl[i].seen ? (int)(w->first + i) : FT_SL_ALL(FT_SLW_START);
 }
 
 int ft_off_slice_at(struct ft_offload *o, int k, uint64_t a, CUstream s,

@@ -1529,6 +1529,48 @@ static void experts_no_pass_routed_to_are_loaded_alone(void **state)
 	done(o);
 }
 
+/* All four experts seen and, after them at their stride (taken into the
+ * weight by experts_read_every_pass), a tensor two strides long that the
+ * experts' GEMM word reads every pass from its start to its end: the last
+ * slice has no start after it to bound the read, so it is not cut, and
+ * the reference copies all of it. */
+static const uint64_t tail_starts[] = { CHUNK, 2 * CHUNK, 3 * CHUNK, 4 * CHUNK };
+static const struct ft_off_weight tail_stacked = { EXPERTS, EXPERTS + 6 * CHUNK, 1, 0,
+						   EXPERTS + 6 * CHUNK, tail_starts, 4 };
+
+static uint32_t tail_allocation(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
+				uint32_t na)
+{
+	(void)w;
+	(void)nw;
+	a[1].hi = EXPERTS + 6 * CHUNK;
+	return na;
+}
+
+static void a_tensor_after_the_experts_is_copied_whole(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine_edit(10, round_robin4, 4, &tail_stacked, 1,
+					   tail_allocation);
+	struct ft_kernel *gemm = new_kernel();
+	assert_int_equal(o->t[1].nsl, 5);
+	for (int pass = 0; pass < 3; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (t != 1)
+				continue;
+			expert(o, 1, pass % 4, gemm);
+			expert(o, 1, (pass + 1) % 4, gemm);
+			uint64_t a = EXPERTS + 4 * CHUNK;
+			kernel_reads(o, 1, &a, (const int[]){ 1 }, 1, gemm);
+			S.op[S.nops - 1].at[0] = a + CHUNK; /* it reads its second chunk */
+		}
+	check();
+	check_bytes();
+	free_kernel(gemm);
+	done(o);
+}
+
 /* Trap 1: its own weight begins half-way into its allocation's first
  * chunk, which other tensors share (it stays on the GPU), and runs on
  * through the second; the stacked tensor of four experts after it, in the
@@ -1835,6 +1877,43 @@ static void a_stale_word_into_missing_experts(void **state)
 	done(o);
 }
 
+/* As a_stale_word_into_missing_experts, where discovery saw experts 1
+ * and 3 only (sparse_starts: slice 1 is cut at the stride, expert 2's
+ * start is a cut's, not a start seen): a stale word at expert 2 copies
+ * every missing expert, as it did inside the uncut slice; one at expert
+ * 1's start, seen, its own. */
+static void a_stale_word_at_a_cut_copies_every_expert(void **state)
+{
+	(void)state;
+	for (int at = 1; at <= 2; at++) {
+		copies_done = CUDA_SUCCESS;
+		struct ft_offload *o = engine_edit(10, round_robin4, 4, &sparse_stacked, 1,
+						   experts_allocation);
+		real.cuEventQuery = f_query;
+		struct ft_kernel *gemm = new_kernel();
+		assert_int_equal(o->t[1].nsl, 4);
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			for (int e = 2; t == 1 && e >= 1; e--)
+				expert(o, 1, e, gemm);
+		}
+		kernel(o, 1, (const int[]){ 0 }, 1);
+		kernel(o, 1, (const int[]){ 1 }, 1);
+		expert(o, 1, 3 - at, gemm); /* the other one's expert in, this one's not */
+		uint64_t copies = stats.v[FT_STAT_offload_slice_copies];
+		uint64_t e = EXPERTS + (uint64_t)at * CHUNK, a[2] = { S.base[1], e };
+		struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = 2, .reads = { 1, 1 },
+				.at = { S.base[1], e } };
+		ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 1, 1, NULL, "k");
+		launched(&k);
+		assert_int_equal(stats.v[FT_STAT_offload_slice_copies] - copies, at == 2 ? 3 : 1);
+		check();
+		check_bytes();
+		free_kernel(gemm);
+		done(o);
+	}
+}
+
 /* A word that refers to one expert a layer (a grouped GEMM) is not taken
  * for a loop over experts when nothing read whole comes between two of
  * its references: after a graph replay, from another stream, or inside a
@@ -1948,9 +2027,11 @@ int main(void)
 		cmocka_unit_test(a_miss_asks_for_the_residency_it_begins),
 		cmocka_unit_test(an_expert_inside_a_slice_asks_for_it),
 		cmocka_unit_test(experts_no_pass_routed_to_are_loaded_alone),
+		cmocka_unit_test(a_tensor_after_the_experts_is_copied_whole),
 		cmocka_unit_test(a_slice_copied_later_is_waited_for_by_every_stream),
 		cmocka_unit_test(a_capture_loads_every_expert_and_eager_slices_stay),
 		cmocka_unit_test(a_stale_word_into_missing_experts),
+		cmocka_unit_test(a_stale_word_at_a_cut_copies_every_expert),
 		cmocka_unit_test(replays_and_streams_teach_no_slicer),
 		cmocka_unit_test(an_untrusted_reference_loads_the_whole_trap),
 		cmocka_unit_test(a_stale_word_into_a_dense_weight_holds_a_sliced_trap),
