@@ -10,12 +10,11 @@
  * start (the weight's own start first) to the next, the last to the
  * weight's end: a kernel handed a slice's start reads within it, since the
  * next start seen is the next expert's or another tensor's; where most
- * slices are one stride long (the experts' size), each is cut at the
- * stride (cut_count).  A trap's load
- * (and prefetch) copies its dense part, the runs outside its slices (or
- * the whole trap, where launches referred to more than half its slices in
- * its last residency: a prefill's); a
- * launch that refers to a slice's start, from a parameter word that reads
+ * slices are one stride long (the experts' size), each but the last is
+ * cut at the stride (cut_count).  A trap's load (and prefetch) copies
+ * its dense part, the runs outside its slices (or the whole trap, where
+ * launches referred to more than half its slices in its last residency: a
+ * prefill's); a launch that refers to a slice's start, from a parameter word that reads
  * one slice at a time, copies that slice when it is not in the block yet,
  * on a stream of its own (o->demand: not behind the prefetches on the
  * copy stream), after the trap's load, and waits for it.  A word reads one
