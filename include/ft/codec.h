@@ -124,19 +124,24 @@ void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out);
  * multiples of FT_Z_CHUNK, or n reaching the end) needs no memory.  0, or
  * -ENOMEM (no memory to decode a chunk in part: out not all written). */
 int ft_z_read(const struct ft_z_image *z, size_t off, size_t n, void *out);
+/* Where a coded chunk of n words in mode (bf16, fp16) has its escapes:
+ * after the table, the codes, the rest (or low) bytes and fp16's high
+ * bits (4-aligned, 16-aligned for bf16: n % 32 == 0). */
+static inline size_t ft_z_esc_at(uint32_t n, unsigned mode)
+{
+	return 16 + (size_t)n / 2 + n + (mode == FT_Z_FP16 ? (size_t)n / 8 * 3 : 0);
+}
 /* The fewest image bytes a chunk of n words with descriptor d can take
  * (its coded parts, without padding): what a stored descriptor table is
  * checked against before the decoder trusts it. */
 static inline uint64_t ft_z_min_span(uint64_t d, uint32_t n)
 {
-	uint64_t esc = (uint64_t)FT_Z_NESC(d) * 4;
 	switch (FT_Z_MODE(d)) {
 	case FT_Z_RAW:
 		return (uint64_t)n * 2;
 	case FT_Z_BF16:
-		return 16 + (uint64_t)n / 2 + n + esc;
 	case FT_Z_FP16:
-		return 16 + (uint64_t)n / 2 + n + (uint64_t)n / 8 * 3 + esc;
+		return ft_z_esc_at(n, FT_Z_MODE(d)) + (uint64_t)FT_Z_NESC(d) * 4;
 	default: /* (its reader loads the streams 4 bytes at a time) */
 		return 384 + (uint64_t)n + ((FT_Z_SBYTES(d) + 3u) & ~3u);
 	}

@@ -25,14 +25,6 @@ static size_t align16(size_t n)
 	return (n + 15) & ~(size_t)15;
 }
 
-/* Where a coded chunk of n words in mode (bf16, fp16) has its escapes:
- * after the table, the codes, the rest (or low) bytes and fp16's high
- * bits (4-aligned, 16-aligned for bf16: n % 32 == 0). */
-static size_t esc_at(uint32_t n, unsigned mode)
-{
-	return 16 + (size_t)n / 2 + n + (mode == FT_Z_FP16 ? (size_t)n / 8 * 3 : 0);
-}
-
 /* A chunk's descriptor bits above its offset: its mode and the mode's
  * count (escapes, or mode 3's streams' bytes). */
 static uint64_t desc_of(const struct ft_z_meta *c)
@@ -284,7 +276,7 @@ void ft_z_code(const uint16_t *v, uint32_t n, const struct ft_z_meta *c, unsigne
 		lut[c->table[k]] = (uint8_t)k;
 	memcpy(out, c->table, 16);
 	unsigned char *codes = out + 16, *rest = codes + n / 2, *high = rest + n;
-	uint32_t *esc = (uint32_t *)(void *)(out + esc_at(n, c->mode));
+	uint32_t *esc = (uint32_t *)(void *)(out + ft_z_esc_at(n, c->mode));
 	uint32_t e = 0;
 	/* eight words a step: one 32-bit store of their codes, one 64-bit
 	 * store of their rest (or low) bytes; escapes (a code of 15) are rare */
@@ -476,7 +468,7 @@ void ft_z_decode_at(const unsigned char *in, uint64_t d, uint32_t n, void *out)
 	}
 	int fp16 = FT_Z_MODE(d) == FT_Z_FP16;
 	const unsigned char *table = in, *codes = in + 16, *rest = codes + n / 2, *high = rest + n;
-	const uint32_t *esc = (const uint32_t *)(const void *)(in + esc_at(n, FT_Z_MODE(d)));
+	const uint32_t *esc = (const uint32_t *)(const void *)(in + ft_z_esc_at(n, FT_Z_MODE(d)));
 	uint16_t *o = out;
 	for (uint32_t i = 0; i < n; i++) {
 		unsigned k = (codes[i >> 1] >> ((i & 1) * 4)) & 15, b = rest[i];

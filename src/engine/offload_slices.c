@@ -14,12 +14,13 @@
  * cut at the stride (cut_count).  A trap's load (and prefetch) copies
  * its dense part, the runs outside its slices (or the whole trap, where
  * launches referred to more than half its slices in its last residency: a
- * prefill's); a launch that refers to a slice's start, from a parameter word that reads
- * one slice at a time, copies that slice when it is not in the block yet,
- * on a stream of its own (o->demand: not behind the prefetches on the
- * copy stream), after the trap's load, and waits for it.  A word reads one
- * slice at a time once it has referred to two slices of one tensor in turn: from one
- * stream, with no weight read whole in between (o->slice_epoch: a loop
+ * prefill's); a launch that refers to a slice's start, from a parameter
+ * word that reads one slice at a time, copies that slice when it is not
+ * in the block yet, on a stream of its own (o->demand: not behind the
+ * prefetches on the copy stream), after the trap's load, and waits for
+ * it.  A word reads one slice at a time once it has referred to two
+ * slices of one tensor in turn: from one stream, with no weight read
+ * whole in between (o->slice_epoch: a loop
  * over routed experts, ft_kernel_slicer).  Until then, and from a word
  * that refers to one slice a layer (transformers' grouped GEMM is handed
  * one expert, and reads the routed others through a pointer array in
