@@ -160,7 +160,7 @@ int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from)
 /* FT_VERIFY's sum of the store's raw bytes [at, at + n) of trap t (a coded
  * store is decoded for it, one in the NVMe tier's file read; 0 when memory
  * runs out: a false alarm later). */
-static uint64_t part_sum(const struct ft_offload *o, int t, size_t at, size_t n)
+uint64_t ft_off_store_sum(const struct ft_offload *o, int t, size_t at, size_t n)
 {
 	const struct ft_off_trap *x = &o->t[t];
 	if (!x->z.desc && !x->disk_bytes)
@@ -239,7 +239,7 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a)
 		x->runs[j] = part[p];
 		x->dead[j] = p == 1;
 		if (x->sums)
-			x->sums[j] = p == 1 ? 0 : part_sum(o, t, at, part[p].hi - part[p].lo);
+			x->sums[j] = p == 1 ? 0 : ft_off_store_sum(o, t, at, part[p].hi - part[p].lo);
 		at += part[p].hi - part[p].lo;
 		j++;
 	}

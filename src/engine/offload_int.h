@@ -383,6 +383,8 @@ int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k);
 int ft_off_live(const struct ft_off_trap *x, uint64_t lo, uint64_t hi);
 int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from);
 void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a);
+/* FT_VERIFY's sum of the store's raw bytes [at, at + n) of trap t. */
+uint64_t ft_off_store_sum(const struct ft_offload *o, int t, size_t at, size_t n);
 
 /* FT_SHM_ENABLED (offload_shm.c).  Before the store is filled: the segment
  * of this model and settings is opened; when this process follows, the
@@ -491,6 +493,16 @@ void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why w
 		       const struct ft_kernel *kern, uint32_t word, CUstream s);
 size_t ft_off_load_sliced(struct ft_offload *o, int t, CUstream cs);
 int ft_off_slices_whole(const struct ft_off_trap *x);
+/* FT_VERIFY: a piece of a trap's block that holds its bytes: [lo, hi) at
+ * byte at of its store. */
+struct ft_off_piece {
+	uint64_t lo, hi;
+	size_t at;
+};
+/* The pieces of sliced trap x's live runs that its block holds since its
+ * load: its dense part and the slices copied in (8-byte aligned inwards,
+ * as the checksums count words); a malloc'd array (*n of them), or NULL. */
+struct ft_off_piece *ft_off_slices_loaded(const struct ft_off_trap *x, uint32_t *n);
 size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need *n,
 			  CUstream cs, const char *by);
 

@@ -492,6 +492,42 @@ int ft_off_slices_whole(const struct ft_off_trap *x)
 	return 1;
 }
 
+/* Piece [lo, hi) of run j (at `at` in the store) into out[*n], aligned
+ * inwards to 8 bytes. */
+static void piece(struct ft_off_piece *out, uint32_t *n, uint64_t lo, uint64_t hi, size_t at)
+{
+	uint64_t a = (lo + 7) & ~7ull, e = hi & ~7ull;
+	if (a < e)
+		out[(*n)++] = (struct ft_off_piece){ a, e, at + (size_t)(a - lo) };
+}
+
+struct ft_off_piece *ft_off_slices_loaded(const struct ft_off_trap *x, uint32_t *n)
+{
+	/* each run splits at most at every slice's two ends */
+	struct ft_off_piece *out = malloc(((size_t)x->nruns + 2 * (size_t)x->nsl + 1) * sizeof(*out));
+	*n = 0;
+	if (!out)
+		return NULL;
+	size_t off = 0;
+	uint32_t i = 0;
+	for (uint32_t j = 0; j < x->nruns; off += x->runs[j].hi - x->runs[j].lo, j++) {
+		uint64_t p = x->runs[j].lo, hi = x->runs[j].hi;
+		while (p < hi) {
+			while (i < x->nsl && x->sl[i].hi <= p)
+				i++;
+			int in = i < x->nsl && x->sl[i].lo <= p;
+			uint64_t q = in ? x->sl[i].hi : i < x->nsl ? x->sl[i].lo : hi;
+			if (q > hi)
+				q = hi;
+			/* the dense part between slices, or a slice copied in */
+			if (!x->dead[j] && (!in || bit(x->sl_in, i)))
+				piece(out, n, p, q, off + (size_t)(p - x->runs[j].lo));
+			p = q;
+		}
+	}
+	return out;
+}
+
 /* The first loads of every slice of a trap, said with why: where a decode
  * step moves more than its routed experts, the cause is in the log. */
 static void say_all(struct ft_offload *o, int t, const struct ft_off_need *n, size_t moved,

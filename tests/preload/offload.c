@@ -95,6 +95,8 @@
  *   set), read through their slices' addresses, chosen by the step (a
  *   mixture-of-experts layer as transformers stacks it): the tensor is one
  *   weight; FT_EXPERT_PAGING loads the routed slices only.
+ *   OFFLOAD_SPOIL_STEP=s: at step s a kernel writes into the first routed
+ *   expert's slice (an offloaded weight written: FT_VERIFY says so).
  *   moe: after layer 1, a loop over two of sixteen routed experts of two
  *   stacked tensors (an up and a down projection, a quarter of a tensor an
  *   expert), expert e's up slice, its down slice, then the next expert's
@@ -139,6 +141,7 @@ static CUdeviceptr ex[EXPERTS];
 static int stacked;     /* stacked: two of EXPERTS slices of one allocation, per forward */
 static CUdeviceptr xs;
 static int hidden = -1; /* stacked: an expert not routed to before step 16 */
+static int spoil = -1;  /* stacked: the step whose first routed expert a kernel writes */
 static int moe;         /* moe: two of EXPERTS experts of two stacked tensors, in turn */
 static CUdeviceptr mup, mdown;
 
@@ -224,6 +227,11 @@ static void forward(int step)
 			if (hidden >= 0 && e == (unsigned)hidden && step < 16)
 				e = (e + 1) % EXPERTS;
 			vec_add(h, xs + (CUdeviceptr)e * N * sizeof(float), h);
+			/* OFFLOAD_SPOIL_STEP: then a kernel writes into the
+			 * expert (FT_VERIFY must say so) */
+			if (step == spoil && !i)
+				vec_add(h, xs + (CUdeviceptr)e * N * sizeof(float),
+					xs + (CUdeviceptr)e * N * sizeof(float));
 		}
 		for (int i = 0; moe && l == 1 && i < 2; i++) {
 			unsigned e = ((unsigned)step * 5u + (i ? 7u : 0u)) % EXPERTS;
@@ -511,6 +519,8 @@ int main(int argc, char **argv)
 	stacked = argc > 2 && !strcmp(argv[2], "stacked");
 	if (getenv("OFFLOAD_HIDDEN_EXPERT"))
 		hidden = atoi(getenv("OFFLOAD_HIDDEN_EXPERT"));
+	if (getenv("OFFLOAD_SPOIL_STEP"))
+		spoil = atoi(getenv("OFFLOAD_SPOIL_STEP"));
 	moe = argc > 2 && !strcmp(argv[2], "moe");
 	roam = argc > 2 && !strcmp(argv[2], "roam");
 	built = argc > 2 && !strcmp(argv[2], "built");
