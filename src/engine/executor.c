@@ -846,21 +846,9 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 		nt = follow_link(o, linked[i], touched, moves, needs, nt);
 	for (unsigned i = n; i < n + nstale; i++) {
 		int k = weight_of(o, addr[i]);
-		if (k < 0 || o->w[k].trap >= o->ntraps || o->t[o->w[k].trap].block < 0)
-			continue;
-		int t = (int)o->w[k].trap;
-		/* a tensor in an offloaded weight's free tail, whatever its
-		 * word: a write through a word judged stale would land in the
-		 * block, and a later reference bring the tail back over it
-		 * (at most one tail a weight: a wrong judgement costs memory;
-		 * not in a capture, where a tail cannot come back alone and
-		 * the whole trap would, for a word that is mostly not read) */
-		if (!o->cap_id && addr[i] != o->w[k].lo && addr[i] >= o->w[k].views &&
-		    ft_off_foreign(o, addr[i], k)) {
-			ft_off_return_tail(o, t, k, addr[i]);
-			continue;
-		}
-		ni = ignore(o, ignored, ineeds, roams, ni, t, k, addr[i], 0);
+		if (k >= 0 && o->w[k].trap < o->ntraps && o->t[o->w[k].trap].block >= 0)
+			ni = ignore(o, ignored, ineeds, roams, ni, (int)o->w[k].trap, k,
+				    addr[i], 0);
 	}
 	nt = one_per_block(o, touched, moves, needs, nt, kernel);
 	if (o->wsl)
@@ -1091,13 +1079,6 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 	for (uint32_t k = first_after(o, src); sbytes && k < o->nw && o->w[k].lo < src + sbytes;
 	     k++) {
 		const struct ft_off_weight *w = &o->w[k];
-		/* a tensor in the weight's free tail (as in gather): it comes
-		 * back rather than have the trap loaded over it */
-		if (w->trap < o->ntraps && o->t[w->trap].block >= 0 && src > w->lo &&
-		    src >= w->views && ft_off_foreign(o, src, (int)k)) {
-			ft_off_return_tail(o, (int)w->trap, (int)k, src);
-			continue;
-		}
 		if (w->trap < o->ntraps && o->t[w->trap].block >= 0 &&
 		    ft_off_live(&o->t[w->trap], src, src + sbytes))
 			ensure(o, (int)w->trap, s, NULL, NULL);

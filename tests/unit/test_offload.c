@@ -692,57 +692,6 @@ static void tensors_in_a_weights_tail_load_nothing(void **state)
 	done(o);
 }
 
-/* A tensor in a weight's free tail whose first reference is a word judged
- * stale (a kernel's output, perhaps): the tail comes back at that launch,
- * before the kernel can write into the block.  Judged stale, it had loaded
- * nothing, the write had landed in block 1's memory, and the next
- * reference, through a word trusted, brought the tail back and filled it
- * from the store over the tensor's bytes.  A copy out of the tail loads
- * nothing after. */
-static void a_stale_word_into_a_free_tail_brings_it_back(void **state)
-{
-	(void)state;
-	struct ft_offload *o = engine_edit(10, round_robin4, 4, NULL, 0, two_chunk_weight);
-	uint64_t x = S.base[1] + CHUNK + 4096;
-	int t1 = 1;
-	kernel(o, 1, &t1, 1);
-	uint64_t a[2] = { S.base[1], x }; /* x: the launch's stale word */
-	ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, 1, 1, NULL, "writes_x");
-	ft_off_launched(o);
-	assert_int_equal(stats.v[FT_STAT_offload_tails], 1);
-	assert_false(ft_off_live(&o->t[1], x, x + 1));
-	uint64_t copied = bytes_copied();
-	ft_off_launch(o, (CUstream)(uintptr_t)1, &x, NULL, 1, 0, NULL, "reads_x");
-	ft_off_launched(o);
-	ft_off_copy(o, (CUstream)(uintptr_t)1, 0, 0, x, 4096);
-	assert_int_equal(stats.v[FT_STAT_offload_tails], 1);
-	assert_int_equal(bytes_copied(), copied);
-	for (int t = 0; t < 10; t++)
-		kernel(o, 1, &t, 1);
-	check();
-	done(o);
-}
-
-/* A copy that reads a tensor in a weight's free tail, first: the tail comes
- * back (filled from the store) rather than trap 1 be loaded over it. */
-static void a_copy_out_of_a_free_tail_brings_it_back(void **state)
-{
-	(void)state;
-	struct ft_offload *o = engine_edit(10, round_robin4, 4, NULL, 0, two_chunk_weight);
-	uint64_t x = S.base[1] + CHUNK + 4096;
-	int t5 = 5;
-	kernel(o, 1, &t5, 1); /* block 1 holds trap 5 */
-	uint64_t copied = bytes_copied();
-	ft_off_copy(o, (CUstream)(uintptr_t)1, 0, 0, x, 4096);
-	assert_int_equal(stats.v[FT_STAT_offload_tails], 1);
-	assert_int_equal(bytes_copied(), copied);
-	assert_false(ft_off_live(&o->t[1], x, x + 1));
-	for (int t = 0; t < 10; t++)
-		kernel(o, 1, &t, 1);
-	check();
-	done(o);
-}
-
 /* The weights of traps 1 and 5 (block 1's) span two chunks each. */
 static uint32_t two_chunk_block1(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
 				 uint32_t na)
@@ -2055,8 +2004,6 @@ int main(void)
 		cmocka_unit_test(two_traps_of_one_block_in_a_capture),
 		cmocka_unit_test(a_link_is_followed_from_its_weight_only),
 		cmocka_unit_test(tensors_in_a_weights_tail_load_nothing),
-		cmocka_unit_test(a_stale_word_into_a_free_tail_brings_it_back),
-		cmocka_unit_test(a_copy_out_of_a_free_tail_brings_it_back),
 		cmocka_unit_test(a_view_inside_a_weight_loads_its_trap),
 		cmocka_unit_test(a_link_between_resident_bytes_loads_nothing),
 		cmocka_unit_test(tied_weight_read_at_both_ends),
