@@ -273,6 +273,80 @@ static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_
 	b->readers[b->nreaders++] = s;
 }
 
+/* FT_VERIFY: the GPU's sums of block k's ranges addr/bytes[0..n) against
+ * the store's (want[0..n)); each that differs is a failure, said (part:
+ * the trap is in its block in part).  The sums synchronise the device
+ * first, so every reader is done; where they cannot be taken, this does. */
+static void check_ranges(struct ft_offload *o, uint32_t k, const uint64_t *addr,
+			 const uint64_t *bytes, const uint64_t *want, uint32_t n, int part)
+{
+	const struct ft_off_block *b = &o->b[k];
+	uint64_t sums[64];
+	if (ft_gpu_checksums(o->gpu, addr, bytes, n, sums)) {
+		ft_warn_once("FT_VERIFY: cannot checksum blocks; contents are not checked");
+		if (o->real->cuCtxSynchronize)
+			o->real->cuCtxSynchronize();
+		return;
+	}
+	for (uint32_t m = 0; m < n; m++)
+		if (sums[m] != want[m]) {
+			FT_STAT_INC(o->stats, verify_failures);
+			ft_error("FT_VERIFY: offloaded trap %d changed in its block%s: the weight "
+				 "bytes at 0x%llx..0x%llx differ from the host store; a kernel wrote to "
+				 "an offloaded weight (the last kernel that read it: %s). Such weights "
+				 "must stay resident",
+				 b->occupant, part ? " (loaded in part: its dense part and the experts "
+						     "read)" : "",
+				 (unsigned long long)addr[m], (unsigned long long)(addr[m] + bytes[m]),
+				 b->last_kernel ? b->last_kernel : "?");
+		}
+}
+
+/* FT_VERIFY: block k's occupant, loaded whole: its live runs. */
+static void check_whole(struct ft_offload *o, uint32_t k)
+{
+	const struct ft_off_trap *x = &o->t[o->b[k].occupant];
+	uint64_t addr[64], bytes[64], want[64];
+	uint32_t n = 0;
+	for (uint32_t j = 0; j <= x->nruns; j++) {
+		if (n == 64 || (j == x->nruns && n)) {
+			check_ranges(o, k, addr, bytes, want, n, 0);
+			n = 0;
+		}
+		if (j < x->nruns && !x->dead[j]) {
+			addr[n] = x->runs[j].lo;
+			bytes[n] = x->runs[j].hi - x->runs[j].lo;
+			want[n++] = x->sums[j];
+		}
+	}
+}
+
+/* FT_VERIFY: block k's occupant, a sliced trap loaded in part (its dense
+ * part and the slices launches read since its load; the rest of its runs
+ * is another occupant's bytes or poison): those pieces, against sums of
+ * the store taken now. */
+static void check_parts(struct ft_offload *o, uint32_t k)
+{
+	int t = o->b[k].occupant;
+	uint32_t np = 0;
+	struct ft_off_piece *p = ft_off_slices_loaded(&o->t[t], &np);
+	uint64_t addr[64], bytes[64], want[64];
+	if (!p)
+		ft_warn_once("FT_VERIFY: out of memory: a trap loaded in part is not checked");
+	for (uint32_t i = 0; i < np; i += 64) {
+		uint32_t n = 0;
+		for (uint32_t j = i; j < np && n < 64; j++, n++) {
+			addr[n] = p[j].lo;
+			bytes[n] = p[j].hi - p[j].lo;
+			want[n] = ft_off_store_sum(o, t, p[j].at, (size_t)bytes[n]);
+		}
+		check_ranges(o, k, addr, bytes, want, n, 1);
+	}
+	free(p);
+	if (!np && o->real->cuCtxSynchronize) /* (the poison comes after its readers) */
+		o->real->cuCtxSynchronize();
+}
+
 /* FT_VERIFY: block k gives up its occupant now.  Its contents must still
  * be the host store's (else a kernel wrote to an offloaded weight), then
  * they are poisoned, and the poison is in place before this returns: a
@@ -282,81 +356,19 @@ static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_
  * graphs read NaN on the H200: that was a weight kept on the GPU whose
  * second part was offloaded, offload.c, kept_runs_on.)  Not while a
  * capture is under way (it synchronises). */
-/* FT_VERIFY: the GPU's sums of block k's ranges addr/bytes[0..n) against
- * the store's (want[0..n)); each that differs is a failure, said.  (The
- * sums synchronise the device first: every reader is done.) */
-static void check_ranges(struct ft_offload *o, uint32_t k, const uint64_t *addr,
-			 const uint64_t *bytes, const uint64_t *want, uint32_t n)
-{
-	const struct ft_off_block *b = &o->b[k];
-	uint64_t sums[64];
-	if (ft_gpu_checksums(o->gpu, addr, bytes, n, sums)) {
-		ft_warn_once("FT_VERIFY: cannot checksum blocks; contents are not checked");
-		/* the checksum's synchronisation orders the poison after the
-		 * block's readers; without it, this does */
-		if (o->real->cuCtxSynchronize)
-			o->real->cuCtxSynchronize();
-		return;
-	}
-	for (uint32_t m = 0; m < n; m++)
-		if (sums[m] != want[m]) {
-			FT_STAT_INC(o->stats, verify_failures);
-			ft_error("FT_VERIFY: offloaded trap %d changed in its block: the weight bytes "
-				 "at 0x%llx..0x%llx differ from the host store; a kernel wrote to an "
-				 "offloaded weight (the last kernel that read it: %s). Such weights "
-				 "must stay resident",
-				 b->occupant, (unsigned long long)addr[m],
-				 (unsigned long long)(addr[m] + bytes[m]),
-				 b->last_kernel ? b->last_kernel : "?");
-		}
-}
-
-/* FT_VERIFY: a sliced trap that block k holds in part (its dense part and
- * the slices launches read since its load; the rest of its runs is another
- * occupant's bytes or poison): those parts are checked, against sums of
- * the store taken now. */
-static void check_parts(struct ft_offload *o, uint32_t k)
-{
-	int t = o->b[k].occupant;
-	uint32_t np = 0;
-	struct ft_off_piece *p = ft_off_slices_loaded(&o->t[t], &np);
-	uint64_t addr[64], bytes[64], want[64];
-	for (uint32_t i = 0; i < np; i += 64) {
-		uint32_t n = 0;
-		for (uint32_t j = i; j < np && n < 64; j++, n++) {
-			addr[n] = p[j].lo;
-			bytes[n] = p[j].hi - p[j].lo;
-			want[n] = ft_off_store_sum(o, t, p[j].at, (size_t)bytes[n]);
-		}
-		check_ranges(o, k, addr, bytes, want, n);
-	}
-	free(p);
-	if (!np && o->real->cuCtxSynchronize) /* (the poison comes after its readers) */
-		o->real->cuCtxSynchronize();
-}
-
 void ft_off_verify_release(struct ft_offload *o, uint32_t k)
 {
 	CUstream ms = o->copy; /* NULL (legacy) in strategy mode: synchronised below too */
 	struct ft_off_block *b = &o->b[k];
-	struct ft_off_trap *x = &o->t[b->occupant];
-	uint64_t addr[64], bytes[64], want[64];
-	int whole = !x->nsl || ft_off_slices_whole(x);
-	if (!whole)
+	const struct ft_off_trap *x = &o->t[b->occupant];
+	if (!x->nsl || ft_off_slices_whole(x))
+		check_whole(o, k);
+	else
 		check_parts(o, k);
-	for (uint32_t i = 0; i < x->nruns; i += 64) {
-		uint32_t n = 0;
-		for (uint32_t j = i; j < x->nruns && n < 64; j++)
-			if (!x->dead[j]) {
-				addr[n] = x->runs[j].lo;
-				bytes[n] = x->runs[j].hi - x->runs[j].lo;
-				want[n++] = whole ? x->sums[j] : 0;
-			}
-		if (n && whole)
-			check_ranges(o, k, addr, bytes, want, n);
-		for (uint32_t m = 0; m < n && o->real->cuMemsetD8Async; m++)
-			o->real->cuMemsetD8Async(addr[m], 0xff, bytes[m], ms);
-	}
+	for (uint32_t j = 0; j < x->nruns && o->real->cuMemsetD8Async; j++)
+		if (!x->dead[j])
+			o->real->cuMemsetD8Async(x->runs[j].lo, 0xff, x->runs[j].hi - x->runs[j].lo,
+						 ms);
 	if (o->real->cuStreamSynchronize)
 		o->real->cuStreamSynchronize(ms);
 	b->occupant = -1;

@@ -492,8 +492,8 @@ int ft_off_slices_whole(const struct ft_off_trap *x)
 	return 1;
 }
 
-/* Piece [lo, hi) of run j (at `at` in the store) into out[*n], aligned
- * inwards to 8 bytes. */
+/* Piece [lo, hi) of a run, at byte `at` of the store, into out[*n],
+ * aligned inwards to 8 bytes. */
 static void piece(struct ft_off_piece *out, uint32_t *n, uint64_t lo, uint64_t hi, size_t at)
 {
 	uint64_t a = (lo + 7) & ~7ull, e = hi & ~7ull;

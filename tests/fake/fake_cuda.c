@@ -293,6 +293,18 @@ static void run_vec_add_ind(const unsigned char *b)
 		c[i] = a[i] + x[i];
 }
 
+/* vec_add_out_ind: vec_add whose result's address is read from device
+ * memory (a table): a writer the library cannot see. */
+static void run_vec_add_out_ind(const unsigned char *b)
+{
+	float *a, *x, **t, *c;
+	int n;
+	memcpy(&a, b, 8); memcpy(&x, b + 8, 8); memcpy(&t, b + 16, 8); memcpy(&n, b + 24, 4);
+	c = t[0];
+	for (int i = 0; i < n; i++)
+		c[i] = a[i] + x[i];
+}
+
 static void run_scale(const unsigned char *b)
 {
 	struct fake_scale_args s;
@@ -409,6 +421,7 @@ static const struct kdesc kernels[] = {
 	 * new to the library when the first prefill comes) */
 	{ "vec_add2", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add },
 	{ "vec_add_ind", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add_ind },
+	{ "vec_add_out_ind", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add_out_ind },
 	{ "scale", 1, { { 0, sizeof(struct fake_scale_args) } }, run_scale },
 	{ "tma_sum", 3, { { 0, 128 }, { 128, 8 }, { 136, 4 } }, run_tma_sum },
 	{ "ft_checksum", 3, { { 0, 8 }, { 8, 8 }, { 16, 8 } }, run_checksum },

@@ -96,7 +96,8 @@
  *   mixture-of-experts layer as transformers stacks it): the tensor is one
  *   weight; FT_EXPERT_PAGING loads the routed slices only.
  *   OFFLOAD_SPOIL_STEP=s: at step s a kernel writes into the first routed
- *   expert's slice (an offloaded weight written: FT_VERIFY says so).
+ *   expert through its address in device memory (an offloaded weight
+ *   written, its trap loaded in part: FT_VERIFY says so).
  *   moe: after layer 1, a loop over two of sixteen routed experts of two
  *   stacked tensors (an up and a down projection, a quarter of a tensor an
  *   expert), expert e's up slice, its down slice, then the next expert's
@@ -126,7 +127,7 @@
 #define LAYERS 6
 static int N = 1 << 20; /* floats a tensor: 4 MiB (OFFLOAD_MIB sets the MiB) */
 
-static CUfunction add, touch, add_ind;
+static CUfunction add, touch, add_ind, add_out_ind;
 static int hidden;      /* hidden: a captured reader the library cannot see */
 static int pdl;         /* pdl: programmatic edges in the capture */
 static CUdeviceptr table; /* its table: layer 5's first weight's address */
@@ -227,11 +228,18 @@ static void forward(int step)
 			if (hidden >= 0 && e == (unsigned)hidden && step < 16)
 				e = (e + 1) % EXPERTS;
 			vec_add(h, xs + (CUdeviceptr)e * N * sizeof(float), h);
-			/* OFFLOAD_SPOIL_STEP: then a kernel writes into the
-			 * expert (FT_VERIFY must say so) */
-			if (step == spoil && !i)
-				vec_add(h, xs + (CUdeviceptr)e * N * sizeof(float),
-					xs + (CUdeviceptr)e * N * sizeof(float));
+		}
+		/* OFFLOAD_SPOIL_STEP: a kernel writes into the first routed
+		 * expert through an address in device memory, its trap loaded
+		 * in part then (FT_VERIFY must say so) */
+		if (stacked && l == 1 && step == spoil) {
+			CUdeviceptr e = xs + (CUdeviceptr)((unsigned)step * 5u % EXPERTS) * N *
+						     sizeof(float), tab;
+			int n = N;
+			cuMemAlloc_v2(&tab, sizeof(e));
+			cuMemcpyHtoD_v2(tab, &e, sizeof(e));
+			void *p[] = { &h, &h, &tab, &n };
+			cuLaunchKernel(add_out_ind, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
 		}
 		for (int i = 0; moe && l == 1 && i < 2; i++) {
 			unsigned e = ((unsigned)step * 5u + (i ? 7u : 0u)) % EXPERTS;
@@ -540,6 +548,7 @@ int main(int argc, char **argv)
 	add = fake_function("vec_add");
 	touch = fake_function("touch4");
 	add_ind = fake_function("vec_add_ind");
+	add_out_ind = fake_function("vec_add_out_ind");
 	add2 = fake_function("vec_add2");
 	if (built) { /* (the initialisers add it) */
 		cuMemAlloc_v2(&zero, N * sizeof(float));

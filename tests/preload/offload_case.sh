@@ -1044,12 +1044,13 @@ stacked | stacked-raw | stacked-verify)
 	is "$case" verify_failures -eq 0
 	logs "$case" "FT_EXPERT_PAGING: 1 offloaded traps hold"
 	if [ "$case" = stacked-verify ]; then
-		# a kernel that writes into a routed expert, the trap loaded
-		# in part (its slices): FT_VERIFY checks those parts and says
-		# so (it checked sliced traps only when loaded whole)
+		# a kernel that writes into a routed expert (through its
+		# address in device memory), the trap loaded in part (two
+		# slices): FT_VERIFY checks those parts and says so (it checked
+		# sliced traps only when loaded whole)
 		run spoil stacked FT_VERIFY=1 OFFLOAD_SPOIL_STEP=22
 		is spoil verify_failures -gt 0
-		logs spoil "FT_VERIFY: offloaded trap .* changed in its block"
+		logs spoil "FT_VERIFY: offloaded trap .* changed in its block (loaded in part"
 	fi
 	logs "$case" "discovery: regions whose extent changed.*one more pass"
 	run whole stacked FT_EXPERT_PAGING=0 "$x"

@@ -692,6 +692,38 @@ static void tensors_in_a_weights_tail_load_nothing(void **state)
 	done(o);
 }
 
+/* FT_VERIFY's pieces of a trap loaded in part: its dense part between the
+ * slices and the slices copied in, at their offsets in the store (the runs
+ * packed back to back); a slice not in (one across two runs) and a dead
+ * run (a tail given back) are left out. */
+static void verify_checks_the_pieces_a_block_holds(void **state)
+{
+	(void)state;
+	const uint64_t M = 1 << 20;
+	struct ft_span runs[3] = { { 16 * M, 20 * M }, { 22 * M, 26 * M }, { 26 * M, 28 * M } };
+	unsigned char dead[3] = { 0, 0, 1 };
+	struct ft_off_slice sl[4] = { { 17 * M, 18 * M, 1 }, { 19 * M, 23 * M, 1 },
+				      { 24 * M, 25 * M, 1 }, { 25 * M + M / 2, 27 * M, 1 } };
+	uint64_t in = 1 | 4 | 8; /* slice 1 is not in the block */
+	struct ft_off_trap x = { .nruns = 3, .runs = runs, .dead = dead, .sl = sl, .nsl = 4,
+				 .sl_in = &in };
+	/* lo, hi, store offset: in half MiB */
+	static const uint64_t want[][3] = {
+		{ 32, 34, 0 }, { 34, 36, 2 }, { 36, 38, 4 },                    /* run 0 */
+		{ 46, 48, 10 }, { 48, 50, 12 }, { 50, 51, 14 }, { 51, 52, 15 }, /* run 1 */
+	};
+	uint32_t n = 0;
+	struct ft_off_piece *p = ft_off_slices_loaded(&x, &n);
+	assert_non_null(p);
+	assert_int_equal(n, 7);
+	for (uint32_t i = 0; i < n; i++) {
+		assert_int_equal(p[i].lo, want[i][0] * (M / 2));
+		assert_int_equal(p[i].hi, want[i][1] * (M / 2));
+		assert_int_equal(p[i].at, want[i][2] * (M / 2));
+	}
+	free(p);
+}
+
 /* The weights of traps 1 and 5 (block 1's) span two chunks each. */
 static uint32_t two_chunk_block1(struct ft_off_weight *w, uint32_t nw, struct ft_span *a,
 				 uint32_t na)
@@ -2004,6 +2036,7 @@ int main(void)
 		cmocka_unit_test(two_traps_of_one_block_in_a_capture),
 		cmocka_unit_test(a_link_is_followed_from_its_weight_only),
 		cmocka_unit_test(tensors_in_a_weights_tail_load_nothing),
+		cmocka_unit_test(verify_checks_the_pieces_a_block_holds),
 		cmocka_unit_test(a_view_inside_a_weight_loads_its_trap),
 		cmocka_unit_test(a_link_between_resident_bytes_loads_nothing),
 		cmocka_unit_test(tied_weight_read_at_both_ends),
