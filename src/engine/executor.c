@@ -808,7 +808,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 			 * into the weight (a token's row, a routed expert),
 			 * it is one: read as the weight is, below */
 			if (ft_off_foreign(o, addr[i], k)) {
-				ft_off_return_tail(o, t, k, addr[i]);
+				ft_off_return_tail(o, t, k, addr[i], kernel);
 			} else if (ft_off_weight_offloaded(o, k, addr[i])) {
 				/* (a weight that is not sliced is in its trap's dense
 				 * part, which every load of the trap copies) */

@@ -180,9 +180,9 @@ uint64_t ft_off_store_sum(const struct ft_offload *o, int t, size_t at, size_t n
  * of the weight's segment after discovery, so the weight ends before a.
  * The chunks from a's to the end of the extent get memory of their own,
  * filled from the store (the weight's last bytes may share a's chunk), and
- * leave the trap's copies; the rest of the trap stays offloaded.  Under
- * o->lock. */
-void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a)
+ * leave the trap's copies; the rest of the trap stays offloaded (said,
+ * with the kernel that referred to it, by).  Under o->lock. */
+void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a, const char *by)
 {
 	struct ft_off_trap *x = &o->t[t];
 	uint64_t mask = ~(uint64_t)(o->chunk - 1);
@@ -249,5 +249,7 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a)
 	FT_STAT_INC(o->stats, offload_tails);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(c1 - c0));
 	ft_info("trap %d: %llu KiB at the end of a weight's extent are back on the GPU: the "
-		"allocator placed a tensor there", t, (unsigned long long)((c1 - c0) >> 10));
+		"allocator placed a tensor there (%llu bytes into the weight; first referred to by "
+		"%.80s)", t, (unsigned long long)((c1 - c0) >> 10),
+		(unsigned long long)(a - o->w[k].lo), by ? by : "?");
 }

@@ -382,7 +382,7 @@ int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k);
 /* Whether a run of x that still leaves the GPU (not dead) meets [lo, hi). */
 int ft_off_live(const struct ft_off_trap *x, uint64_t lo, uint64_t hi);
 int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from);
-void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a);
+void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a, const char *by);
 /* FT_VERIFY's sum of the store's raw bytes [at, at + n) of trap t. */
 uint64_t ft_off_store_sum(const struct ft_offload *o, int t, size_t at, size_t n);
 
