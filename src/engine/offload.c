@@ -174,6 +174,7 @@ static void release_all(struct ft_offload *o)
 		free(o->t[t].runs);
 		free(o->t[t].dead);
 		free(o->t[t].sums);
+		free(o->t[t].vsums);
 		if (o->t[t].host) {
 			if (!o->pageable)
 				r->cuMemHostUnregister(o->t[t].host);

@@ -66,10 +66,22 @@ struct ft_off_trap {
 	uint32_t nsl;                       /* 0: the trap loads whole */
 	uint64_t *sl_in, *sl_asked;
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
+	struct ft_off_vsum *vsums;          /* FT_VERIFY: the store's sums of the
+					       pieces checked in part so far (open
+					       addressing, vcap entries; lo 0: free) */
+	uint32_t vcap;
 	uint64_t loads;                     /* copies into its block so far */
 	int pending;                        /* comes back to the GPU for good when no
 					       capture is under way (it had to while one
 					       was: ft_off_demote) */
+};
+
+/* FT_VERIFY: a piece's sum of the store (ft_off_trap.vsums): a piece of
+ * the same bounds at the same store offset holds the same bytes, whatever
+ * runs were split or freed since. */
+struct ft_off_vsum {
+	uint64_t lo, hi, sum;
+	size_t at;
 };
 
 /* FT_TRANSFER_COMPRESSION: coded pieces are copied into staging slots on

@@ -1,7 +1,8 @@
 /*
  * Offloading end to end against the fake driver (whose VMM aliases for
  * real): a small model, each weight its own 4 MiB allocation (two chunks),
- * run for STEPS forwards; every forward's output goes to OUT (a file).
+ * run for STEPS forwards (OFFLOAD_STEPS: that many); every forward's output
+ * goes to OUT (a file).
  * offload_case.sh runs it without the library and with it in each transfer
  * mode, with FT_VERIFY and in the modes below (one test a scenario), and
  * compares the files byte for byte.  Kernels run on the host here, so this
@@ -605,7 +606,9 @@ int main(int argc, char **argv)
 		for (int k = 0; k < 2; k++)
 			fill(w[l][k], 0.25f * (float)(l * 2 + k));
 	float *v = malloc((size_t)N * sizeof(*v));
-	for (int s = 0; s < STEPS; s++) {
+	/* OFFLOAD_STEPS: more forwards (or fewer) */
+	int steps = getenv("OFFLOAD_STEPS") ? atoi(getenv("OFFLOAD_STEPS")) : STEPS;
+	for (int s = 0; s < steps; s++) {
 		if (!inp) {
 			/* activations appear with the first forward */
 			cuMemAlloc_v2(&inp, N * sizeof(float));

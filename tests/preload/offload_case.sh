@@ -1051,6 +1051,12 @@ stacked | stacked-raw | stacked-verify)
 		run spoil stacked FT_VERIFY=1 OFFLOAD_SPOIL_STEP=22
 		is spoil verify_failures -gt 0
 		logs spoil "FT_VERIFY: offloaded trap .* changed in its block (loaded in part"
+		# over 80 forwards each piece's sum of the store is taken once
+		# (without the cache: 472 MiB summed for 64 MiB of slices)
+		run sums stacked FT_VERIFY=1 OFFLOAD_STEPS=80
+		is sums verify_failures -eq 0
+		is sums verify_summed_bytes -gt 0
+		is sums verify_summed_bytes -le "$(stat sums offload_sliced_bytes)"
 	fi
 	logs "$case" "discovery: regions whose extent changed.*one more pass"
 	run whole stacked FT_EXPERT_PAGING=0 "$x"
