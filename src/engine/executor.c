@@ -273,52 +273,67 @@ static void ensure(struct ft_offload *o, int t, CUstream s, const struct ft_off_
 	b->readers[b->nreaders++] = s;
 }
 
-/* FT_VERIFY: the GPU's sums of block k's ranges addr/bytes[0..n) against
- * the store's (want[0..n)); each that differs is a failure, said (part:
- * the trap is in its block in part).  The sums synchronise the device
+/* FT_VERIFY: ranges of block k to check, up to 64 at a time (part: its
+ * trap is in its block in part). */
+struct vbatch {
+	uint64_t addr[64], bytes[64], want[64];
+	uint32_t n;
+	int part;
+};
+
+/* FT_VERIFY: the GPU's sums of batch v's ranges against the store's (want);
+ * each that differs is a failure, said.  The sums synchronise the device
  * first, so every reader is done; where they cannot be taken, this does. */
-static void check_ranges(struct ft_offload *o, uint32_t k, const uint64_t *addr,
-			 const uint64_t *bytes, const uint64_t *want, uint32_t n, int part)
+static void check_ranges(struct ft_offload *o, uint32_t k, struct vbatch *v)
 {
 	const struct ft_off_block *b = &o->b[k];
 	uint64_t sums[64];
-	if (ft_gpu_checksums(o->gpu, addr, bytes, n, sums)) {
+	uint32_t n = v->n;
+	v->n = 0;
+	if (!n)
+		return;
+	if (ft_gpu_checksums(o->gpu, v->addr, v->bytes, n, sums)) {
 		ft_warn_once("FT_VERIFY: cannot checksum blocks; contents are not checked");
 		if (o->real->cuCtxSynchronize)
 			o->real->cuCtxSynchronize();
 		return;
 	}
 	for (uint32_t m = 0; m < n; m++)
-		if (sums[m] != want[m]) {
+		if (sums[m] != v->want[m]) {
 			FT_STAT_INC(o->stats, verify_failures);
 			ft_error("FT_VERIFY: offloaded trap %d changed in its block%s: the weight "
 				 "bytes at 0x%llx..0x%llx differ from the host store; a kernel wrote to "
 				 "an offloaded weight (the last kernel that read it: %s). Such weights "
 				 "must stay resident",
-				 b->occupant, part ? " (loaded in part: its dense part and the experts "
-						     "read)" : "",
-				 (unsigned long long)addr[m], (unsigned long long)(addr[m] + bytes[m]),
+				 b->occupant, v->part ? " (loaded in part: its dense part and the "
+							"experts read)" : "",
+				 (unsigned long long)v->addr[m],
+				 (unsigned long long)(v->addr[m] + v->bytes[m]),
 				 b->last_kernel ? b->last_kernel : "?");
 		}
+}
+
+/* FT_VERIFY: [lo, hi) of block k, whose store's sum is want, into batch v
+ * (checked when it is full). */
+static void check_range(struct ft_offload *o, uint32_t k, struct vbatch *v, uint64_t lo,
+			uint64_t hi, uint64_t want)
+{
+	v->addr[v->n] = lo;
+	v->bytes[v->n] = hi - lo;
+	v->want[v->n++] = want;
+	if (v->n == 64)
+		check_ranges(o, k, v);
 }
 
 /* FT_VERIFY: block k's occupant, loaded whole: its live runs. */
 static void check_whole(struct ft_offload *o, uint32_t k)
 {
 	const struct ft_off_trap *x = &o->t[o->b[k].occupant];
-	uint64_t addr[64], bytes[64], want[64];
-	uint32_t n = 0;
-	for (uint32_t j = 0; j <= x->nruns; j++) {
-		if (n == 64 || (j == x->nruns && n)) {
-			check_ranges(o, k, addr, bytes, want, n, 0);
-			n = 0;
-		}
-		if (j < x->nruns && !x->dead[j]) {
-			addr[n] = x->runs[j].lo;
-			bytes[n] = x->runs[j].hi - x->runs[j].lo;
-			want[n++] = x->sums[j];
-		}
-	}
+	struct vbatch v = { .n = 0 };
+	for (uint32_t j = 0; j < x->nruns; j++)
+		if (!x->dead[j])
+			check_range(o, k, &v, x->runs[j].lo, x->runs[j].hi, x->sums[j]);
+	check_ranges(o, k, &v);
 }
 
 /* FT_VERIFY: the store's sum of piece p of trap t, taken once (a 0, what
@@ -337,16 +352,16 @@ static uint64_t piece_sum(struct ft_offload *o, int t, const struct ft_off_piece
 	for (uint32_t i = 0, h = (uint32_t)(p->lo >> 12) * 2654435761u; x->vsums && i < x->vcap;
 	     i++) {
 		e = &x->vsums[(h + i) & (x->vcap - 1)];
-		if (!e->lo)
+		if (!e->p.lo)
 			break;
-		if (e->lo == p->lo && e->hi == p->hi && e->at == p->at && e->sum)
+		if (e->p.lo == p->lo && e->p.hi == p->hi && e->p.at == p->at && e->sum)
 			return e->sum;
 		e = NULL; /* (full: summed each time) */
 	}
 	uint64_t sum = ft_off_store_sum(o, t, p->at, (size_t)(p->hi - p->lo));
 	FT_STAT_ADD(o->stats, verify_summed_bytes, p->hi - p->lo);
 	if (e && sum)
-		*e = (struct ft_off_vsum){ p->lo, p->hi, sum, p->at };
+		*e = (struct ft_off_vsum){ *p, sum };
 	return sum;
 }
 
@@ -359,18 +374,12 @@ static void check_parts(struct ft_offload *o, uint32_t k)
 	int t = o->b[k].occupant;
 	uint32_t np = 0;
 	struct ft_off_piece *p = ft_off_slices_loaded(&o->t[t], &np);
-	uint64_t addr[64], bytes[64], want[64];
+	struct vbatch v = { .n = 0, .part = 1 };
 	if (!p)
 		ft_warn_once("FT_VERIFY: out of memory: a trap loaded in part is not checked");
-	for (uint32_t i = 0; i < np; i += 64) {
-		uint32_t n = 0;
-		for (uint32_t j = i; j < np && n < 64; j++, n++) {
-			addr[n] = p[j].lo;
-			bytes[n] = p[j].hi - p[j].lo;
-			want[n] = piece_sum(o, t, &p[j]);
-		}
-		check_ranges(o, k, addr, bytes, want, n, 1);
-	}
+	for (uint32_t j = 0; j < np; j++)
+		check_range(o, k, &v, p[j].lo, p[j].hi, piece_sum(o, t, &p[j]));
+	check_ranges(o, k, &v);
 	free(p);
 	if (!np && o->real->cuCtxSynchronize) /* (the poison comes after its readers) */
 		o->real->cuCtxSynchronize();

@@ -68,20 +68,12 @@ struct ft_off_trap {
 	uint64_t *sums;                     /* FT_VERIFY: per run, of the store */
 	struct ft_off_vsum *vsums;          /* FT_VERIFY: the store's sums of the
 					       pieces checked in part so far (open
-					       addressing, vcap entries; lo 0: free) */
+					       addressing, vcap entries; p.lo 0: free) */
 	uint32_t vcap;
 	uint64_t loads;                     /* copies into its block so far */
 	int pending;                        /* comes back to the GPU for good when no
 					       capture is under way (it had to while one
 					       was: ft_off_demote) */
-};
-
-/* FT_VERIFY: a piece's sum of the store (ft_off_trap.vsums): a piece of
- * the same bounds at the same store offset holds the same bytes, whatever
- * runs were split or freed since. */
-struct ft_off_vsum {
-	uint64_t lo, hi, sum;
-	size_t at;
 };
 
 /* FT_TRANSFER_COMPRESSION: coded pieces are copied into staging slots on
@@ -515,6 +507,13 @@ struct ft_off_piece {
  * load: its dense part and the slices copied in (8-byte aligned inwards,
  * as the checksums count words); a malloc'd array (*n of them), or NULL. */
 struct ft_off_piece *ft_off_slices_loaded(const struct ft_off_trap *x, uint32_t *n);
+/* FT_VERIFY: a piece's sum of the store (ft_off_trap.vsums): a piece of
+ * the same bounds at the same store offset holds the same bytes, whatever
+ * runs were split or freed since. */
+struct ft_off_vsum {
+	struct ft_off_piece p;
+	uint64_t sum;
+};
 size_t ft_off_load_slices(struct ft_offload *o, int t, const struct ft_off_need *n,
 			  CUstream cs, const char *by);
 
