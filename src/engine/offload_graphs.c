@@ -118,7 +118,10 @@ void ft_off_capture_end(struct ft_offload *o, CUstream origin, uint64_t cap)
 			/* FT_VERIFY: a replay leaves its blocks poisoned */
 			if (o->gpu)
 				ft_off_poison_captured(o, k, origin);
-			b->occupant = o->saved[k].occupant;
+			/* a broken capture's loads may have run outside it (a
+			 * copy stream that did not join): what the blocks hold
+			 * is not known */
+			b->occupant = o->broken_cap == cap ? -1 : o->saved[k].occupant;
 			b->nreaders = o->saved[k].nreaders;
 			memcpy(b->readers, o->saved[k].readers, sizeof(b->readers));
 			memcpy(b->reader_gen, o->saved[k].reader_gen, sizeof(b->reader_gen));

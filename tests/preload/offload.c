@@ -84,6 +84,10 @@
  *   on, a 1 MiB tensor lives in its free 2 MiB tail (as the caching
  *   allocator places one after discovery): only the tail comes back to
  *   the GPU, the weight stays offloaded, outputs stay the same.
+ *   OFFLOAD_TAIL_HIDDEN=1: after layer 2 (its trap in its block) that
+ *   tensor is first written through its address in device memory (a
+ *   writer the library cannot see: a pointer array's grouped GEMM, a word
+ *   judged stale), then read: the tail that comes back keeps the bytes.
  *   grouped: after each layer's second kernel, a kernel reads that
  *   layer's second weight again through its address in device memory (a
  *   grouped GEMM's pointer array): with FT_VERIFY=1 outputs must match.
@@ -136,6 +140,7 @@ static int stale_every; /* stale/shared: the stray reference every n-th forward 
 static int stray;       /* stray: a stale pointer to a later layer's weight */
 static int roam;        /* roam: a new kernel's word always points three layers on */
 static int tail_from = -1; /* tail: the step from which a tensor lives in a weight's tail */
+static CUdeviceptr tail_table; /* OFFLOAD_TAIL_HIDDEN: that tensor's address, in device memory */
 static int grouped;     /* grouped: a kernel reads the weight the one before it read */
 #define EXPERTS 16
 static int experts;     /* experts: two of EXPERTS, each its own allocation, read per forward */
@@ -280,6 +285,13 @@ static void forward(int step)
 			int n = N;
 			void *p[] = { &table, &h, &h, &n };
 			cuLaunchKernel(add_ind, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
+		}
+		if (l == 2 && tail_table && step >= tail_from) {
+			/* written where the library cannot see, then read */
+			int n = N / 4;
+			void *p[] = { &h, &h, &tail_table, &n };
+			cuLaunchKernel(add_out_ind, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
+			vec_add_n(w[2][1] + N * sizeof(float), h, h, N / 4);
 		}
 		if (l == 4 && tail_from >= 0 && step >= tail_from) {
 			/* a 1 MiB tensor in the free tail of layer 2's second
@@ -566,6 +578,11 @@ int main(int argc, char **argv)
 	if (getenv("OFFLOAD_EXTRA")) {
 		cuMemAlloc_v2(&extra, N * sizeof(float));
 		fill(extra, 3.625f);
+	}
+	if (tail_from >= 0 && getenv("OFFLOAD_TAIL_HIDDEN")) {
+		CUdeviceptr t = w[2][1] + N * sizeof(float);
+		cuMemAlloc_v2(&tail_table, 64);
+		cuMemcpyHtoD_v2(tail_table, &t, sizeof(t));
 	}
 	if (hidden) {
 		cuMemAlloc_v2(&table, 64);

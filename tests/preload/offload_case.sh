@@ -1153,6 +1153,17 @@ tail-allocation_block_transfer | tail-raw_block_transfer)
 	is "$case" offload_demoted -eq 0
 	is "$case" verify_failures -eq 0
 	;;
+tail-hidden)
+	# that tensor written first where the library cannot see, while its
+	# trap is in its block: the tail that comes back keeps its bytes
+	plain plain-hidden tail OFFLOAD_TAIL_HIDDEN=1
+	for m in allocation_block_transfer raw_block_transfer; do
+		run "$case-$m" tail OFFLOAD_TAIL_HIDDEN=1 FT_TRANSFER_MODE=$m
+		same plain-hidden "$case-$m"
+		is "$case-$m" offload_tails -eq 1
+		is "$case-$m" offload_demoted -eq 0
+	done
+	;;
 prof)
 	# a first run writes profile.json (2 profiled passes)
 	profile_first
