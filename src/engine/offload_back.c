@@ -49,75 +49,31 @@ static int own_chunks(struct ft_offload *o, const struct ft_off_trap *x, uint64_
 	return rc;
 }
 
-/* The part of live run i of trap x in [lo, hi): its start in *a, its
- * length (0: none). */
-static uint64_t run_part(const struct ft_off_trap *x, uint32_t i, uint64_t lo, uint64_t hi,
-			 uint64_t *a)
-{
-	const struct ft_span *r = &x->runs[i];
-	*a = r->lo > lo ? r->lo : lo;
-	uint64_t e = r->hi < hi ? r->hi : hi;
-	return x->dead[i] || e <= *a ? 0 : e - *a;
-}
-
-/* Whether trap x's block holds the trap's bytes over [lo, hi): it is the
- * occupant (its copies done: the device is idle here) and every slice
- * there was copied in. */
-static int block_holds(const struct ft_offload *o, const struct ft_off_trap *x, int t,
-		       uint64_t lo, uint64_t hi)
-{
-	if (o->b[x->block].occupant != t)
-		return 0;
-	for (uint32_t i = 0; i < x->nsl; i++)
-		if (x->sl[i].lo < hi && x->sl[i].hi > lo && !(x->sl_in[i / 64] >> (i % 64) & 1))
-			return 0;
-	return 1;
-}
-
-/* Trap t's live bytes in [lo, hi) as its block holds them, packed in run
- * order (a malloc'd copy), before its chunks there get memory of their
- * own; NULL where the block holds another trap's bytes or none (the
- * store's are the trap's then), or the copy cannot be made.  A tensor the
- * allocator placed in a weight's free tail may have been written since
- * the plan through an address no launch showed (a pointer array, a word
- * judged stale), into the block: the store holds the tail as it was at the
- * plan, and filling the tail from it would undo those writes. */
-static unsigned char *block_save(struct ft_offload *o, int t, uint64_t lo, uint64_t hi)
+/* The bytes [lo, hi) of trap t's chunks as its block holds them (a
+ * malloc'd copy), taken before those chunks get memory of their own: a
+ * tensor the allocator placed in a weight's free tail there may have been
+ * written since the plan through an address no launch showed (a pointer
+ * array's GEMM, a word judged stale), into the block, and the store holds
+ * the tail as it was at the plan.  NULL where the block holds another
+ * trap's bytes or none, or a copy cannot be made: the store's stand then
+ * (a tensor placed after the plan has no bytes of its own in it, so a
+ * wrong guess here costs nothing the store would have given). */
+static unsigned char *tail_save(struct ft_offload *o, int t, uint64_t lo, uint64_t hi)
 {
 	const struct ft_off_trap *x = &o->t[t];
-	if (!o->real->cuMemcpyDtoH_v2 || !o->real->cuMemcpyHtoD_v2 || !block_holds(o, x, t, lo, hi))
+	const struct ft_real *r = o->real;
+	if (hi <= lo || !r->cuMemcpyDtoH_v2 || !r->cuMemcpyHtoD_v2 ||
+	    o->b[x->block].occupant != t)
 		return NULL;
-	uint64_t a, n = 0;
-	for (uint32_t i = 0; i < x->nruns; i++)
-		n += run_part(x, i, lo, hi, &a);
-	unsigned char *keep = n ? malloc(n) : NULL;
-	size_t at = 0;
-	for (uint32_t i = 0; keep && i < x->nruns; i++) {
-		uint64_t m = run_part(x, i, lo, hi, &a);
-		if (m && o->real->cuMemcpyDtoH_v2(keep + at, a, m)) {
-			free(keep);
+	for (uint32_t i = 0; i < x->nsl; i++) /* (a slice there not copied in) */
+		if (x->sl[i].lo < hi && x->sl[i].hi > lo && !(x->sl_in[i / 64] >> (i % 64) & 1))
 			return NULL;
-		}
-		at += m;
+	unsigned char *keep = malloc(hi - lo);
+	if (keep && r->cuMemcpyDtoH_v2(keep, lo, hi - lo)) {
+		free(keep);
+		keep = NULL;
 	}
 	return keep;
-}
-
-/* Trap t's live bytes in [lo, hi), whose chunks have memory of their own
- * now, filled from keep (block_save's) or else from the store; keep is
- * freed. */
-static void block_fill(struct ft_offload *o, int t, uint64_t lo, uint64_t hi, unsigned char *keep)
-{
-	const struct ft_off_trap *x = &o->t[t];
-	size_t off = 0, at = 0;
-	for (uint32_t i = 0; i < x->nruns; i++) {
-		uint64_t a, m = run_part(x, i, lo, hi, &a);
-		if (m && (!keep || o->real->cuMemcpyHtoD_v2(a, keep + at, m)))
-			ft_off_store_put(o, t, off + (a - x->runs[i].lo), m, a);
-		at += m;
-		off += x->runs[i].hi - x->runs[i].lo;
-	}
-	free(keep);
 }
 
 /* Trap t must come back to the GPU while a capture is under way, where the
@@ -168,15 +124,20 @@ void ft_off_demote(struct ft_offload *o, int t, const char *why)
 	const struct ft_real *r = o->real;
 	struct ft_off_block *b = &o->b[x->block];
 	r->cuCtxSynchronize();
-	unsigned char *keep = block_save(o, t, 0, UINT64_MAX);
 	if (own_chunks(o, x, 0, UINT64_MAX)) {
-		free(keep);
 		FT_STAT_INC(o->stats, offload_stuck);
 		ft_error_once("trap %d must come back to the GPU (%s) but device memory ran out: "
 			      "it stays offloaded, and results may be wrong", t, why);
 		return;
 	}
-	block_fill(o, t, 0, UINT64_MAX, keep);
+	size_t off = 0;
+	for (uint32_t i = 0; i < x->nruns; i++) {
+		size_t n = x->runs[i].hi - x->runs[i].lo;
+		if (!x->dead[i])
+			ft_off_store_put(o, t, off, n, x->runs[i].lo);
+		off += n;
+	}
+	r->cuCtxSynchronize(); /* (a coded store's pieces come from pageable memory) */
 	if (b->occupant == t) {
 		b->occupant = -1;
 		b->nreaders = 0;
@@ -284,7 +245,11 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a, const ch
 		return;
 	}
 	o->real->cuCtxSynchronize();
-	unsigned char *keep = block_save(o, t, c0, c1);
+	/* the tensor's bytes: from a to the extent's end (the next region of
+	 * the allocation) or the chunk's; the weight's, and what follows it
+	 * in its last chunk, come from the store */
+	uint64_t end = o->w[k].hi < c1 ? o->w[k].hi : c1;
+	unsigned char *keep = tail_save(o, t, a, end);
 	if (own_chunks(o, x, c0, c1)) {
 		free(keep);
 		FT_STAT_INC(o->stats, offload_stuck);
@@ -294,7 +259,6 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a, const ch
 		o->w[k].hi = a; /* tried once */
 		return;
 	}
-	block_fill(o, t, c0, c1, keep); /* (before its run leaves the trap) */
 	memmove(&x->runs[i + 1 + extra], &x->runs[i + 1], (x->nruns - i - 1) * sizeof(*x->runs));
 	memmove(&x->dead[i + 1 + extra], &x->dead[i + 1], x->nruns - i - 1);
 	if (x->sums)
@@ -314,6 +278,11 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a, const ch
 		j++;
 	}
 	x->nruns = m;
+	ft_off_store_put(o, t, off + (c0 - r.lo), c1 - c0, c0);
+	if (keep && o->real->cuMemcpyHtoD_v2(a, keep, end - a))
+		ft_off_store_put(o, t, off + (a - r.lo), end - a, a);
+	free(keep);
+	o->real->cuCtxSynchronize(); /* (pageable sources) */
 	o->w[k].hi = a; /* references from a on are the tensor's */
 	FT_STAT_INC(o->stats, offload_tails);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(c1 - c0));
