@@ -715,7 +715,9 @@ static int settled(struct ft_offload *o, int t, CUstream s)
  * stale word to lm_head rode along with the last five layers), and not
  * under FT_VERIFY (its poisoned blocks must show such a read) or in a
  * capture (every block is unknown there: a hold would be a copy).  The
- * first traps not held are logged. */
+ * first traps not held are logged, and those out of their blocks marked
+ * for ignored_pass, under FT_VERIFY too (where a poisoned read needs its
+ * kernel named: a Mixtral's prefill read NaN, its reader unknown). */
 static int hold(struct ft_offload *o, CUstream s, const int *ignored,
 		const struct ft_off_need *ineeds, const int *roams, int ni, int *touched,
 		int *moves, struct ft_off_need *needs, int nt, const char *kernel)
@@ -725,11 +727,13 @@ static int hold(struct ft_offload *o, CUstream s, const int *ignored,
 		int t = ignored[i], b = o->t[t].block, busy = 0;
 		if (b < 0 || among(touched, nt, t) >= 0)
 			continue;
-		if (t != o->cur && (!o->hold || o->gpu || o->cap_id))
+		if (t != o->cur && o->cap_id)
 			continue;
+		/* (under FT_VERIFY such a trap is not held, only said) */
+		int may = t == o->cur || (o->hold && !o->gpu);
 		for (int k = 0; k < nt; k++)
 			busy |= o->t[touched[k]].block == b;
-		int in = t == o->cur ? o->b[b].occupant == t : settled(o, t, s);
+		int in = !may ? 0 : t == o->cur ? o->b[b].occupant == t : settled(o, t, s);
 		/* a sliced trap's block holds the slices launches read so far:
 		 * holding it brings no other, so only when those the words
 		 * point to are in (FT_EXPERT_PAGING) */

@@ -156,6 +156,38 @@ def routed_share(seen, torch):
     return r
 
 
+def nan_watch(m, torch, where):
+    """ZOO_NAN=1: the first module whose output holds NaN or Inf while its
+    inputs do not is said on stderr, once, with the forward it ran in
+    (where: [kind, index]): under FT_VERIFY a launch that read a poisoned
+    block, a trap the library did not load for it, lies in that module."""
+    names = {mod: n for n, mod in m.named_modules()}
+    said = []
+
+    def tensors(x):
+        if torch.is_tensor(x):
+            return [x] if x.is_floating_point() else []
+        if isinstance(x, (tuple, list)):
+            return [t for v in x for t in tensors(v)]
+        if isinstance(x, dict):
+            return [t for v in x.values() for t in tensors(v)]
+        return []
+
+    def finite(x):
+        return all(bool(torch.isfinite(t).all()) for t in tensors(x))
+
+    def hook(mod, args, kwargs, out):
+        if not said and not finite(out) and finite(args) and finite(kwargs):
+            said.append(names[mod])
+            params = [(n, hex(p.data_ptr()), p.numel() * p.element_size())
+                      for n, p in mod.named_parameters(recurse=False)]
+            print(f"ZOO_NAN: first at {names[mod]} ({type(mod).__name__}), {where[0]} "
+                  f"{where[1]}, its own parameters {params}", file=sys.stderr, flush=True)
+
+    for mod in m.modules():
+        mod.register_forward_hook(hook, with_kwargs=True)
+
+
 def decoder_bytes(m):
     """The bytes of the model's largest ModuleList (its decoder layers,
     whatever the family calls them)."""
@@ -181,6 +213,9 @@ def run(name, tag, out):
         else:
             print(f"{name}: transformers has no experts backends; its default runs")
     seen = routing(m, torch)
+    where = ["", 0]
+    if os.environ.get("ZOO_NAN") == "1":
+        nan_watch(m, torch, where)
     params = sum(p.numel() * p.element_size() for p in m.parameters())
     g = torch.Generator(device="cpu").manual_seed(1)
     gd = torch.Generator(device="cpu").manual_seed(2)  # decode's prompt: any PREFILLS
@@ -189,6 +224,7 @@ def run(name, tag, out):
     windows = []
 
     def forward(kind, fn):
+        where[:] = [kind, len(rec[kind])]
         c0 = lib.stat("offload_copy_bytes")
         s0 = lib.stat("launches")
         seen.clear()
