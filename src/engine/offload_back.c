@@ -63,11 +63,8 @@ static unsigned char *tail_save(struct ft_offload *o, int t, uint64_t lo, uint64
 	const struct ft_off_trap *x = &o->t[t];
 	const struct ft_real *r = o->real;
 	if (hi <= lo || !r->cuMemcpyDtoH_v2 || !r->cuMemcpyHtoD_v2 ||
-	    o->b[x->block].occupant != t)
+	    o->b[x->block].occupant != t || !ft_off_slices_in(x, lo, hi))
 		return NULL;
-	for (uint32_t i = 0; i < x->nsl; i++) /* (a slice there not copied in) */
-		if (x->sl[i].lo < hi && x->sl[i].hi > lo && !(x->sl_in[i / 64] >> (i % 64) & 1))
-			return NULL;
 	unsigned char *keep = malloc(hi - lo);
 	if (keep && r->cuMemcpyDtoH_v2(keep, lo, hi - lo)) {
 		free(keep);

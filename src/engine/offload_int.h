@@ -497,6 +497,9 @@ void ft_off_slice_said(struct ft_offload *o, int k, uint64_t a, enum ft_sl_why w
 		       const struct ft_kernel *kern, uint32_t word, CUstream s);
 size_t ft_off_load_sliced(struct ft_offload *o, int t, CUstream cs);
 int ft_off_slices_whole(const struct ft_off_trap *x);
+/* Whether every slice of x that meets [lo, hi) is copied into its block
+ * (1 for a trap without slices). */
+int ft_off_slices_in(const struct ft_off_trap *x, uint64_t lo, uint64_t hi);
 /* FT_VERIFY: a piece of a trap's block that holds its bytes: [lo, hi) at
  * byte at of its store. */
 struct ft_off_piece {

@@ -484,6 +484,14 @@ int ft_off_slices_have(const struct ft_off_trap *x, const struct ft_off_need *n)
 	return 1;
 }
 
+int ft_off_slices_in(const struct ft_off_trap *x, uint64_t lo, uint64_t hi)
+{
+	for (uint32_t i = 0; i < x->nsl; i++)
+		if (x->sl[i].lo < hi && x->sl[i].hi > lo && !bit(x->sl_in, i))
+			return 0;
+	return 1;
+}
+
 int ft_off_slices_whole(const struct ft_off_trap *x)
 {
 	for (uint32_t i = 0; i < x->nsl; i++)
