@@ -134,7 +134,6 @@ void ft_off_demote(struct ft_offload *o, int t, const char *why)
 			ft_off_store_put(o, t, off, n, x->runs[i].lo);
 		off += n;
 	}
-	r->cuCtxSynchronize(); /* (a coded store's pieces come from pageable memory) */
 	if (b->occupant == t) {
 		b->occupant = -1;
 		b->nreaders = 0;
@@ -275,11 +274,19 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a, const ch
 		j++;
 	}
 	x->nruns = m;
-	ft_off_store_put(o, t, off + (c0 - r.lo), c1 - c0, c0);
-	if (keep && o->real->cuMemcpyHtoD_v2(a, keep, end - a))
-		ft_off_store_put(o, t, off + (a - r.lo), end - a, a);
+	/* the tensor's bytes from keep (pageable: landed before the launch
+	 * that referred to it), the rest of the chunks from the store */
+	int kept = keep && !o->real->cuMemcpyHtoD_v2(a, keep, end - a) &&
+		   !o->real->cuCtxSynchronize();
 	free(keep);
-	o->real->cuCtxSynchronize(); /* (pageable sources) */
+	if (!kept) {
+		ft_off_store_put(o, t, off + (c0 - r.lo), c1 - c0, c0);
+	} else {
+		if (a > c0)
+			ft_off_store_put(o, t, off + (c0 - r.lo), a - c0, c0);
+		if (c1 > end)
+			ft_off_store_put(o, t, off + (end - r.lo), c1 - end, end);
+	}
 	o->w[k].hi = a; /* references from a on are the tensor's */
 	FT_STAT_INC(o->stats, offload_tails);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(c1 - c0));

@@ -443,6 +443,8 @@ void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdevic
 	if (!x->z.desc && !x->disk_bytes) {
 		if (r->cuMemcpyHtoD_v2(dst, x->host + off, n))
 			stuck(o, t);
+		else if (o->pageable)
+			r->cuCtxSynchronize(); /* (below) */
 		return;
 	}
 	/* a chunk at a time (decoded, or read from the NVMe tier's file):
@@ -473,6 +475,9 @@ void ft_off_store_put(struct ft_offload *o, int t, size_t off, size_t n, CUdevic
 			break;
 		}
 	}
+	/* a copy from pageable memory may return before its bytes land:
+	 * launches on other streams must find them there */
+	r->cuCtxSynchronize();
 	free(buf);
 	free(own);
 }

@@ -366,7 +366,8 @@ int ft_off_refused(struct ft_offload *o, CUstream s);
  * Loads coded trap t into its block: copies on cs, decodes on the decode
  * stream; returns the stream the block is ready on.  The store's raw bytes
  * [off, off + n) into device memory at dst, synchronously (bringing a trap
- * back), or into host memory at out.  Captures and replays: the decode
+ * back; landed when this returns, whatever memory the store is in), or
+ * into host memory at out.  Captures and replays: the decode
  * stream joins a capture as the copy stream does (begin 1), and leaves it
  * (begin 0, with origin); a replay waits for eager decodes.  Frees it. */
 void ft_off_codec_init(struct ft_offload *o);
