@@ -168,6 +168,14 @@ static void vec_add_n(CUdeviceptr a, CUdeviceptr x, CUdeviceptr c, int n)
 	cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
 }
 
+/* c = a + x over n floats, c's address read from device memory at table:
+ * a writer the library cannot see. */
+static void vec_add_out_ind(CUdeviceptr a, CUdeviceptr x, CUdeviceptr table, int n)
+{
+	void *p[] = { &a, &x, &table, &n };
+	cuLaunchKernel(add_out_ind, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
+}
+
 static void vec_add(CUdeviceptr a, CUdeviceptr x, CUdeviceptr c)
 {
 	int n = N;
@@ -241,11 +249,9 @@ static void forward(int step)
 		if (stacked && l == 1 && step == spoil) {
 			CUdeviceptr e = xs + (CUdeviceptr)((unsigned)step * 5u % EXPERTS) * N *
 						     sizeof(float), tab;
-			int n = N;
 			cuMemAlloc_v2(&tab, sizeof(e));
 			cuMemcpyHtoD_v2(tab, &e, sizeof(e));
-			void *p[] = { &h, &h, &tab, &n };
-			cuLaunchKernel(add_out_ind, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
+			vec_add_out_ind(h, h, tab, N);
 		}
 		for (int i = 0; moe && l == 1 && i < 2; i++) {
 			unsigned e = ((unsigned)step * 5u + (i ? 7u : 0u)) % EXPERTS;
@@ -288,9 +294,7 @@ static void forward(int step)
 		}
 		if (l == 2 && tail_table && step >= tail_from) {
 			/* written where the library cannot see, then read */
-			int n = N / 4;
-			void *p[] = { &h, &h, &tail_table, &n };
-			cuLaunchKernel(add_out_ind, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
+			vec_add_out_ind(h, h, tail_table, N / 4);
 			vec_add_n(w[2][1] + N * sizeof(float), h, h, N / 4);
 		}
 		if (l == 4 && tail_from >= 0 && step >= tail_from) {
