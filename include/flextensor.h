@@ -150,6 +150,16 @@ const char *ft_stat_name(int index);
  * trace is open. */
 int ft_flush_trace(void);
 
+/* FT_VERIFY: writes the executor's latest steps to the file path, one line
+ * each, oldest first: each launch with the offloaded traps it reads, the
+ * blocks' occupants and its references ('!' into a trap out of its
+ * block), the traps loaded, the blocks released (poisoned), the weight
+ * tails given back, the copies.  A program that sees NaN in an output
+ * calls it to name the launch that read a trap the library did not load.
+ * Returns 0, or -1 without FT_VERIFY, before any step, or when path cannot
+ * be written. */
+int ft_verify_journal(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

@@ -157,6 +157,11 @@ int ft_off_active(const struct ft_offload *o);
 /* Whether FT_VERIFY checks the blocks (then every launch is shown to
  * ft_off_launch, with references or not). */
 int ft_off_verifying(const struct ft_offload *o);
+
+/* FT_VERIFY's journal of the executor's latest steps, one line each, to
+ * path (offload_journal.c); -1 when there is none (no FT_VERIFY, or no
+ * step yet) or path cannot be written. */
+int ft_off_journal_write(const char *path);
 /* Whether a captured launch reading addr[0..n) is timed in its graph's
  * replays though it may read nothing offloaded: graphs are timed
  * (FT_OFFLOAD_TIMING=cuda_graph, or a profile refreshed from replays) and

@@ -216,6 +216,8 @@ static void load(struct ft_offload *o, int t, CUstream cs)
 		ft_off_record(o, e->te[e->slot], rs);
 		e->coded[e->slot] = x->z.desc != NULL;
 	}
+	ft_off_journal(o, "D t=%d b=%d cs=%p%s", t, x->block, (void *)cs,
+		       x->z.desc ? " coded" : "");
 	b->occupant = t;
 	b->gen = 0;
 	x->loads++;
@@ -409,6 +411,7 @@ void ft_off_verify_release(struct ft_offload *o, uint32_t k)
 						 ms);
 	if (o->real->cuStreamSynchronize)
 		o->real->cuStreamSynchronize(ms);
+	ft_off_journal(o, "R b=%u t=%d", k, b->occupant);
 	b->occupant = -1;
 	b->nreaders = 0;
 }
@@ -742,8 +745,11 @@ static int hold(struct ft_offload *o, CUstream s, const int *ignored,
 			needs[nt] = (struct ft_off_need){ 0 }; /* (what is in its block) */
 			touched[nt] = t, moves[nt++] = t == o->cur;
 			FT_STAT_INC(o->stats, offload_held);
+			ft_off_journal(o, "H t=%d", t);
 			continue;
 		}
+		ft_off_journal(o, "I t=%d %s occ=%d", t, roams[i] ? "roaming" : "stale",
+			       o->b[b].occupant);
 		if (!o->cap_id && o->b[b].occupant != t && o->seen) {
 			o->seen[t] |= 2; /* what a wrong judgement would cost: results */
 			o->ignored_kernel = kernel;
@@ -1015,6 +1021,32 @@ static void verify_others(struct ft_offload *o, CUstream s, const int *touched, 
 	}
 }
 
+/* FT_VERIFY's journal: the launch as it will run (its traps loaded, the
+ * blocks it does not read released), the traps it reads (touched[0..nread),
+ * those held after them), and its references (at most 12; a stale one
+ * marked '~'; '!', one into a trap out of its block: a read of it reads
+ * poison). */
+static void journal_launch(const struct ft_offload *o, CUstream s, const uint64_t *addr,
+			   unsigned n, unsigned nstale, const char *kernel, const int *touched,
+			   int nt, int nread)
+{
+	if (!o->gpu)
+		return;
+	char read[96], refs[160], one[48], occ[64];
+	size_t at = 0;
+	read[0] = refs[0] = 0;
+	for (int k = 0; k < nt && at + 1 < sizeof(read); k++)
+		at += (size_t)snprintf(read + at, sizeof(read) - at, "%s%s%d", k ? "," : "",
+				       k >= nread ? "h" : "", touched[k]);
+	at = 0;
+	for (unsigned i = 0; i < n + nstale && i < 12 && at + 1 < sizeof(refs); i++)
+		at += (size_t)snprintf(refs + at, sizeof(refs) - at, "%s%s%s", i ? " " : "",
+				       i >= n ? "~" : "",
+				       ft_off_journal_addr(o, addr[i], one, sizeof(one)));
+	ft_off_journal(o, "L %.60s s=%p cur=%d read=[%s] occ=[%s] refs=[%s]", kernel ? kernel : "?",
+		       (void *)s, o->cur, read, ft_off_journal_occ(o, occ, sizeof(occ)), refs);
+}
+
 _Thread_local struct ft_offload *ft_off_held;
 
 void ft_off_launched(struct ft_offload *o)
@@ -1039,6 +1071,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, needs, &nread,
 			odd, &nodd);
 	if (!nt) {
+		journal_launch(o, s, addr, n, nstale, kernel, touched, nt, nread);
 		if (nodd && !o->cap_id)
 			o->cur = shadow(o, o->cur, 0, odd, nodd);
 		pthread_mutex_unlock(&o->lock);
@@ -1058,6 +1091,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	if (timing)
 		ft_off_timing_before(o, s, touched, nread, cur);
 	serve(o, s, touched, needs, nt, kernel, timing, nread);
+	journal_launch(o, s, addr, n, nstale, kernel, touched, nt, nread);
 	if (o->mode != FT_TM_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);
 	o->cur_sure = sure_after(o, cur);
@@ -1118,6 +1152,12 @@ void ft_off_copy(struct ft_offload *o, CUstream s, uint64_t dst, uint64_t dbytes
 	if (!o->active)
 		return;
 	ft_off_lock(o);
+	if (o->gpu) {
+		char d[48], r[48];
+		ft_off_journal(o, "C s=%p dst=%s n=%llu src=%s n=%llu", (void *)s,
+			       ft_off_journal_addr(o, dst, d, sizeof(d)), (unsigned long long)dbytes,
+			       ft_off_journal_addr(o, src, r, sizeof(r)), (unsigned long long)sbytes);
+	}
 	/* traps with chunks the copy writes into (a run lies within its
 	 * trap's weights, so only the weights the range meets are looked at) */
 	for (uint32_t k = first_after(o, dst); dbytes && k < o->nw && o->w[k].lo < dst + dbytes;

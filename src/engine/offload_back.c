@@ -145,6 +145,7 @@ void ft_off_demote(struct ft_offload *o, int t, const char *why)
 		x->pending = 0;
 		o->npending--;
 	}
+	ft_off_journal(o, "M t=%d %s", t, why);
 	FT_STAT_INC(o->stats, offload_demoted);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(uint64_t)(x->nchunks * o->chunk));
 	/* (when offloading stops, or a graph's traps come back, the caller
@@ -288,6 +289,8 @@ void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a, const ch
 			ft_off_store_put(o, t, off + (end - r.lo), c1 - end, end);
 	}
 	o->w[k].hi = a; /* references from a on are the tensor's */
+	ft_off_journal(o, "T t=%d w=%d a=%llx [%llx,%llx) kept=%d", t, k, (unsigned long long)a,
+		       (unsigned long long)c0, (unsigned long long)c1, kept);
 	FT_STAT_INC(o->stats, offload_tails);
 	FT_STAT_ADD(o->stats, offloaded_bytes, -(c1 - c0));
 	ft_info("trap %d: %llu KiB at the end of a weight's extent are back on the GPU: the "

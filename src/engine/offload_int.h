@@ -310,6 +310,14 @@ static inline int ft_off_capturing(const struct ft_offload *o)
  * the host store and poisoned (eager, no capture under way), or poisoned
  * in the capture on s (o->cap_id). */
 void ft_off_verify_release(struct ft_offload *o, uint32_t k);
+
+/* FT_VERIFY's journal (offload_journal.c): a line per executor step, the
+ * latest kept; nothing without FT_VERIFY.  Under o->lock or not: it has its
+ * own.  _addr and _occ say an address and the blocks' occupants in buf. */
+void ft_off_journal(const struct ft_offload *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+const char *ft_off_journal_addr(const struct ft_offload *o, uint64_t a, char *buf, size_t len);
+const char *ft_off_journal_occ(const struct ft_offload *o, char *buf, size_t len);
 void ft_off_poison_captured(struct ft_offload *o, uint32_t k, CUstream s);
 
 /* Weights back on the GPU (offload_back.c).  Trap t leaves its block for

@@ -349,3 +349,10 @@ FT_EXPORT int ft_flush_trace(void)
 	ft_trace_flush(&ft_g.trace);
 	return 0;
 }
+
+FT_EXPORT int ft_verify_journal(const char *path)
+{
+	if (!ft_is_observing())
+		return -1;
+	return ft_off_journal_write(path);
+}

@@ -24,7 +24,7 @@ static const char *const expected[] = {
 	"ft_mark_pass", "ft_phase", "ft_iters_before_inference", "ft_save_profile",
 	"ft_load_profile", "ft_offload_timing_collect", "ft_offload_timing_reset",
 	"ft_offload_timing_update", "ft_declare_tensor", "ft_declare_done", "ft_option_get",
-	"ft_options_check", "ft_options_set", "ft_stat_name",
+	"ft_options_check", "ft_options_set", "ft_stat_name", "ft_verify_journal",
 };
 #define N (sizeof(expected) / sizeof(expected[0]))
 
@@ -37,7 +37,8 @@ static void *const api[] = { (void *)ft_version, (void *)ft_is_observing,
 			     (void *)ft_offload_timing_reset, (void *)ft_offload_timing_update,
 			     (void *)ft_declare_tensor, (void *)ft_declare_done,
 			     (void *)ft_option_get, (void *)ft_options_check,
-			     (void *)ft_options_set, (void *)ft_stat_name };
+			     (void *)ft_options_set, (void *)ft_stat_name,
+			     (void *)ft_verify_journal };
 
 static int seen[N], failures;
 

@@ -156,12 +156,19 @@ def routed_share(seen, torch):
     return r
 
 
-def nan_watch(m, torch, where):
-    """ZOO_NAN=1: the first module whose output holds NaN or Inf while its
-    inputs do not is said on stderr, once, with the forward it ran in
-    (where: [kind, index]): under FT_VERIFY a launch that read a poisoned
-    block, a trap the library did not load for it, lies in that module."""
+def nan_watch(m, torch, where, lib, out):
+    """ZOO_NAN=1: after each forward, the first module (in the order they
+    ran) whose output holds NaN or Inf is said on stderr, once, with the
+    forward it ran in (where: [kind, index]) and the launches it made:
+    under FT_VERIFY a launch that read a poisoned block, a trap the library
+    did not load for it, lies in that module.  The checks are queued on the
+    GPU with the model's work and read at the forward's end (the run's
+    timing stays close to an unwatched one: a check that synchronised at
+    each module never saw the failure); the library's journal of its steps
+    (ft_verify_journal) goes to out/journal-<pid>.txt then.  Returns the
+    function forward() calls once its forward is done."""
     names = {mod: n for n, mod in m.named_modules()}
+    flags = []
     said = []
 
     def tensors(x):
@@ -173,19 +180,36 @@ def nan_watch(m, torch, where):
             return [t for v in x.values() for t in tensors(v)]
         return []
 
-    def finite(x):
-        return all(bool(torch.isfinite(t).all()) for t in tensors(x))
-
-    def hook(mod, args, kwargs, out):
-        if not said and not finite(out) and finite(args) and finite(kwargs):
-            said.append(names[mod])
-            params = [(n, hex(p.data_ptr()), p.numel() * p.element_size())
-                      for n, p in mod.named_parameters(recurse=False)]
-            print(f"ZOO_NAN: first at {names[mod]} ({type(mod).__name__}), {where[0]} "
-                  f"{where[1]}, its own parameters {params}", file=sys.stderr, flush=True)
+    def hook(mod, args, kwargs, res):
+        ts = tensors(res)
+        if not said and ts:
+            ok = torch.stack([torch.isfinite(t).all() for t in ts]).all()
+            flags.append((names[mod], mod, ok, lib.stat("launches")))
 
     for mod in m.modules():
         mod.register_forward_hook(hook, with_kwargs=True)
+
+    def done():
+        before = lib.stat("launches")
+        got = [(n, mod, bool(ok), at) for n, mod, ok, at in flags]
+        flags.clear()
+        bad = [i for i, g in enumerate(got) if not g[2]]
+        if said or not bad:
+            return
+        i = bad[0]
+        name, mod, _, at = got[i]
+        prev = got[i - 1][3] if i else 0
+        said.append(name)
+        params = [(n, hex(p.data_ptr()), p.numel() * p.element_size())
+                  for n, p in mod.named_parameters(recurse=False)]
+        path = os.path.join(out, f"journal-{os.getpid()}.txt")
+        wrote = lib.c.ft_verify_journal(path.encode()) == 0 if lib.on else False
+        print(f"ZOO_NAN: first at {name} ({type(mod).__name__}), {where[0]} {where[1]}, "
+              f"launches {prev}..{at} (the forward ended at {before}), its own parameters "
+              f"{params}; journal {path if wrote else 'not written'}",
+              file=sys.stderr, flush=True)
+
+    return done
 
 
 def decoder_bytes(m):
@@ -214,8 +238,8 @@ def run(name, tag, out):
             print(f"{name}: transformers has no experts backends; its default runs")
     seen = routing(m, torch)
     where = ["", 0]
-    if os.environ.get("ZOO_NAN") == "1":
-        nan_watch(m, torch, where)
+    watched = (nan_watch(m, torch, where, lib, out) if os.environ.get("ZOO_NAN") == "1"
+               else lambda: None)
     params = sum(p.numel() * p.element_size() for p in m.parameters())
     g = torch.Generator(device="cpu").manual_seed(1)
     gd = torch.Generator(device="cpu").manual_seed(2)  # decode's prompt: any PREFILLS
@@ -233,6 +257,7 @@ def run(name, tag, out):
         lg = fn()
         torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1e3
+        watched()
         windows.append({"kind": kind, "first": s0, "end": lib.stat("launches")})
         rec[kind].append({"ms": ms, "copied": lib.stat("offload_copy_bytes") - c0,
                           "phase": lib.phase(), "logits": lg.float().cpu(),

@@ -13,8 +13,9 @@
 # store, FT_TRANSFER_COMPRESSION=always; one with "noexp" (alloc-noexp)
 # loads stacked experts with their layer, FT_EXPERT_PAGING=0;
 # ZOO_TRACE=1 keeps each library run's FT_TRACE; ZOO_NAN=1 says on stderr
-# the first module whose output holds NaN while its inputs do not (under
-# FT_VERIFY: where a launch read a poisoned block); ZOO_FT: more FT_*=value
+# the first module whose output held NaN in a forward (under FT_VERIFY:
+# where a launch read a poisoned block) and writes the library's journal
+# of its steps beside the results (ft_verify_journal); ZOO_FT: more FT_*=value
 # settings for every library run; ZOO_VERIFY_PREFILLS and
 # ZOO_VERIFY_DECODE, default 10 and 6 (30 for a model that decodes first,
 # so that its decode steps run in INFERENCE too): the FT_VERIFY runs' forwards)

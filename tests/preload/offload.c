@@ -756,6 +756,11 @@ int main(int argc, char **argv)
 	static char report[16384];
 	if (collect && collect(report, sizeof(report)) > 0)
 		fprintf(stderr, "%s", report);
+	/* OFFLOAD_JOURNAL=path: FT_VERIFY's journal of the executor's steps */
+	int (*journal)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT,
+								    "ft_verify_journal");
+	if (getenv("OFFLOAD_JOURNAL"))
+		printf("journal: %d\n", journal ? journal(getenv("OFFLOAD_JOURNAL")) : -2);
 	linger();
 	return 0;
 }

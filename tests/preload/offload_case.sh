@@ -1163,6 +1163,19 @@ tail-hidden)
 		is "$case-$m" offload_tails -eq 1
 		is "$case-$m" offload_demoted -eq 0
 	done
+	# FT_VERIFY's journal (ft_verify_journal): the launches with the
+	# traps they read, the loads, the releases, the tail given back;
+	# none without FT_VERIFY
+	j=$tmp/journal.txt
+	run journal tail OFFLOAD_TAIL_HIDDEN=1 FT_VERIFY=1 OFFLOAD_JOURNAL="$j" >"$tmp/journal.out"
+	same plain-hidden journal
+	grep -q "^journal: 0$" "$tmp/journal.out" || no "journal: not written"
+	for l in ' L .* read=\[[0-9][0-9,h]*\] occ=\[' ' L .* refs=\[.*t[0-9]*/w[0-9]*+[0-9a-f]*b' \
+		' D t=[0-9]* b=[0-9]' ' R b=[0-9]* t=[0-9]' ' T t=[0-9]* w=[0-9]* a=' ' C s='; do
+		grep -q "^[0-9]*$l" "$j" || no "journal: no line like '$l'"
+	done
+	run nojournal tail OFFLOAD_TAIL_HIDDEN=1 OFFLOAD_JOURNAL="$tmp/none.txt" >"$tmp/nojournal.out"
+	grep -q "^journal: -1$" "$tmp/nojournal.out" || no "journal without FT_VERIFY: not refused"
 	;;
 prof)
 	# a first run writes profile.json (2 profiled passes)
