@@ -917,6 +917,64 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 	return hold(o, s, ignored, ineeds, roams, ni, touched, moves, needs, nt, kernel);
 }
 
+/* A kernel may read weights through a table in device memory that the
+ * kernel just before it on its stream wrote from their addresses: PyTorch's
+ * grouped GEMM (Mixtral's experts) reads the stacked experts through the
+ * pointer array prepare_grouped_gemm_data filled, and shows no reference
+ * to them.  The traps that launch read stay in their blocks for this one
+ * (held, after touched[0..nt)), so the block is not reloaded under the
+ * table's reader.  That it read nothing else kept them there before, and
+ * under FT_VERIFY it released (poisoned) them as soon as it carried any
+ * reference: on the H100 a grouped GEMM whose parameters held the address
+ * of another layer's experts read poison in 11 of 64 Mixtral runs.  Only
+ * while the pass stays where it was (the caller's): a launch that moves it
+ * on is done with the traps behind it (at a pass's boundary the last
+ * trap's last kernel and the first trap's first may follow one another),
+ * and holding them would hold back the prefetch into their blocks.  Where
+ * one of the launch's own traps needs such a trap's block, one of the two
+ * comes back to the GPU for good (memory, not results), as for a launch
+ * that reads two traps sharing a block; in a capture, or where it cannot
+ * come back, the launch's own trap is loaded (said once).  Not in strategy
+ * mode: its one block serves every trap in turn. */
+static int follow_table(struct ft_offload *o, CUstream s, uint64_t seq, int *touched,
+			int *moves, struct ft_off_need *needs, int nt, const char *kernel)
+{
+	if (o->mode == FT_TM_STRATEGY || o->prev_seq + 1 != seq || o->prev_stream != s)
+		return nt;
+	for (int i = 0; i < o->nprev && nt < FT_OFF_TOUCHED; i++) {
+		int t = o->prev[i], b = o->t[t].block, busy = -1;
+		if (b < 0 || among(touched, nt, t) >= 0 || o->b[b].occupant != t)
+			continue;
+		for (int k = 0; k < nt && busy < 0; k++)
+			if (o->t[touched[k]].block == b)
+				busy = touched[k];
+		if (busy >= 0 && !o->cap_id) {
+			char why[256];
+			int v = victim(o, t, busy);
+			snprintf(why, sizeof(why), "kernel %s reads trap %d, which shares its block "
+				 "with trap %d, read by the launch just before it (through a table "
+				 "in device memory, perhaps)", kernel ? kernel : "?", busy, t);
+			FT_STAT_INC(o->stats, offload_conflicts);
+			ft_off_demote(o, v, why);
+			if (o->t[v].block < 0)
+				busy = -1; /* (one of the two has memory of its own now) */
+		}
+		if (busy >= 0) {
+			ft_info_once("kernel %s reads trap %d, which shares its block with trap %d, "
+				     "read by the launch just before it: if it reads that one through "
+				     "a table in device memory, it reads the wrong bytes",
+				     kernel ? kernel : "?", busy, t);
+			continue;
+		}
+		if (o->t[t].block < 0)
+			continue; /* (it came back: its own memory holds it) */
+		needs[nt] = (struct ft_off_need){ 0 }; /* (what is in its block) */
+		touched[nt] = t, moves[nt++] = 0;
+		FT_STAT_INC(o->stats, offload_table_holds);
+	}
+	return nt;
+}
+
 /* The pass's position after the launch: the furthest trap a placing
  * reference read; where it was when none did, unknown (-1) included.  A
  * reference that does not place the pass cannot place it when its position
@@ -1068,8 +1126,11 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	ft_off_lock(o);
 	ft_off_demote_pending(o); /* traps that had to come back while a capture was under way */
 	int nread;
+	uint64_t seq = ft_stats_read(o->stats, FT_STAT_launches);
 	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, needs, &nread,
 			odd, &nodd);
+	if (nt && position(o, touched, moves, nt) == o->cur)
+		nt = follow_table(o, s, seq, touched, moves, needs, nt, kernel);
 	if (!nt) {
 		journal_launch(o, s, addr, n, nstale, kernel, touched, nt, nread);
 		if (nodd && !o->cap_id)
@@ -1091,6 +1152,10 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	if (timing)
 		ft_off_timing_before(o, s, touched, nread, cur);
 	serve(o, s, touched, needs, nt, kernel, timing, nread);
+	memcpy(o->prev, touched, (size_t)nread * sizeof(*touched));
+	o->nprev = nread;
+	o->prev_seq = seq;
+	o->prev_stream = s;
 	journal_launch(o, s, addr, n, nstale, kernel, touched, nt, nread);
 	if (o->mode != FT_TM_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);

@@ -256,6 +256,12 @@ struct ft_offload {
 	struct ft_off_weight *w;            /* every weight, sorted by lo */
 	struct ft_off_wsl *wsl;             /* per weight: its slices (FT_EXPERT_PAGING) */
 	int cur;                            /* trap of the latest launch that read one */
+	/* the traps the latest eager launch that read any read, with its
+	 * launch number and stream (executor.c: follow_table) */
+	int prev[FT_OFF_TOUCHED];
+	int nprev;
+	uint64_t prev_seq;
+	CUstream prev_stream;
 	int cur_sure;                       /* cur is confirmed (executor.c: sure_after):
 					       references are judged in or out of turn */
 	int alt;                            /* while cur is sure: the trap of the latest

@@ -422,6 +422,11 @@ static const struct kdesc kernels[] = {
 	{ "vec_add2", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add },
 	{ "vec_add_ind", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add_ind },
 	{ "vec_add_out_ind", 4, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 } }, run_vec_add_out_ind },
+	/* vec_add_ind5: vec_add_ind with a fifth word it does not read (a
+	 * grouped GEMM's parameters, one of whose words once held another
+	 * layer's experts' address) */
+	{ "vec_add_ind5", 5, { { 0, 8 }, { 8, 8 }, { 16, 8 }, { 24, 4 }, { 32, 8 } },
+	  run_vec_add_ind },
 	{ "scale", 1, { { 0, sizeof(struct fake_scale_args) } }, run_scale },
 	{ "tma_sum", 3, { { 0, 128 }, { 128, 8 }, { 136, 4 } }, run_tma_sum },
 	{ "ft_checksum", 3, { { 0, 8 }, { 8, 8 }, { 16, 8 } }, run_checksum },

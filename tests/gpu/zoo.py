@@ -41,7 +41,8 @@ STATS = ("offloaded_bytes", "block_bytes", "offload_copy_bytes", "offload_copies
          "offload_misses", "offload_conflicts", "offload_demoted", "offload_tails",
          "offload_roaming_refs", "verify_failures", "plan_budget_bytes", "vmm_host_bytes",
          "hidden_readers", "offload_ignored_refs", "offload_held", "offload_sliced_bytes",
-         "offload_slice_copies", "offload_slice_bytes", "offload_slice_wholes")
+         "offload_slice_copies", "offload_slice_bytes", "offload_slice_wholes",
+         "offload_table_holds")
 
 # family -> (config class, model class, config[, options]); sizes that make
 # offloading matter on a 141 GB GPU at a small fraction. Options: compile

@@ -91,6 +91,10 @@
  *   grouped: after each layer's second kernel, a kernel reads that
  *   layer's second weight again through its address in device memory (a
  *   grouped GEMM's pointer array): with FT_VERIFY=1 outputs must match.
+ *   OFFLOAD_GROUPED_STRAY=step: at that step the kernel's fifth word,
+ *   which it does not read (else an address in its table), holds the
+ *   address of the weight three layers on (Mixtral's grouped GEMM on the
+ *   H100 once carried another layer's experts' address).
  *   experts: after layer 1, two of sixteen experts, each weight its own
  *   allocation, chosen by the step (a mixture-of-experts layer whose
  *   experts are modules of their own): they are no weights (not read
@@ -142,6 +146,8 @@ static int roam;        /* roam: a new kernel's word always points three layers 
 static int tail_from = -1; /* tail: the step from which a tensor lives in a weight's tail */
 static CUdeviceptr tail_table; /* OFFLOAD_TAIL_HIDDEN: that tensor's address, in device memory */
 static int grouped;     /* grouped: a kernel reads the weight the one before it read */
+static int grouped_stray = -1; /* grouped: the step its stray word holds a weight */
+static CUfunction add_ind5;
 #define EXPERTS 16
 static int experts;     /* experts: two of EXPERTS, each its own allocation, read per forward */
 static CUdeviceptr ex[EXPERTS];
@@ -264,8 +270,10 @@ static void forward(int step)
 			 * device memory (a grouped GEMM reads its experts
 			 * through the pointer array the kernel before it wrote) */
 			int n = N;
-			void *p[] = { &gtable[l], &h, &h, &n };
-			cuLaunchKernel(add_ind, 1, 1, 1, 1, 1, 1, 0, stream, p, NULL);
+			CUdeviceptr odd = step == grouped_stray ? w[(l + 3) % LAYERS][0] : gtable[l] + 8;
+			void *p[] = { &gtable[l], &h, &h, &n, &odd };
+			cuLaunchKernel(grouped_stray >= 0 ? add_ind5 : add_ind, 1, 1, 1, 1, 1, 1, 0,
+				       stream, p, NULL);
 		}
 		if (stray) {
 			/* after every layer the same kernel; from the third
@@ -566,6 +574,9 @@ int main(int argc, char **argv)
 	touch = fake_function("touch4");
 	add_ind = fake_function("vec_add_ind");
 	add_out_ind = fake_function("vec_add_out_ind");
+	add_ind5 = fake_function("vec_add_ind5");
+	if (getenv("OFFLOAD_GROUPED_STRAY"))
+		grouped_stray = atoi(getenv("OFFLOAD_GROUPED_STRAY"));
 	add2 = fake_function("vec_add2");
 	if (built) { /* (the initialisers add it) */
 		cuMemAlloc_v2(&zero, N * sizeof(float));

@@ -182,6 +182,9 @@ static CUresult f_sync(void)
 
 static struct ft_real real;
 static struct ft_stats stats;
+/* every launch is counted, as the interposer counts it before the executor
+ * sees it (executor.c: follow_table knows launches one after another by it) */
+#define ft_off_launch(...) (atomic_fetch_add(&stats.v[FT_STAT_launches], 1), ft_off_launch(__VA_ARGS__))
 static struct ft_vmm vmm;
 static int hold_ignored = 1; /* FT_HOLD_IGNORED of the engines made */
 
@@ -1285,6 +1288,58 @@ static void a_tail_reference_does_not_place_the_pass(void **state)
 	done(o);
 }
 
+/* A grouped GEMM (kern, word 0) right after the kernel that wrote its
+ * pointer array: its parameters hold trap ref's address, out of the pass's
+ * turn; it reads traps r[0..n), some through the array. */
+static void gemm_after(struct ft_offload *o, struct ft_kernel *kern, int ref, const int *r, int n)
+{
+	static const uint16_t words[1];
+	uint64_t a = S.base[ref];
+	struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = n };
+	memcpy(k.reads, r, (size_t)n * sizeof(*r));
+	ft_off_launch(o, (CUstream)(uintptr_t)1, &a, words, 1, 0, kern, "grouped_gemm");
+	launched(&k);
+}
+
+/* The kernel right after one that read trap t may read t through a table
+ * that one wrote (Mixtral's grouped GEMM reads the experts through the
+ * pointer array prepare_grouped_gemm_data filled).  When its parameters
+ * also hold another trap's address out of turn (on the H100 another
+ * layer's experts'), t stays in its block: held where that trap has
+ * another block; where they share one, one of the two comes back to the
+ * GPU for good (the further from the pass: 5), not 5 loaded over 1.  A
+ * launch in between ends it: trap 7 is loaded over trap 3 as before. */
+static void a_kernel_reads_what_the_kernel_before_it_read(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
+	struct ft_kernel *gemm = calloc(1, sizeof(*gemm));
+	for (int pass = 0; pass < 3; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (pass < 2)
+				continue;
+			if (t == 1)
+				gemm_after(o, gemm, 5, (const int[]){ 1, 5 }, 2);
+			if (t == 2)
+				gemm_after(o, gemm, 7, (const int[]){ 2, 7 }, 2);
+			if (t == 3) {
+				ft_off_launch(o, (CUstream)(uintptr_t)1, NULL, NULL, 0, 0, NULL, "other");
+				gemm_after(o, gemm, 7, (const int[]){ 7 }, 1);
+			}
+		}
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_conflicts], 1);
+	assert_int_equal(stats.v[FT_STAT_offload_demoted], 1);
+	assert_int_equal(o->t[5].block, -1);
+	assert_int_equal(o->t[1].block, 1);
+	assert_int_equal(stats.v[FT_STAT_offload_table_holds], 2); /* 1 after 5 went, 2 */
+	assert_int_equal(o->t[7].block, 3);
+	free((void *)atomic_load(&gemm->turns));
+	free(gemm);
+	done(o);
+}
+
 static void strategy_mode(void **state)
 {
 	(void)state;
@@ -2039,6 +2094,7 @@ int main(void)
 		cmocka_unit_test(capture_loads_each_trap_once),
 		cmocka_unit_test(eager_passes_between_replays),
 		cmocka_unit_test(a_tail_reference_does_not_place_the_pass),
+		cmocka_unit_test(a_kernel_reads_what_the_kernel_before_it_read),
 		cmocka_unit_test(a_trap_that_finds_no_memory_stays_offloaded_whole),
 		cmocka_unit_test(a_view_from_a_resident_chunk_into_offloaded_ones_loads_the_trap),
 		cmocka_unit_test(a_tail_tensor_in_a_capture_brings_the_trap_back_after_it),
