@@ -934,40 +934,54 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
  * one of the launch's own traps needs such a trap's block, one of the two
  * comes back to the GPU for good (memory, not results), as for a launch
  * that reads two traps sharing a block; in a capture, or where it cannot
- * come back, the launch's own trap is loaded (said once).  Not in strategy
- * mode: its one block serves every trap in turn. */
+ * come back, the launch's own trap is loaded (said once, offload_stuck); in
+ * a capture the one to come back does when it ends, before any replay, and
+ * is left out of the capture's loads (one_per_block).  Not in strategy
+ * mode: its one block serves every trap in turn.  Not either where the
+ * stray address is one or two traps ahead: that reference moves the pass,
+ * and the prefetch may fill the table's trap's block before the launch
+ * runs (README, known limits). */
 static int follow_table(struct ft_offload *o, CUstream s, uint64_t seq, int *touched,
-			int *moves, struct ft_off_need *needs, int nt, const char *kernel)
+			int *moves, struct ft_off_need *needs, int nt, int *nread, const char *kernel)
 {
-	if (o->mode == FT_TM_STRATEGY || o->prev_seq + 1 != seq || o->prev_stream != s)
+	if (o->mode == FT_TM_STRATEGY || o->prev_seq + 1 != seq || o->prev_stream != s ||
+	    !pthread_equal(o->prev_thread, pthread_self()))
 		return nt;
 	for (int i = 0; i < o->nprev && nt < FT_OFF_TOUCHED; i++) {
 		int t = o->prev[i], b = o->t[t].block, busy = -1;
-		if (b < 0 || among(touched, nt, t) >= 0 || o->b[b].occupant != t)
+		if (b < 0 || o->t[t].pending || among(touched, nt, t) >= 0 || o->b[b].occupant != t)
 			continue;
 		for (int k = 0; k < nt && busy < 0; k++)
 			if (o->t[touched[k]].block == b)
-				busy = touched[k];
-		if (busy >= 0 && !o->cap_id) {
+				busy = k;
+		if (busy >= 0) {
 			char why[256];
-			int v = victim(o, t, busy);
+			int y = touched[busy], v = victim(o, t, y);
 			snprintf(why, sizeof(why), "kernel %s reads trap %d, which shares its block "
 				 "with trap %d, read by the launch just before it (through a table "
-				 "in device memory, perhaps)", kernel ? kernel : "?", busy, t);
+				 "in device memory, perhaps)", kernel ? kernel : "?", y, t);
 			FT_STAT_INC(o->stats, offload_conflicts);
 			ft_off_demote(o, v, why);
-			if (o->t[v].block < 0)
-				busy = -1; /* (one of the two has memory of its own now) */
+			if (o->t[v].block >= 0 && !o->t[v].pending) {
+				/* no memory for it: the launch's own trap is loaded */
+				FT_STAT_INC(o->stats, offload_stuck);
+				ft_warn_once("%s, and it cannot come back to the GPU: if the kernel "
+					     "reads trap %d through that table, it reads trap %d's "
+					     "bytes (offload_stuck)", why, t, y);
+				continue;
+			}
+			if (v == t)
+				continue; /* its own memory holds it (after the capture) */
+			if (o->t[v].block >= 0) {
+				/* pending (a capture is under way): left out of the
+				 * capture's loads, as one_per_block leaves it */
+				memmove(&touched[busy], &touched[busy + 1], (size_t)(nt - busy - 1) * sizeof(*touched));
+				memmove(&moves[busy], &moves[busy + 1], (size_t)(nt - busy - 1) * sizeof(*moves));
+				memmove(&needs[busy], &needs[busy + 1], (size_t)(nt - busy - 1) * sizeof(*needs));
+				nt--;
+				*nread -= busy < *nread;
+			}
 		}
-		if (busy >= 0) {
-			ft_info_once("kernel %s reads trap %d, which shares its block with trap %d, "
-				     "read by the launch just before it: if it reads that one through "
-				     "a table in device memory, it reads the wrong bytes",
-				     kernel ? kernel : "?", busy, t);
-			continue;
-		}
-		if (o->t[t].block < 0)
-			continue; /* (it came back: its own memory holds it) */
 		needs[nt] = (struct ft_off_need){ 0 }; /* (what is in its block) */
 		touched[nt] = t, moves[nt++] = 0;
 		FT_STAT_INC(o->stats, offload_table_holds);
@@ -1090,7 +1104,7 @@ static void journal_launch(const struct ft_offload *o, CUstream s, const uint64_
 {
 	if (!o->gpu)
 		return;
-	char read[96], refs[160], one[48], occ[64];
+	char read[96], refs[320], one[48], occ[96];
 	size_t at = 0;
 	read[0] = refs[0] = 0;
 	for (int k = 0; k < nt && at + 1 < sizeof(read); k++)
@@ -1130,7 +1144,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, needs, &nread,
 			odd, &nodd);
 	if (nt && position(o, touched, moves, nt) == o->cur)
-		nt = follow_table(o, s, seq, touched, moves, needs, nt, kernel);
+		nt = follow_table(o, s, seq, touched, moves, needs, nt, &nread, kernel);
 	if (!nt) {
 		journal_launch(o, s, addr, n, nstale, kernel, touched, nt, nread);
 		if (nodd && !o->cap_id)
@@ -1156,6 +1170,7 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	o->nprev = nread;
 	o->prev_seq = seq;
 	o->prev_stream = s;
+	o->prev_thread = pthread_self();
 	journal_launch(o, s, addr, n, nstale, kernel, touched, nt, nread);
 	if (o->mode != FT_TM_STRATEGY && (!o->gpu || o->cap_id) && cur != o->cur)
 		prefetch(o, cur, touched, nt);

@@ -262,6 +262,7 @@ struct ft_offload {
 	int nprev;
 	uint64_t prev_seq;
 	CUstream prev_stream;
+	pthread_t prev_thread;
 	int cur_sure;                       /* cur is confirmed (executor.c: sure_after):
 					       references are judged in or out of turn */
 	int alt;                            /* while cur is sure: the trap of the latest

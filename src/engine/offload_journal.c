@@ -15,8 +15,8 @@
 #include "offload_int.h"
 #include "ft/search.h"
 
-#define LINES 65536 /* a Mixtral prefill is about 2,200 launches */
-#define WIDTH 240
+#define LINES 32768 /* a Mixtral prefill is about 2,200 launches */
+#define WIDTH 480 /* a launch's line: its twelve references last */
 
 static struct {
 	pthread_mutex_t lock;
@@ -49,13 +49,16 @@ int ft_off_journal_write(const char *path)
 {
 	pthread_mutex_lock(&j.lock);
 	FILE *f = j.line && path ? fopen(path, "w") : NULL;
+	int rc = f ? 0 : -1;
 	if (f) {
 		for (uint64_t i = j.n > LINES ? j.n - LINES : 0; i < j.n; i++)
 			fprintf(f, "%s\n", j.line[i % LINES]);
-		fclose(f);
+		rc = ferror(f) ? -1 : 0;
+		if (fclose(f))
+			rc = -1; /* (a full disk) */
 	}
 	pthread_mutex_unlock(&j.lock);
-	return f ? 0 : -1;
+	return rc;
 }
 
 /* Address a as the journal says it: "t<trap>/w<weight>+<offset>" with '!'
