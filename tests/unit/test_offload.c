@@ -1340,6 +1340,38 @@ static void a_kernel_reads_what_the_kernel_before_it_read(void **state)
 	done(o);
 }
 
+/* The same while another thread captures a graph: the trap to come back
+ * (5, the further from the pass) cannot now, is pending, and the launch
+ * does not load it over trap 1 (an error says that launch may read
+ * wrong); it comes back at the first launch after the capture. */
+static void a_table_conflict_while_another_thread_captures(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
+	struct ft_kernel *gemm = calloc(1, sizeof(*gemm));
+	atomic_store(&others, 0);
+	o->captures = &others;
+	for (int t = 0; t < 10; t++)
+		kernel(o, 1, &t, 1);
+	for (int t = 0; t < 2; t++)
+		kernel(o, 1, &t, 1);
+	atomic_store(&others, 1);
+	gemm_after(o, gemm, 5, (const int[]){ 1 }, 1);
+	assert_int_equal(o->t[5].pending, 1);
+	assert_int_equal(o->b[1].occupant, 1);
+	assert_int_equal(stats.v[FT_STAT_offload_table_holds], 1);
+	assert_int_equal(stats.v[FT_STAT_offload_stuck], 1);
+	atomic_store(&others, 0);
+	int two = 2;
+	kernel(o, 1, &two, 1);
+	assert_int_equal(o->t[5].block, -1);
+	assert_int_equal(stats.v[FT_STAT_offload_demoted], 1);
+	check();
+	free((void *)atomic_load(&gemm->turns));
+	free(gemm);
+	done(o);
+}
+
 static void strategy_mode(void **state)
 {
 	(void)state;
@@ -2095,6 +2127,7 @@ int main(void)
 		cmocka_unit_test(eager_passes_between_replays),
 		cmocka_unit_test(a_tail_reference_does_not_place_the_pass),
 		cmocka_unit_test(a_kernel_reads_what_the_kernel_before_it_read),
+		cmocka_unit_test(a_table_conflict_while_another_thread_captures),
 		cmocka_unit_test(a_trap_that_finds_no_memory_stays_offloaded_whole),
 		cmocka_unit_test(a_view_from_a_resident_chunk_into_offloaded_ones_loads_the_trap),
 		cmocka_unit_test(a_tail_tensor_in_a_capture_brings_the_trap_back_after_it),
