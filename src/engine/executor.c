@@ -933,8 +933,8 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
  * and holding them would hold back the prefetch into their blocks.  Where
  * one of the launch's own traps needs such a trap's block, one of the two
  * comes back to the GPU for good (memory, not results), as for a launch
- * that reads two traps sharing a block; in a capture, or where it cannot
- * come back, the launch's own trap is loaded (said once, offload_stuck); in
+ * that reads two traps sharing a block; where it cannot come back (no
+ * memory), the launch's own trap is loaded (said once, offload_stuck); in
  * a capture the one to come back does when it ends, before any replay, and
  * is left out of the capture's loads (one_per_block).  Not in strategy
  * mode: its one block serves every trap in turn.  Not either where the
@@ -975,9 +975,10 @@ static int follow_table(struct ft_offload *o, CUstream s, uint64_t seq, int *tou
 			if (o->t[v].block >= 0) {
 				/* pending (a capture is under way): left out of the
 				 * capture's loads, as one_per_block leaves it */
-				memmove(&touched[busy], &touched[busy + 1], (size_t)(nt - busy - 1) * sizeof(*touched));
-				memmove(&moves[busy], &moves[busy + 1], (size_t)(nt - busy - 1) * sizeof(*moves));
-				memmove(&needs[busy], &needs[busy + 1], (size_t)(nt - busy - 1) * sizeof(*needs));
+				size_t rest = (size_t)(nt - busy - 1);
+				memmove(&touched[busy], &touched[busy + 1], rest * sizeof(*touched));
+				memmove(&moves[busy], &moves[busy + 1], rest * sizeof(*moves));
+				memmove(&needs[busy], &needs[busy + 1], rest * sizeof(*needs));
 				nt--;
 				*nread -= busy < *nread;
 			}

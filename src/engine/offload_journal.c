@@ -61,9 +61,10 @@ int ft_off_journal_write(const char *path)
 	return rc;
 }
 
-/* Address a as the journal says it: "t<trap>/w<weight>+<offset>" with '!'
- * when the trap is out of its block (offloaded and not its occupant), 'x'
- * in a chunk back on the GPU for good; "-" outside every weight. */
+/* Address a as the journal says it: "t<trap>/w<weight>+<offset>" and 'b'
+ * when the trap is in its block, '!' when it is out of it, 'x' in a chunk
+ * back on the GPU for good, 'r' in a trap that stayed on the GPU; "-"
+ * outside every weight. */
 const char *ft_off_journal_addr(const struct ft_offload *o, uint64_t a, char *buf, size_t len)
 {
 	uint32_t k = ft_upper_bound(o->w, o->nw, sizeof(*o->w), offsetof(struct ft_off_weight, lo),
