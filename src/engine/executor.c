@@ -11,8 +11,7 @@
 #include "offload_int.h"
 #include "ft/search.h"
 
-/* The weight whose extent holds a (index into o->w), or -1. */
-static int weight_of(const struct ft_offload *o, uint64_t a)
+int ft_off_weight_of(const struct ft_offload *o, uint64_t a)
 {
 	uint32_t k = ft_upper_bound(o->w, o->nw, sizeof(*o->w),
 				    offsetof(struct ft_off_weight, lo), a);
@@ -25,7 +24,7 @@ static int weight_of(const struct ft_offload *o, uint64_t a)
  * (a weight in chunks it shares with something else stays there), or -1. */
 static int offloaded_at(const struct ft_offload *o, uint64_t a)
 {
-	int k = weight_of(o, a);
+	int k = ft_off_weight_of(o, a);
 	if (k < 0 || o->t[o->w[k].trap].block < 0 || !ft_off_weight_offloaded(o, k, a))
 		return -1;
 	return k;
@@ -833,7 +832,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 	struct ft_off_need ineeds[FT_OFF_TOUCHED];
 	o->nasks = 0;
 	for (unsigned i = 0; i < n; i++) {
-		int k = weight_of(o, addr[i]);
+		int k = ft_off_weight_of(o, addr[i]);
 		if (k < 0)
 			continue;
 		int t = (int)o->w[k].trap;
@@ -905,7 +904,7 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 	for (int i = 0; i < nl; i++)
 		nt = follow_link(o, linked[i], touched, moves, needs, nt);
 	for (unsigned i = n; i < n + nstale; i++) {
-		int k = weight_of(o, addr[i]);
+		int k = ft_off_weight_of(o, addr[i]);
 		if (k >= 0 && o->w[k].trap < o->ntraps && o->t[o->w[k].trap].block >= 0)
 			ni = ignore(o, ignored, ineeds, roams, ni, (int)o->w[k].trap, k,
 				    addr[i], 0);
@@ -1204,7 +1203,7 @@ void ft_off_freed(struct ft_offload *o, uint64_t base, uint64_t size)
 int ft_off_reads_trap(struct ft_offload *o, const uint64_t *addr, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++) {
-		int k = weight_of(o, addr[i]);
+		int k = ft_off_weight_of(o, addr[i]);
 		if (k >= 0 && o->w[k].trap < o->ntraps)
 			return 1;
 	}
@@ -1275,7 +1274,7 @@ unsigned ft_off_graph_traps(struct ft_offload *o, const uint64_t *addr, unsigned
 		if (i % 2 == 0) {
 			k = offloaded_at(o, addr[i / 2]);
 		} else {
-			k = weight_of(o, addr[i / 2]);
+			k = ft_off_weight_of(o, addr[i / 2]);
 			k = k < 0 ? -1 : linked_offloaded(o, k);
 			k = k < 0 ? -1 : offloaded_at(o, o->w[k].lo); /* (its trap has a block) */
 		}

@@ -6,14 +6,12 @@
  * trap the executor did not load for it.  Kept only under FT_VERIFY, whose
  * synchronisations cost far more than a line per launch. */
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ft/offload.h"
 #include "offload_int.h"
-#include "ft/search.h"
 
 #define LINES 32768 /* a Mixtral prefill is about 2,200 launches */
 #define WIDTH 480 /* a launch's line: its twelve references last */
@@ -67,17 +65,16 @@ int ft_off_journal_write(const char *path)
  * outside every weight. */
 const char *ft_off_journal_addr(const struct ft_offload *o, uint64_t a, char *buf, size_t len)
 {
-	uint32_t k = ft_upper_bound(o->w, o->nw, sizeof(*o->w), offsetof(struct ft_off_weight, lo),
-				    a);
-	if (!k || a >= o->w[k - 1].hi || o->w[k - 1].trap >= o->ntraps) {
+	int k = ft_off_weight_of(o, a);
+	if (k < 0) {
 		snprintf(buf, len, "-");
 		return buf;
 	}
-	const struct ft_off_weight *w = &o->w[--k];
+	const struct ft_off_weight *w = &o->w[k];
 	const struct ft_off_trap *x = &o->t[w->trap];
 	char st = x->block < 0 ? 'r' : !ft_off_live(x, a, a + 1) ? 'x'
 				 : o->b[x->block].occupant == (int)w->trap ? 'b' : '!';
-	snprintf(buf, len, "t%u/w%u+%llx%c", w->trap, k, (unsigned long long)(a - w->lo), st);
+	snprintf(buf, len, "t%u/w%d+%llx%c", w->trap, k, (unsigned long long)(a - w->lo), st);
 	return buf;
 }
 
