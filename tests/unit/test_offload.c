@@ -309,15 +309,23 @@ static void kernel(struct ft_offload *o, int s, const int *r, int n)
 	kernel_of(o, s, r, n, NULL);
 }
 
-/* A kernel on stream 1 whose parameters hold the addresses a[0..na) (one
- * the executor keeps no statistics for), reading traps r[0..nr). */
+/* Kernel kern (NULL: one the executor keeps no statistics for) on stream 1
+ * whose parameters hold the addresses a[0..na) (in its words 0), reading
+ * traps r[0..nr). */
+static void kernel_at_of(struct ft_offload *o, struct ft_kernel *kern, const uint64_t *a,
+			 unsigned na, const int *r, int nr, const char *name)
+{
+	static const uint16_t words[4];
+	struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = nr };
+	memcpy(k.reads, r, (size_t)nr * sizeof(*r));
+	ft_off_launch(o, (CUstream)(uintptr_t)1, a, kern ? words : NULL, na, 0, kern, name);
+	launched(&k);
+}
+
 static void kernel_at(struct ft_offload *o, const uint64_t *a, unsigned na, const int *r, int nr,
 		      const char *name)
 {
-	struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = nr };
-	memcpy(k.reads, r, (size_t)nr * sizeof(*r));
-	ft_off_launch(o, (CUstream)(uintptr_t)1, a, NULL, na, 0, NULL, name);
-	launched(&k);
+	kernel_at_of(o, NULL, a, na, r, nr, name);
 }
 
 static int hb(const struct op *a, const struct op *b)
@@ -1293,12 +1301,8 @@ static void a_tail_reference_does_not_place_the_pass(void **state)
  * turn; it reads traps r[0..n), some through the array. */
 static void gemm_after(struct ft_offload *o, struct ft_kernel *kern, int ref, const int *r, int n)
 {
-	static const uint16_t words[1];
 	uint64_t a = S.base[ref];
-	struct op k = { .kind = OP_KERNEL, .stream = 1, .nreads = n };
-	memcpy(k.reads, r, (size_t)n * sizeof(*r));
-	ft_off_launch(o, (CUstream)(uintptr_t)1, &a, words, 1, 0, kern, "grouped_gemm");
-	launched(&k);
+	kernel_at_of(o, kern, &a, 1, r, n, "grouped_gemm");
 }
 
 /* The kernel right after one that read trap t may read t through a table
