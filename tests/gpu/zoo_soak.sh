@@ -56,10 +56,12 @@ for w in $(seq 1 "${W:-4}"); do
 	worker "$w" &
 done
 wait
-"$py" - "$out" "$m" <<'EOF' >"$out/same.txt" 2>&1
+"$py" - "$out" "$m" "$here" <<'EOF' >"$out/same.txt" 2>&1
 import glob, os, sys
 import torch
 out, m = sys.argv[1], sys.argv[2]
+sys.path.insert(0, sys.argv[3])
+from zoo import same  # noqa: E402
 plain = torch.load(os.path.join(out, f"{m}-plain.pt"))
 for old in (False, True):
     runs = sorted(f for f in glob.glob(os.path.join(out, f"{m}-w*-verify.pt"))
@@ -70,7 +72,7 @@ for old in (False, True):
         for kind in ("prefill", "decode"):
             for a, b in zip(plain["rec"][kind], r["rec"][kind]):
                 n += 1
-                if not torch.equal(a["logits"].view(torch.int32), b["logits"].view(torch.int32)):
+                if not same(a["logits"], b["logits"]):
                     bad += 1
                     print("differs:", os.path.basename(f), kind)
     print(f"{'OLD' if old else 'library'}: {len(runs)} runs, {n} forwards compared, {bad} differ")
