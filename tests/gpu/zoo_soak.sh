@@ -12,7 +12,8 @@
 # the meson suite (minutes of GPU time).  Exits 77 where there is no GPU,
 # 1 when a run of <libflextensor.so> read NaN or differs.
 # usage: zoo_soak.sh <libflextensor.so> <output dir> [model, default mixtral]
-# (W, default 4; STOP, default 300; ZOO_DECODE, default zoo.py
+# (W, default 4; STOP, default 300; RUN_LIMIT, seconds one run may take
+# before it is killed, default 300; ZOO_DECODE, default zoo.py
 # verify-decode's; ZOO_PREFILLS, default 2)
 set -u
 lib=$1 out=$2 m=${3:-mixtral}
@@ -40,7 +41,7 @@ worker() {
 		env FT_MAX_GPU_MEM_FRACTION="$f" FT_VERIFY=1 ZOO_PREFILLS="${ZOO_PREFILLS:-2}" \
 			ZOO_DECODE="$dec" ZOO_NAN=1 LD_PRELOAD="$use" FT_ENABLED=1 \
 			FT_PROFILING_ITERS=3 FT_LOG_LEVEL=info \
-			"$py" "$here/zoo.py" run "$m" "$run" "$out" >"$out/$m-$run.out" 2>"$out/$m-$run.log"
+			timeout "${RUN_LIMIT:-300}" "$py" "$here/zoo.py" run "$m" "$run" "$out" >"$out/$m-$run.out" 2>"$out/$m-$run.log"
 		rc=$?
 		nan=$(grep -c "^ZOO_NAN" "$out/$m-$run.log")
 		if [ "$nan" -gt 0 ]; then
