@@ -485,19 +485,28 @@ static int shadowed(const struct ft_offload *o, int t)
  * shadow (the latest such reference's trap) is not counted either, and is
  * loaded whatever its word's verdict: the references of a pass the
  * position has lost go on in order from one another, and judging them by
- * the position would drop its reads (*odd: t is out of turn). */
+ * the position would drop its reads (*odd: t is out of turn).  *known
+ * says whether the word is known to read in turn (or is not judged: no
+ * words, another stream), which a placing reference needs for the pass to
+ * move sure of itself (follow_table). */
 static int turn(const struct ft_offload *o, CUstream s, struct ft_kernel *kern,
-		const uint16_t *words, unsigned i, int t, int *odd)
+		const uint16_t *words, unsigned i, int t, int *odd, int *known)
 {
 	/* the position is the latest launch's: of a launch on another stream
 	 * (another thread's forward) it says nothing, and a word judged by it
 	 * would drop that thread's real reads: in turn, loaded, and nothing
 	 * learnt about the word */
+	*known = 1;
 	if (!kern || !words || (o->cur >= 0 && s != o->cur_stream))
 		return 1;
 	int off = o->t[t].block >= 0, in = ahead(o, t) <= 2, sure = o->cur >= 0 && o->cur_sure;
 	int alt = sure && off && !in && shadowed(o, t);
 	int c = ft_kernel_turn(kern, words[i], in, off && sure && !alt);
+	/* a word the statistics cannot hold (past FT_KERNEL_WORDS, no
+	 * memory for them) is not judged: never known, it would hold at
+	 * every move it made */
+	*known = c > 0 || words[i] >= FT_KERNEL_WORDS ||
+		 !atomic_load_explicit(&kern->turns, memory_order_relaxed);
 	if (!sure)
 		return c < 0 ? -1 : 1;
 	if (in || c > 0)
@@ -625,9 +634,15 @@ static int one_per_block(struct ft_offload *o, int *touched, int *moves,
 	return nt;
 }
 
-/* Adds trap t to touched[0..nt) (moves: whether it places the pass; needs:
- * its slices the launch reads, from slice first on, count of them, or
- * FT_SL_DENSE or FT_SL_ALL(why)). */
+/* What a launch's references to a trap say of the pass (moves[k] for
+ * touched[k], or-ed over them): one places it (FT_MV_PLACES); one that
+ * does is from a word known to read in turn, or one not judged
+ * (FT_MV_KNOWN; turn()). */
+enum { FT_MV_PLACES = 1, FT_MV_KNOWN = 2 };
+
+/* Adds trap t to touched[0..nt) (moves: FT_MV_*, 0 where it does not
+ * place the pass; needs: its slices the launch reads, from slice first
+ * on, count of them, or FT_SL_DENSE or FT_SL_ALL(why)). */
 static int touch(struct ft_offload *o, int *touched, int *moves, struct ft_off_need *needs,
 		 int nt, int t, int move, int first, uint32_t count)
 {
@@ -742,7 +757,7 @@ static int hold(struct ft_offload *o, CUstream s, const int *ignored,
 		in = in && ft_off_slices_have(&o->t[t], &ineeds[i]);
 		if (in && !busy && nt < FT_OFF_TOUCHED) {
 			needs[nt] = (struct ft_off_need){ 0 }; /* (what is in its block) */
-			touched[nt] = t, moves[nt++] = t == o->cur;
+			touched[nt] = t, moves[nt++] = t == o->cur ? FT_MV_PLACES : 0;
 			FT_STAT_INC(o->stats, offload_held);
 			ft_off_journal(o, "H t=%d", t);
 			continue;
@@ -818,9 +833,9 @@ static void ignored_slices(struct ft_offload *o, const int *ignored,
 }
 
 /* The traps a launch reads, at most FT_OFF_TOUCHED, into touched[0..):
- * moves[k] says whether a reference to touched[k] places the pass.  The
- * traps linked to the weights read come last: they cannot crowd out the
- * ones read directly.  The offloaded traps referred to out of the pass's
+ * moves[k] says whether a reference to touched[k] places the pass
+ * (FT_MV_*).  The traps linked to the weights read come last: they cannot
+ * crowd out the ones read directly.  The offloaded traps referred to out of the pass's
  * turn go to odd[0..*nodd) (shadow).  Under o->lock. */
 static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const uint16_t *words,
 		  unsigned n, unsigned nstale, struct ft_kernel *kern, const char *kernel,
@@ -877,8 +892,8 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 				linked[nl++] = k;
 			continue;
 		}
-		int out = 0;
-		int where = turn(o, s, kern, words, i, t, &out);
+		int out = 0, known = 1;
+		int where = turn(o, s, kern, words, i, t, &out, &known);
 		if (out && *nodd < FT_OFF_TOUCHED && among(odd, *nodd, t) < 0)
 			odd[(*nodd)++] = t;
 		if (where < 0) {
@@ -897,7 +912,8 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
 					: FT_SL_DENSE;
 		if (o->w[k].views <= o->w[k].lo && !o->cap_id)
 			o->slice_epoch++; /* a weight read whole: the layer's own work */
-		nt = touch(o, touched, moves, needs, nt, t, where > 0, first, count);
+		nt = touch(o, touched, moves, needs, nt, t,
+			   where > 0 ? FT_MV_PLACES | (known ? FT_MV_KNOWN : 0) : 0, first, count);
 		if (o->w[k].link && nl < FT_OFF_TOUCHED)
 			linked[nl++] = k;
 	}
@@ -936,12 +952,27 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
  * memory), the launch's own trap is loaded (said once, offload_stuck); in
  * a capture the one to come back does when it ends, before any replay, and
  * is left out of the capture's loads (one_per_block).  Not in strategy
- * mode: its one block serves every trap in turn.  Not either where the
- * stray address is one or two traps ahead: that reference moves the pass,
- * and the prefetch may fill the table's trap's block before the launch
- * runs (README, known limits). */
+ * mode: its one block serves every trap in turn.
+ *
+ * Where the stray address is one or two traps ahead, in turn, it moves
+ * the pass, and the move's prefetch would fill the table's trap's block
+ * before the launch runs.  When no word known to read in turn placed the
+ * pass there (moving: a kernel new to the learning, a word that roams or
+ * seldom points into offloaded weights), the traps are held as well, so
+ * the prefetch stops at their blocks until the next move (at a first eager
+ * pass's boundaries, where words are not known yet, the trap due into the
+ * block behind waits for the move after); where the launch's own trap
+ * needs such a block, nothing comes back for good (an ordinary pass's
+ * boundary may be so early in the learning) and the block is its own.
+ * Only a move past an offloaded trap is held (unsure_move): references to
+ * traps that stayed on the GPU are not counted, and a word that points at
+ * those alone is never known; a move onto one from the trap before it
+ * prefetches no further than the last move did.  A word known to read in
+ * turn that holds a stray address still moves the pass unheld (README,
+ * known limits). */
 static int follow_table(struct ft_offload *o, CUstream s, uint64_t seq, int *touched,
-			int *moves, struct ft_off_need *needs, int nt, int *nread, const char *kernel)
+			int *moves, struct ft_off_need *needs, int nt, int *nread, const char *kernel,
+			int moving)
 {
 	if (o->mode == FT_TM_STRATEGY || o->prev_seq + 1 != seq || o->prev_stream != s ||
 	    !pthread_equal(o->prev_thread, pthread_self()))
@@ -953,6 +984,8 @@ static int follow_table(struct ft_offload *o, CUstream s, uint64_t seq, int *tou
 		for (int k = 0; k < nt && busy < 0; k++)
 			if (o->t[touched[k]].block == b)
 				busy = k;
+		if (busy >= 0 && moving)
+			continue;
 		if (busy >= 0) {
 			char why[256];
 			int y = touched[busy], v = victim(o, t, y);
@@ -987,6 +1020,23 @@ static int follow_table(struct ft_offload *o, CUstream s, uint64_t seq, int *tou
 		FT_STAT_INC(o->stats, offload_table_holds);
 	}
 	return nt;
+}
+
+/* Whether a launch moves the pass to trap to with no word known to read in
+ * turn placing it there, past an offloaded trap (in (o->cur, to],
+ * cyclically; to itself where the position was unknown): only then does
+ * the move's prefetch reach further than the last one's (follow_table). */
+static int unsure_move(const struct ft_offload *o, const int *touched, const int *moves,
+		       int nt, int to)
+{
+	int k = among(touched, nt, to);
+	if (k < 0 || !(moves[k] & FT_MV_PLACES) || (moves[k] & FT_MV_KNOWN))
+		return 0;
+	uint32_t d = o->cur < 0 ? 1 : after(o, o->cur, to);
+	for (uint32_t i = 0; i < d; i++)
+		if (o->t[((uint32_t)to + o->ntraps - i) % o->ntraps].block >= 0)
+			return 1;
+	return 0;
 }
 
 /* The pass's position after the launch: the furthest trap a placing
@@ -1143,8 +1193,9 @@ void ft_off_launch(struct ft_offload *o, CUstream s, const uint64_t *addr,
 	uint64_t seq = ft_stats_read(o->stats, FT_STAT_launches);
 	int nt = gather(o, s, addr, words, n, nstale, kern, kernel, touched, moves, needs, &nread,
 			odd, &nodd);
-	if (nt && position(o, touched, moves, nt) == o->cur)
-		nt = follow_table(o, s, seq, touched, moves, needs, nt, &nread, kernel);
+	int to = nt ? position(o, touched, moves, nt) : o->cur;
+	if (nt && (to == o->cur || unsure_move(o, touched, moves, nt, to)))
+		nt = follow_table(o, s, seq, touched, moves, needs, nt, &nread, kernel, to != o->cur);
 	if (!nt) {
 		journal_launch(o, s, addr, n, nstale, kernel, touched, nt, nread);
 		if (nodd && !o->cap_id)

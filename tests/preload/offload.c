@@ -94,7 +94,10 @@
  *   OFFLOAD_GROUPED_STRAY=step: at that step the kernel's fifth word,
  *   which it does not read (else an address in its table), holds the
  *   address of the weight three layers on (Mixtral's grouped GEMM on the
- *   H100 once carried another layer's experts' address).
+ *   H100 once carried another layer's experts' address);
+ *   OFFLOAD_GROUPED_STRAY_BY=n: n layers on instead (one: in the pass's
+ *   turn, the reference moves the pass), in layer 1's kernel alone (one
+ *   in each layer's would make the word look like one that reads in turn).
  *   experts: after layer 1, two of sixteen experts, each weight its own
  *   allocation, chosen by the step (a mixture-of-experts layer whose
  *   experts are modules of their own): they are no weights (not read
@@ -147,6 +150,8 @@ static int tail_from = -1; /* tail: the step from which a tensor lives in a weig
 static CUdeviceptr tail_table; /* OFFLOAD_TAIL_HIDDEN: that tensor's address, in device memory */
 static int grouped;     /* grouped: a kernel reads the weight the one before it read */
 static int grouped_stray = -1; /* grouped: the step its stray word holds a weight */
+static int grouped_by = 3;     /* grouped: of the layer that many on */
+static int grouped_layer = -1; /* grouped: in that layer's kernel alone (-1: each) */
 static CUfunction add_ind5;
 #define EXPERTS 16
 static int experts;     /* experts: two of EXPERTS, each its own allocation, read per forward */
@@ -270,7 +275,8 @@ static void forward(int step)
 			 * device memory (a grouped GEMM reads its experts
 			 * through the pointer array the kernel before it wrote) */
 			int n = N;
-			CUdeviceptr odd = step == grouped_stray ? w[(l + 3) % LAYERS][0] : gtable[l] + 8;
+			CUdeviceptr odd = step == grouped_stray && (grouped_layer < 0 || l == grouped_layer)
+						 ? w[(l + grouped_by) % LAYERS][0] : gtable[l] + 8;
 			void *p[] = { &gtable[l], &h, &h, &n, &odd };
 			cuLaunchKernel(grouped_stray >= 0 ? add_ind5 : add_ind, 1, 1, 1, 1, 1, 1, 0,
 				       stream, p, NULL);
@@ -577,6 +583,8 @@ int main(int argc, char **argv)
 	add_ind5 = fake_function("vec_add_ind5");
 	if (getenv("OFFLOAD_GROUPED_STRAY"))
 		grouped_stray = atoi(getenv("OFFLOAD_GROUPED_STRAY"));
+	if (getenv("OFFLOAD_GROUPED_STRAY_BY"))
+		grouped_by = atoi(getenv("OFFLOAD_GROUPED_STRAY_BY")), grouped_layer = 1;
 	add2 = fake_function("vec_add2");
 	if (built) { /* (the initialisers add it) */
 		cuMemAlloc_v2(&zero, N * sizeof(float));

@@ -1023,6 +1023,18 @@ grouped)
 	same plain-grouped stray
 	is stray verify_failures -eq 0
 	is stray offload_table_holds -gt 0
+	# the same word holding the next layer's weight: in the pass's turn,
+	# it moves the pass, from a word not known to read in turn: the
+	# table's weight is held too (else poisoned before the read)
+	run ahead grouped FT_VERIFY=1 OFFLOAD_GROUPED_STRAY=20 OFFLOAD_GROUPED_STRAY_BY=1
+	same plain-grouped ahead
+	is ahead verify_failures -eq 0
+	is ahead offload_table_holds -gt 0
+	# and without FT_VERIFY: the move's prefetch would load the next
+	# layer's weight over the table's
+	run ahead-eager grouped OFFLOAD_GROUPED_STRAY=20 OFFLOAD_GROUPED_STRAY_BY=1
+	same plain-grouped ahead-eager
+	is ahead-eager offload_table_holds -gt 0
 	;;
 experts)
 	# experts in allocations of their own, two of sixteen read per forward:

@@ -1344,6 +1344,94 @@ static void a_kernel_reads_what_the_kernel_before_it_read(void **state)
 	done(o);
 }
 
+/* The same grouped GEMM whose parameters hold the address of the trap one
+ * ahead of its table's trap (in turn: it moves the pass) from a word not
+ * known to read in turn: trap 1 stays in its block for it, and the move's
+ * prefetch stops there rather than load trap 5 over it; the next move
+ * (kernel 3's) loads 5.  Where the table's trap shares a block with the
+ * launch's own (2 blocks: trap 3 and trap 1), nothing comes back for
+ * good: that launch's trap is loaded, as before the rule.  A stray address
+ * two ahead at a trap that stayed on the GPU, past an offloaded one (3,
+ * past 2), holds too: that move's prefetch reaches trap 6, into trap 1's
+ * block. */
+static void a_table_reader_whose_stray_word_points_ahead(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
+	struct ft_kernel *gemm = calloc(1, sizeof(*gemm));
+	for (int pass = 0; pass < 3; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (pass == 2 && t == 1)
+				gemm_after(o, gemm, 2, (const int[]){ 1 }, 1);
+		}
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_table_holds], 1);
+	assert_int_equal(stats.v[FT_STAT_offload_conflicts], 0);
+	assert_int_equal(o->t[5].block, 1);
+	free((void *)atomic_load(&gemm->turns));
+	free(gemm);
+	done(o);
+
+	static const int two[] = { 0, 1, 0, 1, 0, 1 };
+	o = engine(6, two, 2, FT_TM_ALLOCATION_BLOCK);
+	gemm = calloc(1, sizeof(*gemm));
+	for (int pass = 0; pass < 2; pass++)
+		for (int t = 0; t < 6; t++)
+			kernel(o, 1, &t, 1);
+	int one = 1;
+	kernel(o, 1, &one, 1);
+	gemm_after(o, gemm, 3, (const int[]){ 3 }, 1);
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_table_holds], 0);
+	assert_int_equal(stats.v[FT_STAT_offload_demoted], 0);
+	assert_int_equal(o->b[1].occupant, 3);
+	free((void *)atomic_load(&gemm->turns));
+	free(gemm);
+	done(o);
+
+	static const int resident3[] = { 0, 1, 2, -1, 3, 0, 1, 2, 3, 0 };
+	o = engine(10, resident3, 4, FT_TM_ALLOCATION_BLOCK);
+	gemm = calloc(1, sizeof(*gemm));
+	for (int pass = 0; pass < 3; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (pass == 2 && t == 1)
+				gemm_after(o, gemm, 3, (const int[]){ 1 }, 1);
+		}
+	check();
+	assert_int_equal(stats.v[FT_STAT_offload_table_holds], 1);
+	free((void *)atomic_load(&gemm->turns));
+	free(gemm);
+	done(o);
+}
+
+/* Kernels whose words the statistics judge (one GEMM kernel for every
+ * layer, word 0): in the first pass after the plan its word is not known
+ * yet, and a move to the next layer holds the layer before (the prefetch
+ * into its block waits for the move after); once the word has read in turn
+ * four times it is known, and no pass after holds anything. */
+static void holds_end_once_the_words_are_known(void **state)
+{
+	(void)state;
+	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
+	struct ft_kernel *gemm = calloc(1, sizeof(*gemm));
+	uint64_t holds[8];
+	for (int pass = 0; pass < 8; pass++) {
+		for (int t = 0; t < 10; t++) {
+			uint64_t a = S.base[t];
+			kernel_at_of(o, gemm, &a, 1, &t, 1, "gemm");
+		}
+		holds[pass] = stats.v[FT_STAT_offload_table_holds];
+	}
+	check();
+	assert_true(holds[0] > 0);
+	assert_int_equal(holds[7], holds[1]);
+	free((void *)atomic_load(&gemm->turns));
+	free(gemm);
+	done(o);
+}
+
 /* The same while another thread captures a graph: the trap to come back
  * (5, the further from the pass) cannot now, is pending, and the launch
  * does not load it over trap 1 (an error says that launch may read
@@ -2131,6 +2219,8 @@ int main(void)
 		cmocka_unit_test(eager_passes_between_replays),
 		cmocka_unit_test(a_tail_reference_does_not_place_the_pass),
 		cmocka_unit_test(a_kernel_reads_what_the_kernel_before_it_read),
+		cmocka_unit_test(a_table_reader_whose_stray_word_points_ahead),
+		cmocka_unit_test(holds_end_once_the_words_are_known),
 		cmocka_unit_test(a_table_conflict_while_another_thread_captures),
 		cmocka_unit_test(a_trap_that_finds_no_memory_stays_offloaded_whole),
 		cmocka_unit_test(a_view_from_a_resident_chunk_into_offloaded_ones_loads_the_trap),
