@@ -328,6 +328,14 @@ static void kernel_at(struct ft_offload *o, const uint64_t *a, unsigned na, cons
 	kernel_at_of(o, NULL, a, na, r, nr, name);
 }
 
+/* The engine and a kernel's statistics, freed. */
+static void done_with(struct ft_offload *o, struct ft_kernel *kern)
+{
+	free((void *)atomic_load(&kern->turns));
+	free(kern);
+	done(o);
+}
+
 static int hb(const struct op *a, const struct op *b)
 {
 	return a->clock[a->stream] <= b->clock[a->stream];
@@ -1291,9 +1299,7 @@ static void a_tail_reference_does_not_place_the_pass(void **state)
 			kernel_of(o, 1, &t, 1, gemm);
 	check();
 	assert_int_equal(stats.v[FT_STAT_offload_roaming_refs], 0);
-	free((void *)atomic_load(&gemm->turns));
-	free(gemm);
-	done(o);
+	done_with(o, gemm);
 }
 
 /* A grouped GEMM (kern, word 0) right after the kernel that wrote its
@@ -1303,6 +1309,22 @@ static void gemm_after(struct ft_offload *o, struct ft_kernel *kern, int ref, co
 {
 	uint64_t a = S.base[ref];
 	kernel_at_of(o, kern, &a, 1, r, n, "grouped_gemm");
+}
+
+/* Three passes over traps 0-9 (in blocks block[], nb of them), the third
+ * with that grouped GEMM right after kernel 1, its parameters holding trap
+ * ref's address, reading trap 1 through its table; checked. */
+static struct ft_offload *stray_pass(struct ft_kernel *gemm, const int *block, int nb, int ref)
+{
+	struct ft_offload *o = engine(10, block, nb, FT_TM_ALLOCATION_BLOCK);
+	for (int pass = 0; pass < 3; pass++)
+		for (int t = 0; t < 10; t++) {
+			kernel(o, 1, &t, 1);
+			if (pass == 2 && t == 1)
+				gemm_after(o, gemm, ref, (const int[]){ 1 }, 1);
+		}
+	check();
+	return o;
 }
 
 /* The kernel right after one that read trap t may read t through a table
@@ -1339,9 +1361,7 @@ static void a_kernel_reads_what_the_kernel_before_it_read(void **state)
 	assert_int_equal(o->t[1].block, 1);
 	assert_int_equal(stats.v[FT_STAT_offload_table_holds], 2); /* 1 after 5 went, 2 */
 	assert_int_equal(o->t[7].block, 3);
-	free((void *)atomic_load(&gemm->turns));
-	free(gemm);
-	done(o);
+	done_with(o, gemm);
 }
 
 /* The same grouped GEMM whose parameters hold the address of the trap one
@@ -1357,21 +1377,12 @@ static void a_kernel_reads_what_the_kernel_before_it_read(void **state)
 static void a_table_reader_whose_stray_word_points_ahead(void **state)
 {
 	(void)state;
-	struct ft_offload *o = engine(10, round_robin4, 4, FT_TM_ALLOCATION_BLOCK);
 	struct ft_kernel *gemm = calloc(1, sizeof(*gemm));
-	for (int pass = 0; pass < 3; pass++)
-		for (int t = 0; t < 10; t++) {
-			kernel(o, 1, &t, 1);
-			if (pass == 2 && t == 1)
-				gemm_after(o, gemm, 2, (const int[]){ 1 }, 1);
-		}
-	check();
+	struct ft_offload *o = stray_pass(gemm, round_robin4, 4, 2);
 	assert_int_equal(stats.v[FT_STAT_offload_table_holds], 1);
 	assert_int_equal(stats.v[FT_STAT_offload_conflicts], 0);
 	assert_int_equal(o->t[5].block, 1);
-	free((void *)atomic_load(&gemm->turns));
-	free(gemm);
-	done(o);
+	done_with(o, gemm);
 
 	static const int two[] = { 0, 1, 0, 1, 0, 1 };
 	o = engine(6, two, 2, FT_TM_ALLOCATION_BLOCK);
@@ -1386,24 +1397,13 @@ static void a_table_reader_whose_stray_word_points_ahead(void **state)
 	assert_int_equal(stats.v[FT_STAT_offload_table_holds], 0);
 	assert_int_equal(stats.v[FT_STAT_offload_demoted], 0);
 	assert_int_equal(o->b[1].occupant, 3);
-	free((void *)atomic_load(&gemm->turns));
-	free(gemm);
-	done(o);
+	done_with(o, gemm);
 
 	static const int resident3[] = { 0, 1, 2, -1, 3, 0, 1, 2, 3, 0 };
-	o = engine(10, resident3, 4, FT_TM_ALLOCATION_BLOCK);
 	gemm = calloc(1, sizeof(*gemm));
-	for (int pass = 0; pass < 3; pass++)
-		for (int t = 0; t < 10; t++) {
-			kernel(o, 1, &t, 1);
-			if (pass == 2 && t == 1)
-				gemm_after(o, gemm, 3, (const int[]){ 1 }, 1);
-		}
-	check();
+	o = stray_pass(gemm, resident3, 4, 3);
 	assert_int_equal(stats.v[FT_STAT_offload_table_holds], 1);
-	free((void *)atomic_load(&gemm->turns));
-	free(gemm);
-	done(o);
+	done_with(o, gemm);
 }
 
 /* Kernels whose words the statistics judge (one GEMM kernel for every
@@ -1427,9 +1427,7 @@ static void holds_end_once_the_words_are_known(void **state)
 	check();
 	assert_true(holds[0] > 0);
 	assert_int_equal(holds[7], holds[1]);
-	free((void *)atomic_load(&gemm->turns));
-	free(gemm);
-	done(o);
+	done_with(o, gemm);
 }
 
 /* The same while another thread captures a graph: the trap to come back
@@ -1459,9 +1457,7 @@ static void a_table_conflict_while_another_thread_captures(void **state)
 	assert_int_equal(o->t[5].block, -1);
 	assert_int_equal(stats.v[FT_STAT_offload_demoted], 1);
 	check();
-	free((void *)atomic_load(&gemm->turns));
-	free(gemm);
-	done(o);
+	done_with(o, gemm);
 }
 
 static void strategy_mode(void **state)
