@@ -835,8 +835,8 @@ static void ignored_slices(struct ft_offload *o, const int *ignored,
 /* The traps a launch reads, at most FT_OFF_TOUCHED, into touched[0..):
  * moves[k] says whether a reference to touched[k] places the pass
  * (FT_MV_*).  The traps linked to the weights read come last: they cannot
- * crowd out the ones read directly.  The offloaded traps referred to out of the pass's
- * turn go to odd[0..*nodd) (shadow).  Under o->lock. */
+ * crowd out the ones read directly.  The offloaded traps referred to out
+ * of the pass's turn go to odd[0..*nodd) (shadow).  Under o->lock. */
 static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const uint16_t *words,
 		  unsigned n, unsigned nstale, struct ft_kernel *kern, const char *kernel,
 		  int *touched, int *moves, struct ft_off_need *needs, int *nread, int *odd,
