@@ -399,9 +399,9 @@ void ft_off_wait(struct ft_offload *o, CUstream s, CUevent e);
 void ft_off_demote(struct ft_offload *o, int t, const char *why);
 void ft_off_demote_pending(struct ft_offload *o);
 int ft_off_foreign(const struct ft_offload *o, uint64_t a, int k);
-/* Whether a run of x that still leaves the GPU (not dead) meets [lo, hi). */
 /* The weight whose extent holds a (index into o->w), or -1 (executor.c). */
 int ft_off_weight_of(const struct ft_offload *o, uint64_t a);
+/* Whether a run of x that still leaves the GPU (not dead) meets [lo, hi). */
 int ft_off_live(const struct ft_off_trap *x, uint64_t lo, uint64_t hi);
 int ft_off_weight_offloaded(const struct ft_offload *o, int k, uint64_t from);
 void ft_off_return_tail(struct ft_offload *o, int t, int k, uint64_t a, const char *by);
