@@ -942,13 +942,14 @@ static int gather(struct ft_offload *o, CUstream s, const uint64_t *addr, const 
  * under FT_VERIFY it released (poisoned) them as soon as it carried any
  * reference: on the H100 a grouped GEMM whose parameters held the address
  * of another layer's experts read poison in 11 of 64 Mixtral runs.  Only
- * while the pass stays where it was (the caller's): a launch that moves it
- * on is done with the traps behind it (at a pass's boundary the last
- * trap's last kernel and the first trap's first may follow one another),
- * and holding them would hold back the prefetch into their blocks.  Where
- * one of the launch's own traps needs such a trap's block, one of the two
- * comes back to the GPU for good (memory, not results), as for a launch
- * that reads two traps sharing a block; where it cannot come back (no
+ * while the pass stays where it was (the caller's), or where a word not
+ * known moved it (below): a launch that moves it on is otherwise done with
+ * the traps behind it (at a pass's boundary the last trap's last kernel
+ * and the first trap's first may follow one another), and holding them
+ * would hold back the prefetch into their blocks.  Where one of the
+ * launch's own traps needs such a trap's block, one of the two comes back
+ * to the GPU for good (memory, not results), as for a launch that reads
+ * two traps sharing a block; where it cannot come back (no
  * memory), the launch's own trap is loaded (said once, offload_stuck); in
  * a capture the one to come back does when it ends, before any replay, and
  * is left out of the capture's loads (one_per_block).  Not in strategy
