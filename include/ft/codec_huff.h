@@ -14,7 +14,11 @@
  * ascending) the symbols' ranges tile the table from 0 up, so a symbol's
  * first entry is the sum of the ranges before it and its code is that
  * entry's top l bits.  A code of one symbol takes 0 bits (its length in
- * the header says 1): a chunk of one exponent stores no stream.
+ * the header says 1): a chunk of one exponent stores no stream.  Both
+ * decoders read through a pair table made from that one: an entry gives
+ * the symbol the prefix starts with and, where the next code fits in the
+ * prefix's remaining bits too (bf16 weights' codes are 2-4 bits, so most
+ * do), the symbol after it, so one lookup takes two symbols.
  */
 #ifndef FT_CODEC_HUFF_H
 #define FT_CODEC_HUFF_H
@@ -224,13 +228,15 @@ FT_ZH_FN void ft_zh_flush(struct ft_zh_put *b)
 	b->cnt = 0;
 }
 
-/* A sub-stream's reader: the next bits at the top of buf (cnt of them);
- * words k on are loaded as needed, 4-aligned, none at or past end (the
- * sub-stream's last word, or the streams' end if sooner: never a byte
- * outside the chunk's image), zero bits past it. */
+/* A sub-stream's reader: the next bits at the top of buf (cnt of them),
+ * the word after them in nxt (loaded one refill ahead, so that a load's
+ * latency is not on the path from one symbol to the next); words k on are
+ * loaded as needed, 4-aligned, none at or past end (the sub-stream's last
+ * word, or the streams' end if sooner: never a byte outside the chunk's
+ * image), zero bits past it. */
 struct ft_zh_bits {
 	uint64_t buf;
-	uint32_t cnt, k, end;
+	uint32_t cnt, k, end, nxt;
 };
 
 /* Stream word k (the stream's bytes 4 k .. 4 k + 3, the first the most
@@ -257,32 +263,43 @@ FT_ZH_FN void ft_zh_open(struct ft_zh_bits *b, const unsigned char *p, uint32_t 
 	b->k = o >> 2;
 	b->buf = (uint64_t)ft_zh_word(p, b->k++, b->end) << 32 << (o & 3) * 8;
 	b->cnt = 32 - (o & 3) * 8;
+	b->nxt = ft_zh_word(p, b->k++, b->end);
 }
 
 /* At least two codes' bits in buf (a word more where fewer: at most 53). */
 FT_ZH_FN void ft_zh_refill(struct ft_zh_bits *b, const unsigned char *p)
 {
 	if (b->cnt < 2 * FT_ZH_L) {
-		b->buf |= (uint64_t)ft_zh_word(p, b->k++, b->end) << (32 - b->cnt);
+		b->buf |= (uint64_t)b->nxt << (32 - b->cnt);
 		b->cnt += 32;
+		b->nxt = ft_zh_word(p, b->k++, b->end);
 	}
 }
 
-/* The next symbol, its code in buf: its table entry by the next FT_ZH_L
- * bits. */
-FT_ZH_FN unsigned ft_zh_take(struct ft_zh_bits *b, const uint16_t *tab)
+/* Pair table entries [x0, x1) from the decode table tab: for each FT_ZH_L
+ * bit prefix x, the symbol its first code gives (bits 0-7), the bits its
+ * symbols take (16-23) and how many (24-31): two, the second in bits 8-15,
+ * where the code after the first lies within x too (its length at most
+ * the bits left: the zeros x ends with do not reach it). */
+FT_ZH_FN void ft_zh_pairs(const uint16_t *tab, unsigned x0, unsigned x1, uint32_t *pair)
 {
-	unsigned e = tab[b->buf >> (64 - FT_ZH_L)];
-	b->buf <<= e >> 8;
-	b->cnt -= e >> 8;
-	return e & 255u;
+	for (unsigned x = x0; x < x1; x++) {
+		unsigned e1 = tab[x], l1 = e1 >> 8;
+		unsigned e2 = tab[(x << l1) & ((1u << FT_ZH_L) - 1)], l2 = e2 >> 8;
+		pair[x] = l1 + l2 <= FT_ZH_L ? (e1 & 255u) | (e2 & 255u) << 8 | (l1 + l2) << 16 | 2u << 24
+					   : (e1 & 255u) | l1 << 16 | 1u << 24;
+	}
 }
 
-/* The next symbol (after a refill, a second one may be taken at once). */
-FT_ZH_FN unsigned ft_zh_next(struct ft_zh_bits *b, const unsigned char *p, const uint16_t *tab)
+/* The next one or two symbols (a refill first), their codes in buf: the
+ * first in bits 0-7, the second in 8-15; how many in *n. */
+FT_ZH_FN unsigned ft_zh_take2(struct ft_zh_bits *b, const uint32_t *pair, unsigned *n)
 {
-	ft_zh_refill(b, p);
-	return ft_zh_take(b, tab);
+	uint32_t e = pair[b->buf >> (64 - FT_ZH_L)], len = (e >> 16) & 255u;
+	b->buf <<= len;
+	b->cnt -= len;
+	*n = e >> 24;
+	return e & 0xffffu;
 }
 
 #endif

@@ -430,29 +430,32 @@ void ft_z_free(struct ft_z_image *z)
 	memset(z, 0, sizeof(*z));
 }
 
-/* Mode 3's chunk at in (what a block of the GPU decoder does, its
- * threads' readers here GROUP side by side, the words in order): the
- * decode table from the header, each sub-stream k from the sum of the
- * sizes before it, the exponents joined with their words' rest bytes. */
+/* Mode 3's chunk at in (what a block of the GPU decoder does, one
+ * sub-stream after the other): the decode and pair tables from the
+ * header, each sub-stream k from the sum of the sizes before it, one or
+ * two symbols a lookup (words j, j + 256), each joined with its word's
+ * rest byte. */
 static void huff_decode(const unsigned char *in, uint64_t d, uint32_t n, uint16_t *o)
 {
 	uint16_t start[FT_ZH_SYMS], ent[FT_ZH_SYMS], tab[1u << FT_ZH_L];
+	uint32_t pair[1u << FT_ZH_L];
 	unsigned np = ft_zh_canon(in, start, ent);
 	ft_zh_fill(start, ent, np, 0, 1u << FT_ZH_L, tab);
+	ft_zh_pairs(tab, 0, 1u << FT_ZH_L, pair);
 	const unsigned char *sizes = in + FT_ZH_HEAD - FT_ZH_STREAMS, *rest = in + FT_ZH_HEAD;
 	const unsigned char *streams = rest + n;
-	for (uint32_t k0 = 0, o0 = 0; k0 < FT_ZH_STREAMS; k0 += GROUP) {
-		struct ft_zh_bits b[GROUP];
-		for (uint32_t q = 0; q < GROUP; o0 += sizes[k0 + q++])
-			ft_zh_open(&b[q], streams, o0, sizes[k0 + q], FT_Z_SBYTES(d));
-		/* two symbols a reader at a time (words i + q, i + 256 + q) */
-		for (uint32_t i = k0; i < n; i += 2 * FT_ZH_STREAMS)
-			for (uint32_t q = 0; q < GROUP && i + q < n; q++) {
-				uint32_t j = i + q, j2 = j + FT_ZH_STREAMS;
-				o[j] = bf16_word(rest[j], ft_zh_next(&b[q], streams, tab));
-				if (j2 < n)
-					o[j2] = bf16_word(rest[j2], ft_zh_take(&b[q], tab));
-			}
+	for (uint32_t k = 0, o0 = 0; k < FT_ZH_STREAMS; o0 += sizes[k++]) {
+		struct ft_zh_bits b;
+		ft_zh_open(&b, streams, o0, sizes[k], FT_Z_SBYTES(d));
+		for (uint32_t j = k; j < n;) {
+			unsigned c, s;
+			ft_zh_refill(&b, streams);
+			s = ft_zh_take2(&b, pair, &c);
+			o[j] = bf16_word(rest[j], s & 255u);
+			if (c == 2 && j + FT_ZH_STREAMS < n)
+				o[j + FT_ZH_STREAMS] = bf16_word(rest[j + FT_ZH_STREAMS], s >> 8);
+			j += c * FT_ZH_STREAMS;
+		}
 	}
 }
 

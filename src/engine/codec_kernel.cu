@@ -81,15 +81,19 @@ static __device__ unsigned canon(const unsigned char *head, unsigned *nib, unsig
 }
 
 /* Mode 3's chunk at in of n words into out (ft_z_decode_at's
- * huff_decode): the decode table from the header, each thread's
- * sub-stream from the sum of the sizes before it, the exponents staged
- * ROUND words at a time, then joined with their rest bytes 8 words a
- * thread a step (16-byte stores, as mode 1's). */
+ * huff_decode): the decode table from the header, then the pair table
+ * from it (the decode table lies in ex, which the pair table frees), each
+ * thread's sub-stream from the sum of the sizes before it, its exponents
+ * staged ROUND words at a time, one or two a lookup (a second one past
+ * the round's waits in pend for the next), then joined with their rest
+ * bytes 8 words a thread a step (16-byte stores, as mode 1's). */
 static __device__ void huff_decode(const unsigned char *in, unsigned long long d,
 				   unsigned short *out, unsigned n)
 {
-	__shared__ unsigned short start[FT_ZH_SYMS], ent[FT_ZH_SYMS], tab[1u << FT_ZH_L];
+	__shared__ unsigned short start[FT_ZH_SYMS], ent[FT_ZH_SYMS];
+	__shared__ unsigned pair[1u << FT_ZH_L];
 	__shared__ __align__(16) unsigned char ex[ROUND];
+	unsigned short *tab = (unsigned short *)ex; /* (2 << FT_ZH_L bytes <= ROUND) */
 	unsigned t = threadIdx.x, nib, p, st, l, total;
 	unsigned np = canon(in, &nib, &p, &st, &l);
 	if (nib) {
@@ -102,14 +106,35 @@ static __device__ void huff_decode(const unsigned char *in, unsigned long long d
 	const unsigned per = (1u << FT_ZH_L) / 256;
 	ft_zh_fill(start, ent, np, t * per, t * per + per, tab);
 	__syncthreads();
+	ft_zh_pairs(tab, t * per, t * per + per, pair);
 	struct ft_zh_bits b;
 	ft_zh_open(&b, streams, o, size, (unsigned)(d >> 42));
+	__syncthreads(); /* (tab is read no more: ex is the rounds') */
 	const uint2 *r2 = (const uint2 *)rest;
 	uint4 *o4 = (uint4 *)out;
+	unsigned pend = 256; /* none */
 	for (unsigned w0 = 0; w0 < n; w0 += ROUND) {
 		unsigned w1 = n - w0 < ROUND ? n : w0 + ROUND;
-		for (unsigned i = w0 + t; i < w1; i += 256)
-			ex[i - w0] = (unsigned char)ft_zh_next(&b, streams, tab);
+		/* this thread's words of the round: w0 + t + 256 q, q < nr */
+		unsigned nr = w1 - w0 > t ? (w1 - w0 - t + 255) / 256 : 0, q = 0;
+		if (pend < 256 && nr) {
+			ex[t] = (unsigned char)pend;
+			q = 1;
+		}
+		pend = 256;
+		while (q < nr) {
+			unsigned c;
+			ft_zh_refill(&b, streams);
+			unsigned s = ft_zh_take2(&b, pair, &c);
+			ex[q * 256 + t] = (unsigned char)s;
+			if (c == 2) {
+				if (q + 1 < nr)
+					ex[(q + 1) * 256 + t] = (unsigned char)(s >> 8);
+				else
+					pend = s >> 8;
+			}
+			q += c;
+		}
 		__syncthreads();
 		for (unsigned g = w0 / 8 + t; g < w1 / 8; g += 256) {
 			uint2 e = *(const uint2 *)&ex[8 * g - w0], r = __ldg(&r2[g]);
