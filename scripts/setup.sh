@@ -9,7 +9,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-pkgs="gcc libc6-dev meson ninja-build pkg-config libelf-dev libcjson-dev \
+pkgs="gcc g++ libc6-dev meson ninja-build pkg-config libelf-dev libcjson-dev \
 libinih-dev libcmocka-dev binutils python3 python3-pytest"
 missing=
 for p in $pkgs; do
