@@ -7,81 +7,37 @@ copied from pinned host memory into two slots, decoded on a second
 stream), and the pipeline REP times beside K bf16 GEMMs (16384x4096 @
 4096x14336) on the default stream: what it adds to the GEMMs' time, against
 raw copies of the same bytes beside them.  Medians of R."""
-import ctypes as C, os, statistics, sys, torch
+import os, statistics, sys
+import torch
+from decode_common import CHUNK, SLOT, VALS, Ring, Store, launch as launch_at, load
 
 MIB = int(os.environ.get("MIB", 1024)); REP = int(os.environ.get("REP", 9))
 K = int(os.environ.get("K", 110)); R = int(os.environ.get("R", 5))
-SLOT = 16 << 20; VALS = 32768; CHUNK = 65536
-ftz = C.CDLL(sys.argv[1]); cu = C.CDLL("libcuda.so.1")
-torch.zeros(1, device="cuda"); torch.cuda.synchronize()
-
-class Z(C.Structure):
-    _fields_ = [("data", C.c_void_p), ("bytes", C.c_size_t), ("raw_bytes", C.c_size_t),
-                ("desc", C.POINTER(C.c_uint64)), ("nchunks", C.c_uint32), ("coded", C.c_uint32)]
-
-g = torch.Generator(device="cuda").manual_seed(0)
-w = (torch.randn(MIB << 19, device="cuda", generator=g) * 0.02).to(torch.bfloat16)
-raw = w.cpu().contiguous(); raw_pin = raw.pin_memory()
-z = Z()
-assert ftz.ft_z_encode(C.c_void_p(raw.data_ptr()), C.c_size_t(raw.numel() * 2), 0, C.byref(z)) == 0
-nvals = raw.numel(); n = z.nchunks
-desc = [z.desc[i] for i in range(n + 1)]
-off = [d & ((1 << 40) - 1) for d in desc]
-img_h = torch.empty(z.bytes, dtype=torch.uint8).pin_memory()
-C.memmove(img_h.data_ptr(), z.data, z.bytes)
+st = Store(sys.argv[1], MIB)
+w, raw_pin, nvals, n, off, img_h, desc_d = st.w, st.raw_pin, st.nvals, st.n, st.off, st.img_h, st.desc_d
 img_d = img_h.cuda()
-desc_d = torch.tensor([d - (1 << 64) if d >= 1 << 63 else d for d in desc], dtype=torch.int64).cuda()
 dst = torch.empty(nvals, dtype=torch.bfloat16, device="cuda")
-slots = [torch.empty(SLOT, dtype=torch.uint8, device="cuda") for _ in range(2)]
-pieces = []
-a = 0
-while a < n:
-    b = a + 1
-    while b < n and off[b + 1] - off[a] <= SLOT:
-        b += 1
-    pieces.append((a, b)); a = b
-print(f"# {MIB} MiB, ratio {z.raw_bytes / z.bytes:.4f}, {n} chunks, {len(pieces)} pieces, "
+ring = Ring(st)
+pieces = st.pieces(0, n)
+print(f"# {MIB} MiB, ratio {st.ratio:.4f}, {n} chunks, {len(pieces)} pieces, "
       f"GPU {torch.cuda.get_device_name()}", flush=True)
 
-def ck(r, what):
-    if r:
-        raise RuntimeError(f"{what}: CUresult {r}")
-
-def load(path):
-    mod = C.c_void_p(); fn = C.c_void_p()
-    ptx = open(path, "rb").read() + b"\0"
-    ck(cu.cuModuleLoadData(C.byref(mod), ptx), "cuModuleLoadData " + path)
-    ck(cu.cuModuleGetFunction(C.byref(fn), mod, b"ft_z_decode"), "get")
-    return fn
-
 def launch(fn, src, bias, a, b, stream):
-    args = [C.c_uint64(src), C.c_uint64(bias), C.c_uint64(desc_d.data_ptr() + 8 * a),
-            C.c_uint64(dst.data_ptr() + a * CHUNK), C.c_uint64(nvals - a * VALS), C.c_uint32(b - a)]
-    p = (C.c_void_p * 6)(*[C.cast(C.pointer(x), C.c_void_p) for x in args])
-    ck(cu.cuLaunchKernel(fn, b - a, 1, 1, 256, 1, 1, 0, C.c_void_p(stream.cuda_stream), p, None), "launch")
+    launch_at(fn, src, bias, desc_d.data_ptr() + 8 * a, dst.data_ptr() + a * CHUNK,
+              nvals - a * VALS, b - a, stream)
 
 lo, hi = torch.cuda.Stream.priority_range() if hasattr(torch.cuda.Stream, "priority_range") else (0, -1)
 cs = torch.cuda.Stream(); ds = torch.cuda.Stream(priority=0)
-full = [torch.cuda.Event() for _ in range(2)]; freed = [torch.cuda.Event() for _ in range(2)]
 
 def pipeline(fn, rep, coded=True):
-    used = [False, False]; s = 0
+    ring.reset()
     for _ in range(rep):
         if not coded:
             with torch.cuda.stream(cs):
                 for k in range(0, nvals, SLOT // 2):
                     dst[k:k + SLOT // 2].copy_(raw_pin[k:k + SLOT // 2], non_blocking=True)
             continue
-        for (a, b) in pieces:
-            if used[s]:
-                cs.wait_event(freed[s])
-            span = off[b] - off[a]
-            with torch.cuda.stream(cs):
-                slots[s][:span].copy_(img_h[off[a]:off[a] + span], non_blocking=True)
-                full[s].record(cs)
-            ds.wait_event(full[s])
-            launch(fn, slots[s].data_ptr(), off[a], a, b, ds)
-            freed[s].record(ds); used[s] = True; s ^= 1
+        ring.load(pieces, cs, ds, lambda slot, bias, a, b: launch(fn, slot, bias, a, b, ds))
     if not coded:
         ds.wait_stream(cs)
 
