@@ -266,7 +266,8 @@ FT_ZH_FN void ft_zh_open(struct ft_zh_bits *b, const unsigned char *p, uint32_t 
 	b->nxt = ft_zh_word(p, b->k++, b->end);
 }
 
-/* At least two codes' bits in buf (a word more where fewer: at most 53). */
+/* At least two codes' bits in buf (a word more where fewer: at most 53);
+ * a lookup of the pair table takes at most FT_ZH_L of them. */
 FT_ZH_FN void ft_zh_refill(struct ft_zh_bits *b, const unsigned char *p)
 {
 	if (b->cnt < 2 * FT_ZH_L) {
@@ -280,7 +281,7 @@ FT_ZH_FN void ft_zh_refill(struct ft_zh_bits *b, const unsigned char *p)
  * bit prefix x, the symbol its first code gives (bits 0-7), the bits its
  * symbols take (16-23) and how many (24-31): two, the second in bits 8-15,
  * where the code after the first lies within x too (its length at most
- * the bits left: the zeros x ends with do not reach it). */
+ * the bits left: the zeros x << l1 ends with do not reach it). */
 FT_ZH_FN void ft_zh_pairs(const uint16_t *tab, unsigned x0, unsigned x1, uint32_t *pair)
 {
 	for (unsigned x = x0; x < x1; x++) {
@@ -291,7 +292,7 @@ FT_ZH_FN void ft_zh_pairs(const uint16_t *tab, unsigned x0, unsigned x1, uint32_
 	}
 }
 
-/* The next one or two symbols (a refill first), their codes in buf: the
+/* The next one or two symbols (after a refill), their codes in buf: the
  * first in bits 0-7, the second in 8-15; how many in *n. */
 FT_ZH_FN unsigned ft_zh_take2(struct ft_zh_bits *b, const uint32_t *pair, unsigned *n)
 {

@@ -155,9 +155,11 @@ static __device__ void huff_decode(const unsigned char *in, unsigned long long d
 }
 
 /* At least 8 blocks an SM: its 2048 threads on sm_80 and sm_90 at 32
- * registers, as mode 1 had them alone (mode 3's reader would take 40; it
- * does not spill at 32).  Where an SM holds fewer threads (sm_75, sm_86,
- * sm_89) ptxas says the minimum is ignored, and all fit anyway. */
+ * registers, as mode 1 had them alone (mode 3's reader would take more; it
+ * does not spill at 32), and 8 x 17.9 KB of shared memory.  Where an SM
+ * holds fewer threads (sm_75, sm_86, sm_89) ptxas says the minimum is
+ * ignored; there mode 3's shared memory (with the pair table's 8 KB)
+ * bounds the blocks an SM: 3 of 4 on sm_75, 5 of 6 on sm_86 and sm_89. */
 extern "C" __global__ void __launch_bounds__(256, 8)
 ft_z_decode(const unsigned char *src, unsigned long long bias, const unsigned long long *desc,
 	    unsigned short *dst, unsigned long long nvals, unsigned nchunks)
