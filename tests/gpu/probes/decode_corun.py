@@ -26,7 +26,6 @@ def launch(fn, src, bias, a, b, stream):
     launch_at(fn, src, bias, desc_d.data_ptr() + 8 * a, dst.data_ptr() + a * CHUNK,
               nvals - a * VALS, b - a, stream)
 
-lo, hi = torch.cuda.Stream.priority_range() if hasattr(torch.cuda.Stream, "priority_range") else (0, -1)
 cs = torch.cuda.Stream(); ds = torch.cuda.Stream(priority=0)
 
 def pipeline(fn, rep, coded=True):
