@@ -38,13 +38,13 @@ class Store:
                                    dtype=torch.int64).cuda()
         self.ratio = z.raw_bytes / z.bytes
 
-    def pieces(self, a0, b0):
+    def pieces(self, a0, b0, slot=SLOT):
         """Chunks [a0, b0) in the engine's pieces: [(a, b)], each's image
-        at most SLOT bytes (one chunk at least)."""
+        at most slot bytes (one chunk at least)."""
         out, a, off = [], a0, self.off
         while a < b0:
             b = a + 1
-            while b < b0 and off[b + 1] - off[a] <= SLOT:
+            while b < b0 and off[b + 1] - off[a] <= slot:
                 b += 1
             out.append((a, b))
             a = b
@@ -74,19 +74,20 @@ def launch(fn, src, bias, desc, dst, nvals, nchunks, stream):
 
 
 class Ring:
-    """The engine's two staging slots: a piece's image is copied into the
-    next slot on the copy stream (once the decode of the piece before in
-    that slot is done), then decoded from it on the decode stream."""
+    """The engine's staging slots (two of SLOT bytes): a piece's image is
+    copied into the next slot on the copy stream (once the decode of the
+    piece before in that slot is done), then decoded from it on the
+    decode stream."""
 
-    def __init__(self, st):
-        self.st = st
-        self.slots = [torch.empty(SLOT, dtype=torch.uint8, device="cuda") for _ in range(2)]
+    def __init__(self, st, nslot=2, slot=SLOT):
+        self.st, self.nslot = st, nslot
+        self.slots = [torch.empty(slot, dtype=torch.uint8, device="cuda") for _ in range(nslot)]
         self.reset()
 
     def reset(self):
-        self.full = [torch.cuda.Event() for _ in range(2)]
-        self.freed = [torch.cuda.Event() for _ in range(2)]
-        self.used, self.s = [False, False], 0
+        self.full = [torch.cuda.Event() for _ in range(self.nslot)]
+        self.freed = [torch.cuda.Event() for _ in range(self.nslot)]
+        self.used, self.s = [False] * self.nslot, 0
 
     def load(self, pieces, cs, ds, decode):
         """Each piece (a, b) of pieces staged, then decode(slot, bias, a, b)
@@ -104,4 +105,4 @@ class Ring:
             decode(self.slots[s].data_ptr(), off[a], a, b)
             self.freed[s].record(ds)
             self.used[s] = True
-            self.s ^= 1
+            self.s = (s + 1) % self.nslot

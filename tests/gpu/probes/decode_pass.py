@@ -6,8 +6,10 @@ i % NB last; segment i (G bf16 GEMMs 16384x4096 @ 4096x14336 on the default
 stream) waits for trap i's load.  A coded load copies 16 MiB pieces of the
 image into two slots and decodes each on a decode stream, as the engine;
 a raw load copies the raw bytes into the block.  Per decoder variant and
-decode-stream priority (least 0 / greatest): the pass's time against the
-raw pass's; and the GEMMs alone.  Medians of R.  G=1: a copy-bound pass."""
+decode-stream priority (least 0 / greatest) and staging ring (RINGS:
+"NxM" is N slots of M MiB; the engine's is 2x16): the pass's time against
+the raw pass's; and the GEMMs alone.  Medians of R.  G=1: a copy-bound
+pass."""
 import os, statistics, sys
 import torch
 from decode_common import CHUNK, VALS, Ring, Store, launch as launch_at, load
@@ -18,9 +20,9 @@ st = Store(sys.argv[1], 1024)
 w, raw_pin, n, off, img_h, desc_d = st.w, st.raw_pin, st.n, st.off, st.img_h, st.desc_d
 tc = TRAP * 16  # chunks a trap
 ranges = [((i % (n // tc)) * tc, (i % (n // tc)) * tc + tc) for i in range(T)]
-tpieces = [st.pieces(*r) for r in ranges]
 blocks = [torch.empty(tc * VALS, dtype=torch.bfloat16, device="cuda") for _ in range(NB)]
-ring = Ring(st)
+RINGS = [tuple(int(v) for v in r.split("x")) for r in os.environ.get("RINGS", "2x16").split()]
+rings = {r: (Ring(st, r[0], r[1] << 20), [st.pieces(*g, r[1] << 20) for g in ranges]) for r in RINGS}
 try:
     lo, hi = torch.cuda.Stream.priority_range()
 except Exception:
@@ -38,7 +40,8 @@ o = torch.empty(16384, 14336, device="cuda", dtype=torch.bfloat16)
 cs = torch.cuda.Stream()
 gs = torch.cuda.current_stream()
 
-def run_pass(fn, ds, gper, gemms_only=False):
+def run_pass(fn, ds, gper, gemms_only=False, ring_at=RINGS[0]):
+    ring, tpieces = rings[ring_at]
     ring.reset()
     ready = [torch.cuda.Event() for _ in range(T)]; done = [torch.cuda.Event() for _ in range(T)]
     def load_trap(i):
@@ -84,12 +87,14 @@ for gper in G:
     raw = med(lambda: run_pass(None, None, gper))
     print(f"\n## {gper} GEMM(s) a trap: GEMMs alone {gm:.2f} ms, raw loads {raw:.2f} ms "
           f"({T * TRAP / 1024 * 1.073741824:.2f} GB raw, floor at the raw pass)")
-    print("| decoder | decode priority | pass ms | / raw pass | - GEMMs alone ms |")
-    print("|---|---|---|---|---|")
+    print("| decoder | decode priority | ring | pass ms | / raw pass | - GEMMs alone ms |")
+    print("|---|---|---|---|---|---|")
     for name, fn in fns:
-        for pn, ds in dss.items():
-            t = med(lambda: run_pass(fn, ds, gper))
-            print(f"| {name} | {pn} | {t:.2f} | {t / raw:.4f} | {t - gm:.2f} |", flush=True)
+        for rg in RINGS:
+            for pn, ds in dss.items():
+                t = med(lambda: run_pass(fn, ds, gper, ring_at=rg))
+                print(f"| {name} | {pn} | {rg[0]}x{rg[1]} MiB | {t:.2f} | {t / raw:.4f} | {t - gm:.2f} |",
+                      flush=True)
     # the last pass's blocks hold the right bytes
     a0, b0 = ranges[T - 1]
     print("last block bit-exact:", torch.equal(blocks[(T - 1) % NB].view(torch.int16), w[a0 * VALS:b0 * VALS].view(torch.int16)))
