@@ -3,9 +3,9 @@
  * When the plan is applied, each offloaded trap's bytes are coded on the
  * GPU (where the module or the driver refuses, on the host's CPUs) and only
  * the image is kept (and pinned).  A load copies the image in pieces of at
- * most FT_OFF_SLOT_BYTES into FT_OFF_SLOTS staging slots on the copy stream
- * and decodes each piece into the block on the decode stream, so the copy
- * of one piece overlaps the decode of the one before;
+ * most o->slot_bytes into FT_OFF_SLOTS staging slots on the copy stream
+ * and decodes each piece into the block on the decode stream, so the copies
+ * of the next pieces overlap the decode of one before;
  * the block is ready on the decode stream.  Bringing a trap back, or
  * checksumming part of it, decodes on the host.
  */
@@ -18,8 +18,8 @@
 #include "ft/log.h"
 #include "offload_int.h"
 
-#ifndef FT_OFF_DECODE_HIGH /* (-D for a measurement's build) */
-#define FT_OFF_DECODE_HIGH 0
+#ifndef FT_OFF_DECODE_HIGH /* (-D0 for a measurement's build) */
+#define FT_OFF_DECODE_HIGH 1
 #endif
 
 static int ring_events(const struct ft_real *r, struct ft_off_ring *g)
@@ -41,9 +41,12 @@ void ft_off_codec_init(struct ft_offload *o)
 	}
 	if (!o->codec)
 		return;
-	/* the decode stream at the lowest priority: where the model's
-	 * kernels keep the GPU busy (the copies hide behind them), decodes
-	 * take only what they leave */
+	/* the decode stream at the highest priority: where the model's
+	 * kernels keep the GPU busy, a decode gets SMs as soon as one of
+	 * them ends rather than after the model's queued blocks (H100, a
+	 * 4 x 4096 prefill against resident: 2 x 16 MiB slots 1.042 -> 1.027
+	 * (run71), 8 x 16 MiB 1.034 -> 1.027 (run72); the shipped 4 x 64 MiB
+	 * at the highest 1.019, raw 1.005; one run each) */
 	int least = 0, greatest = 0;
 	if (!r->cuCtxGetStreamPriorityRange || !r->cuStreamCreateWithPriority ||
 	    r->cuCtxGetStreamPriorityRange(&least, &greatest) ||
@@ -54,13 +57,21 @@ void ft_off_codec_init(struct ft_offload *o)
 		 !r->cuEventCreate(&o->zfork, CU_EVENT_DISABLE_TIMING) &&
 		 !r->cuEventCreate(&o->zjoin, CU_EVENT_DISABLE_TIMING) && !ring_events(r, &o->ring) &&
 		 !ring_events(r, &o->ring_cap);
+	/* a chunk's image is at most its raw 64 KiB, so no piece of a trap
+	 * outgrows the trap's raw bytes: a model of small traps stages in
+	 * small slots */
+	size_t most = FT_Z_CHUNK;
+	for (uint32_t t = 0; t < o->ntraps; t++)
+		if (o->t[t].block >= 0 && (size_t)o->t[t].nchunks * o->chunk > most)
+			most = (size_t)o->t[t].nchunks * o->chunk;
+	o->slot_bytes = most < FT_OFF_SLOT_BYTES ? most : FT_OFF_SLOT_BYTES;
 	for (int s = 0; ok && s < FT_OFF_SLOTS; s++)
-		ok = !r->cuMemAlloc_v2(&o->slot[s], FT_OFF_SLOT_BYTES);
+		ok = !r->cuMemAlloc_v2(&o->slot[s], o->slot_bytes);
 	if (!ok) {
 		/* raw stores offload as well, at the link's pace */
-		ft_warn("FT_TRANSFER_COMPRESSION: cannot set up the decode stream or its %u MiB of "
-			"staging (device memory?): the store stays raw",
-			(unsigned)(FT_OFF_SLOTS * FT_OFF_SLOT_BYTES >> 20));
+		ft_warn("FT_TRANSFER_COMPRESSION: cannot set up the decode stream or its %.1f MiB "
+			"of staging (device memory?): the store stays raw",
+			(double)(FT_OFF_SLOTS * o->slot_bytes) / (1 << 20));
 		for (int s = 0; s < FT_OFF_SLOTS; s++)
 			if (o->slot[s])
 				r->cuMemFree_v2(o->slot[s]);
@@ -68,7 +79,7 @@ void ft_off_codec_init(struct ft_offload *o)
 		o->codec = NULL;
 		return;
 	}
-	o->block_bytes += (uint64_t)FT_OFF_SLOTS * FT_OFF_SLOT_BYTES;
+	o->block_bytes += (uint64_t)FT_OFF_SLOTS * o->slot_bytes;
 }
 
 void ft_off_codec_release(struct ft_offload *o)
@@ -85,7 +96,7 @@ void ft_off_codec_release(struct ft_offload *o)
 	for (int s = 0; s < FT_OFF_SLOTS; s++)
 		if (o->slot[s]) {
 			r->cuMemFree_v2(o->slot[s]);
-			o->block_bytes -= FT_OFF_SLOT_BYTES;
+			o->block_bytes -= o->slot_bytes;
 		}
 	memset(o->slot, 0, sizeof(o->slot));
 }
@@ -129,7 +140,7 @@ static void load_ms(const struct ft_offload *o, const struct ft_off_trap *x,
 		if (c1 > z->nchunks)
 			c1 = z->nchunks;
 		*coded += ft_curve_coded_ms(o->zcopy, o->nzcopy, o->zdec, o->nzdec,
-					    ft_z_span(z, c, c1), n, FT_OFF_SLOT_BYTES);
+					    ft_z_span(z, c, c1), n, o->slot_bytes);
 		*raw += ft_curve_ms(o->zcopy, o->nzcopy, n);
 		c = c1;
 	}
@@ -209,7 +220,7 @@ static int code_run(struct ft_offload *o, struct ft_off_trap *x, uint32_t i, uin
 	CUstream s = o->decode;
 	uint64_t words = (x->runs[i].hi - x->runs[i].lo) / 2;
 	for (uint32_t a = c0, b, k = 0; a < c1; a = b, k ^= 1) {
-		b = ft_z_piece_end(z, a, c1, FT_OFF_SLOT_BYTES);
+		b = ft_z_piece_end(z, a, c1, o->slot_bytes);
 		if (ft_gpu_z_code(o->codec, x->runs[i].lo + (CUdeviceptr)(a - c0) * FT_Z_CHUNK,
 				  meta + (CUdeviceptr)a * sizeof(struct ft_z_meta),
 				  x->zdesc + (CUdeviceptr)a * sizeof(uint64_t), FT_Z_OFF(z->desc[a]),
@@ -359,7 +370,7 @@ static void load_span(struct ft_offload *o, int t, uint32_t c0, uint32_t c1, CUd
 	struct ft_off_trap *x = &o->t[t];
 	struct ft_off_ring *g = &o->ring;
 	for (uint32_t a = c0, b; a < c1; a = b) {
-		b = ft_z_piece_end(&x->z, a, c1, FT_OFF_SLOT_BYTES);
+		b = ft_z_piece_end(&x->z, a, c1, o->slot_bytes);
 		int s = g->next;
 		g->next = (s + 1) % FT_OFF_SLOTS;
 		if (g->used[s])

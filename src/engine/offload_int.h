@@ -78,13 +78,18 @@ struct ft_off_trap {
 
 /* FT_TRANSFER_COMPRESSION: coded pieces are copied into staging slots on
  * the copy stream and decoded from them on the decode stream; a slot is
- * refilled after its decode.  Captures get their own events (as ready). */
+ * refilled after its decode.  Captures get their own events (as ready).
+ * Four slots of 64 MiB, not two of 16: where the model's kernels fill the
+ * GPU a decode launch waits for one of them to end, and with little
+ * staging the copies wait for those decodes and fall behind (H100, run72:
+ * a pass of GEMMs paid 68 ms for its decodes with 2 x 16 MiB, 23 ms with
+ * 4 x 64 MiB; docs/compression.md). */
 #ifndef FT_OFF_SLOTS /* (-D for a measurement's build) */
-#define FT_OFF_SLOTS 2
+#define FT_OFF_SLOTS 4
 #endif
 _Static_assert(FT_OFF_SLOTS >= 2, "the GPU encoder alternates two slots");
 #ifndef FT_OFF_SLOT_BYTES
-#define FT_OFF_SLOT_BYTES (16u << 20)
+#define FT_OFF_SLOT_BYTES (64u << 20)
 #endif
 struct ft_off_ring {
 	CUevent full[FT_OFF_SLOTS], free[FT_OFF_SLOTS];
@@ -228,6 +233,9 @@ struct ft_offload {
 					       pass as stored, and raw */
 	CUstream decode;
 	CUdeviceptr slot[FT_OFF_SLOTS];
+	size_t slot_bytes;                  /* FT_OFF_SLOT_BYTES, or the largest
+					       offloaded trap where that is less
+					       (its image is no larger) */
 	struct ft_off_ring ring, ring_cap;
 	CUevent zfork, zjoin;
 	int zjoined;                        /* the decode stream is in the capture */

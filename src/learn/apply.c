@@ -320,8 +320,10 @@ static void start_timing(struct ft_learn *L)
 	free(labels);
 }
 
-/* FT_TRANSFER_COMPRESSION=auto: the decoder timed on pieces of up to the
- * engine's staging slot (L->zdec), said beside the link's rate. */
+/* FT_TRANSFER_COMPRESSION=auto: the decoder timed on pieces of 1 to 16 MiB
+ * (L->zdec; the engine's slots of up to 64 MiB are judged by its rate at
+ * 16 MiB, which understates a larger launch's), said beside the link's
+ * rate. */
 static void decode_curve(struct ft_learn *L)
 {
 	static const uint64_t sizes[] = { 1 << 20, 4 << 20, 16 << 20 };

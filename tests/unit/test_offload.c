@@ -2189,6 +2189,57 @@ static void a_stale_word_into_a_dense_weight_holds_a_sliced_trap(void **state)
 	done(o);
 }
 
+/* -------------------------------------------------------- coded stores */
+
+static size_t slot_alloc[FT_OFF_SLOTS];
+static int nslot_alloc;
+static CUresult count_alloc(CUdeviceptr *d, size_t n)
+{
+	if (nslot_alloc < FT_OFF_SLOTS)
+		slot_alloc[nslot_alloc] = n;
+	nslot_alloc++;
+	*d = (CUdeviceptr)nslot_alloc << 32;
+	return CUDA_SUCCESS;
+}
+static CUresult count_free(CUdeviceptr d) { (void)d; return CUDA_SUCCESS; }
+
+/* The decoder's staging slots hold a piece of one trap's image, which is
+ * no larger than the trap's raw bytes: where every offloaded trap is
+ * smaller than FT_OFF_SLOT_BYTES, each slot is the largest one's size (a
+ * resident trap's does not count), else FT_OFF_SLOT_BYTES; they count in
+ * the blocks' bytes until released. */
+static void staging_slots_fit_the_largest_offloaded_trap(void **state)
+{
+	(void)state;
+	static struct ft_offload o;
+	struct ft_real r = { 0 };
+	stub_engine_driver(&r);
+	r.cuMemAlloc_v2 = count_alloc;
+	r.cuMemFree_v2 = count_free;
+	struct ft_off_trap t[3] = { { .block = 0, .nchunks = 3 }, { .block = -1, .nchunks = 100 },
+				    { .block = 1, .nchunks = 2 } };
+	for (int big = 0; big < 2; big++) {
+		memset(&o, 0, sizeof(o));
+		o.real = &r;
+		o.codec = (const struct ft_gpu *)&r; /* any: only its presence is read */
+		o.chunk = CHUNK;
+		o.t = t;
+		o.ntraps = 3;
+		t[2].nchunks = big ? (uint32_t)(2 * FT_OFF_SLOT_BYTES / CHUNK) : 2;
+		nslot_alloc = 0;
+		ft_off_codec_init(&o);
+		size_t want = big ? FT_OFF_SLOT_BYTES : 3 * CHUNK;
+		assert_non_null(o.codec);
+		assert_int_equal(nslot_alloc, FT_OFF_SLOTS);
+		for (int i = 0; i < FT_OFF_SLOTS; i++)
+			assert_int_equal(slot_alloc[i], want);
+		assert_int_equal(o.slot_bytes, want);
+		assert_int_equal(o.block_bytes, (uint64_t)FT_OFF_SLOTS * want);
+		ft_off_codec_release(&o);
+		assert_int_equal(o.block_bytes, 0);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2232,6 +2283,7 @@ int main(void)
 		cmocka_unit_test(a_miss_asks_for_the_residency_it_begins),
 		cmocka_unit_test(an_expert_inside_a_slice_asks_for_it),
 		cmocka_unit_test(experts_no_pass_routed_to_are_loaded_alone),
+		cmocka_unit_test(staging_slots_fit_the_largest_offloaded_trap),
 		cmocka_unit_test(a_tensor_after_the_experts_is_copied_whole),
 		cmocka_unit_test(a_slice_copied_later_is_waited_for_by_every_stream),
 		cmocka_unit_test(a_capture_loads_every_expert_and_eager_slices_stay),
