@@ -1,11 +1,12 @@
 """What the decoder probes share: MIB MiB of bf16 N(0,0.02) coded by the
 host codec (a shared library built from src/engine/codec.c), its image
-pinned on the host and on the GPU, the engine's 16 MiB pieces, and the
+pinned on the host and on the GPU, its pieces (16 MiB by default: the engine's
+before run72), and the
 decoder loaded from PTX and launched through the driver."""
 import ctypes as C
 import torch
 
-SLOT = 16 << 20   # the engine's FT_OFF_SLOT_BYTES
+SLOT = 16 << 20   # the engine's FT_OFF_SLOT_BYTES before run72 (now 64 MiB)
 VALS = 32768      # FT_Z_VALS
 CHUNK = 65536     # FT_Z_CHUNK
 cu = C.CDLL("libcuda.so.1")
@@ -74,7 +75,7 @@ def launch(fn, src, bias, desc, dst, nvals, nchunks, stream):
 
 
 class Ring:
-    """The engine's staging slots (two of SLOT bytes): a piece's image is
+    """The engine's staging slots (nslot of slot bytes): a piece's image is
     copied into the next slot on the copy stream (once the decode of the
     piece before in that slot is done), then decoded from it on the
     decode stream."""

@@ -3,11 +3,11 @@
 T traps of TRAP MiB (ranges of one coded 1 GiB of bf16 N(0,0.02)) paged
 through NB blocks: trap i's load waits for the segment that read block
 i % NB last; segment i (G bf16 GEMMs 16384x4096 @ 4096x14336 on the default
-stream) waits for trap i's load.  A coded load copies 16 MiB pieces of the
-image into two slots and decodes each on a decode stream, as the engine;
+stream) waits for trap i's load.  A coded load copies pieces of the image
+into a ring of slots and decodes each on a decode stream, as the engine;
 a raw load copies the raw bytes into the block.  Per decoder variant and
 decode-stream priority (least 0 / greatest) and staging ring (RINGS:
-"NxM" is N slots of M MiB; the engine's is 2x16): the pass's time against
+"NxM" is N slots of M MiB; the engine's is 4x64, 2x16 before run72): the pass's time against
 the raw pass's; and the GEMMs alone.  Medians of R.  G=1: a copy-bound
 pass."""
 import os, statistics, sys
@@ -21,7 +21,7 @@ w, raw_pin, n, off, img_h, desc_d = st.w, st.raw_pin, st.n, st.off, st.img_h, st
 tc = TRAP * 16  # chunks a trap
 ranges = [((i % (n // tc)) * tc, (i % (n // tc)) * tc + tc) for i in range(T)]
 blocks = [torch.empty(tc * VALS, dtype=torch.bfloat16, device="cuda") for _ in range(NB)]
-RINGS = [tuple(int(v) for v in r.split("x")) for r in os.environ.get("RINGS", "2x16").split()]
+RINGS = [tuple(int(v) for v in r.split("x")) for r in os.environ.get("RINGS", "2x16 4x64").split()]
 rings = {r: (Ring(st, r[0], r[1] << 20), [st.pieces(*g, r[1] << 20) for g in ranges]) for r in RINGS}
 try:
     lo, hi = torch.cuda.Stream.priority_range()
