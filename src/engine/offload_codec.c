@@ -58,12 +58,13 @@ void ft_off_codec_init(struct ft_offload *o)
 		 !r->cuEventCreate(&o->zjoin, CU_EVENT_DISABLE_TIMING) && !ring_events(r, &o->ring) &&
 		 !ring_events(r, &o->ring_cap);
 	/* a chunk's image is at most its raw 64 KiB, so no piece of a trap
-	 * outgrows the trap's raw bytes: a model of small traps stages in
-	 * small slots */
+	 * outgrows the trap's raw bytes, nor so its block (sized for the
+	 * largest trap it holds): a model of small traps stages in small
+	 * slots */
 	size_t most = FT_Z_CHUNK;
-	for (uint32_t t = 0; t < o->ntraps; t++)
-		if (o->t[t].block >= 0 && (size_t)o->t[t].nchunks * o->chunk > most)
-			most = (size_t)o->t[t].nchunks * o->chunk;
+	for (uint32_t k = 0; k < o->nblocks; k++)
+		if ((size_t)o->b[k].nchunks * o->chunk > most)
+			most = (size_t)o->b[k].nchunks * o->chunk;
 	o->slot_bytes = most < FT_OFF_SLOT_BYTES ? most : FT_OFF_SLOT_BYTES;
 	for (int s = 0; ok && s < FT_OFF_SLOTS; s++)
 		ok = !r->cuMemAlloc_v2(&o->slot[s], o->slot_bytes);

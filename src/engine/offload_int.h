@@ -234,8 +234,8 @@ struct ft_offload {
 	CUstream decode;
 	CUdeviceptr slot[FT_OFF_SLOTS];
 	size_t slot_bytes;                  /* FT_OFF_SLOT_BYTES, or the largest
-					       offloaded trap where that is less
-					       (its image is no larger) */
+					       block where that is less (no trap's
+					       image is larger) */
 	struct ft_off_ring ring, ring_cap;
 	CUevent zfork, zjoin;
 	int zjoined;                        /* the decode stream is in the capture */

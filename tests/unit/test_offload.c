@@ -2204,10 +2204,10 @@ static CUresult count_alloc(CUdeviceptr *d, size_t n)
 static CUresult count_free(CUdeviceptr d) { (void)d; return CUDA_SUCCESS; }
 
 /* The decoder's staging slots hold a piece of one trap's image, which is
- * no larger than the trap's raw bytes: where every offloaded trap is
- * smaller than FT_OFF_SLOT_BYTES, each slot is the largest one's size (a
- * resident trap's does not count), else FT_OFF_SLOT_BYTES; they count in
- * the blocks' bytes until released. */
+ * no larger than the trap's raw bytes, nor so than its block: where every
+ * block is smaller than FT_OFF_SLOT_BYTES, each slot is the largest one's
+ * size, else FT_OFF_SLOT_BYTES; they count in the blocks' bytes until
+ * released. */
 static void staging_slots_fit_the_largest_offloaded_trap(void **state)
 {
 	(void)state;
@@ -2216,16 +2216,15 @@ static void staging_slots_fit_the_largest_offloaded_trap(void **state)
 	stub_engine_driver(&r);
 	r.cuMemAlloc_v2 = count_alloc;
 	r.cuMemFree_v2 = count_free;
-	struct ft_off_trap t[3] = { { .block = 0, .nchunks = 3 }, { .block = -1, .nchunks = 100 },
-				    { .block = 1, .nchunks = 2 } };
+	struct ft_off_block b[2] = { { .nchunks = 3 }, { .nchunks = 2 } };
 	for (int big = 0; big < 2; big++) {
 		memset(&o, 0, sizeof(o));
 		o.real = &r;
 		o.codec = (const struct ft_gpu *)&r; /* any: only its presence is read */
 		o.chunk = CHUNK;
-		o.t = t;
-		o.ntraps = 3;
-		t[2].nchunks = big ? (uint32_t)(2 * FT_OFF_SLOT_BYTES / CHUNK) : 2;
+		o.b = b;
+		o.nblocks = 2;
+		b[1].nchunks = big ? (uint32_t)(2 * FT_OFF_SLOT_BYTES / CHUNK) : 2;
 		nslot_alloc = 0;
 		ft_off_codec_init(&o);
 		size_t want = big ? FT_OFF_SLOT_BYTES : 3 * CHUNK;
