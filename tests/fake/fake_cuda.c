@@ -124,10 +124,56 @@ API CUresult cuIpcGetMemHandle(CUipcMemHandle *h, CUdeviceptr p)
 	memcpy(h->reserved, &p, sizeof(p));
 	return CUDA_SUCCESS;
 }
+/* cuMemAlloc's allocations, in address order (the arena only grows): a
+ * copy, decode or encode that starts in one and runs past its end aborts,
+ * where a GPU would fault or write over the next allocation (addresses
+ * outside them, VMM mappings and host memory, are not checked). */
+static struct { uintptr_t lo, hi; } *allocs;
+static size_t nallocs, capallocs;
+static pthread_mutex_t allocs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void note_alloc(const void *p, size_t n)
+{
+	pthread_mutex_lock(&allocs_lock);
+	if (nallocs == capallocs) {
+		capallocs = capallocs ? 2 * capallocs : 256;
+		allocs = realloc(allocs, capallocs * sizeof(*allocs));
+		if (!allocs)
+			abort();
+	}
+	allocs[nallocs].lo = (uintptr_t)p;
+	allocs[nallocs++].hi = (uintptr_t)p + n;
+	pthread_mutex_unlock(&allocs_lock);
+}
+
+static void in_bounds(const void *p, size_t n, const char *what)
+{
+	uintptr_t a = (uintptr_t)p, hi = 0;
+	pthread_mutex_lock(&allocs_lock);
+	size_t lo = 0, up = nallocs; /* the last allocation that starts at or below a */
+	while (lo < up) {
+		size_t mid = (lo + up) / 2;
+		if (allocs[mid].lo <= a)
+			lo = mid + 1;
+		else
+			up = mid;
+	}
+	if (lo && a < allocs[lo - 1].hi)
+		hi = allocs[lo - 1].hi;
+	pthread_mutex_unlock(&allocs_lock);
+	if (hi && n > hi - a) {
+		fprintf(stderr, "fake driver: %s of %zu bytes at %#lx runs %zu bytes past the end "
+			"of its cuMemAlloc allocation\n", what, n, (unsigned long)a,
+			(size_t)(n - (hi - a)));
+		abort();
+	}
+}
+
 API CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n)
 {
 	void *p;
 	ALLOC_OR_FAIL(p, n);
+	note_alloc(p, n);
 	*d = (CUdeviceptr)(uintptr_t)p;
 	return CUDA_SUCCESS;
 }
@@ -240,16 +286,16 @@ API CUresult cuMemGetAllocationGranularity(size_t *g, const CUmemAllocationProp 
 }
 
 /* ---- copies and memsets ---- */
-API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy(H(d), s, n); return CUDA_SUCCESS; }
+API CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { in_bounds(H(d), n, "cuMemcpyHtoD"); memcpy(H(d), s, n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr d, const void *s, size_t n) { return cuMemcpyHtoD_v2(d, s, n); }
 static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st);
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { INJECT("cuMemcpyHtoDAsync"); return htod_async(d, s, n, st); }
 API CUresult cuMemcpyHtoDAsync_v2_ptsz(CUdeviceptr d, const void *s, size_t n, CUstream st) { return htod_async(d, s, n, st); }
-API CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { memmove(H(d), H(s), n); return CUDA_SUCCESS; }
-API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memmove(H(d), H(s), n); return CUDA_SUCCESS; }
-API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, H(s), n); return CUDA_SUCCESS; }
+API CUresult cuMemcpyDtoD_v2(CUdeviceptr d, CUdeviceptr s, size_t n) { in_bounds(H(d), n, "cuMemcpyDtoD"); in_bounds(H(s), n, "cuMemcpyDtoD"); memmove(H(d), H(s), n); return CUDA_SUCCESS; }
+API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { (void)st; return cuMemcpyDtoD_v2(d, s, n); }
+API CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { in_bounds(H(s), n, "cuMemcpyDtoH"); memcpy(d, H(s), n); return CUDA_SUCCESS; }
 API CUresult cuMemcpyDtoH_v2_ptds(void *d, CUdeviceptr s, size_t n) { return cuMemcpyDtoH_v2(d, s, n); }
-API CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memmove(H(d), H(s), n); return CUDA_SUCCESS; }
+API CUresult cuMemcpyAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { (void)st; return cuMemcpyDtoD_v2(d, s, n); }
 API CUresult cuMemcpyAsync_ptsz(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return cuMemcpyAsync(d, s, n, st); }
 API CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { memset(H(d), v, n); return CUDA_SUCCESS; }
 API CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n)
@@ -366,6 +412,8 @@ static void run_z_decode(const unsigned char *b)
 	unsigned nchunks;
 	memcpy(&src, b, 8); memcpy(&bias, b + 8, 8); memcpy(&desc, b + 16, 8);
 	memcpy(&dst, b + 24, 8); memcpy(&nvals, b + 32, 8); memcpy(&nchunks, b + 40, 4);
+	/* the pieces it reads (descriptor nchunks: the end of the last) */
+	in_bounds(src, FT_Z_OFF(desc[nchunks]) - bias, "ft_z_decode's read");
 	for (unsigned c = 0; c < nchunks; c++) {
 		uint64_t first = (uint64_t)c * FT_Z_VALS, left = nvals - first;
 		ft_z_decode_at(src + (FT_Z_OFF(desc[c]) - bias), desc[c],
@@ -404,6 +452,7 @@ static void run_z_code(const unsigned char *b)
 	memcpy(&src, b, 8); memcpy(&meta, b + 8, 8); memcpy(&desc, b + 16, 8);
 	memcpy(&bias, b + 24, 8); memcpy(&dst, b + 32, 8); memcpy(&nvals, b + 40, 8);
 	memcpy(&nchunks, b + 48, 4);
+	in_bounds(dst, FT_Z_OFF(desc[nchunks]) - bias, "ft_z_code's write");
 	for (unsigned c = 0; c < nchunks; c++)
 		ft_z_code(src + (uint64_t)c * FT_Z_VALS, words_of(nvals, c), &meta[c],
 			  dst + (FT_Z_OFF(desc[c]) - bias));
@@ -574,7 +623,7 @@ API CUresult cuStreamCreate(CUstream *s, unsigned f)
 API CUresult cuStreamSynchronize(CUstream s) { (void)s; return CUDA_SUCCESS; }
 API CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
 API CUresult cuMemAllocHost_v2(void **p, size_t n) { ALLOC_OR_FAIL(*p, n); return CUDA_SUCCESS; }
-API CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st) { (void)st; memcpy(d, H(s), n); return CUDA_SUCCESS; }
+API CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st) { (void)st; return cuMemcpyDtoH_v2(d, s, n); }
 
 /* Streams are not freed: a handle the fake did not make (the legacy or
  * per-thread stream) may come here too. */
@@ -892,6 +941,7 @@ static CUresult record_node(CUevent e, CUstream s)
 /* host-to-device copies on a capturing stream become graph nodes */
 static CUresult htod_async(CUdeviceptr d, const void *s, size_t n, CUstream st)
 {
+	in_bounds(H(d), n, "cuMemcpyHtoDAsync");
 	if (capturing(st)) {
 		struct recorded *r = captured_node(st, NODE_COPY);
 		if (!r)

@@ -2239,6 +2239,184 @@ static void staging_slots_fit_the_largest_offloaded_trap(void **state)
 	}
 }
 
+/* A coded load's calls, in order: copies, decodes, event records and
+ * stream waits (an event and a stream are told apart by the handles the
+ * stubs make). */
+enum { Z_COPY, Z_DECODE, Z_RECORD, Z_WAIT };
+static struct zop {
+	int kind;
+	CUdeviceptr dst, src;         /* copy: slot; decode: slot -> block */
+	size_t n;                     /* copy: bytes; decode: chunks */
+	CUevent e;
+	CUstream s;
+} zops[256];
+static int nzops;
+static struct zop *zop(int kind)
+{
+	assert_true(nzops < 256);
+	zops[nzops] = (struct zop){ .kind = kind };
+	return &zops[nzops++];
+}
+static int zevents;
+static CUresult z_event(CUevent *e, unsigned f)
+{
+	(void)f;
+	*e = (CUevent)(uintptr_t)(0x1000 + ++zevents);
+	return CUDA_SUCCESS;
+}
+static int zstreams;
+static CUresult z_stream(CUstream *s, unsigned f)
+{
+	(void)f;
+	*s = (CUstream)(uintptr_t)(0x100 + ++zstreams);
+	return CUDA_SUCCESS;
+}
+static CUresult z_copy(CUdeviceptr d, const void *p, size_t n, CUstream s)
+{
+	(void)p;
+	struct zop *z = zop(Z_COPY);
+	z->dst = d, z->n = n, z->s = s;
+	return CUDA_SUCCESS;
+}
+static CUresult z_record(CUevent e, CUstream s)
+{
+	struct zop *z = zop(Z_RECORD);
+	z->e = e, z->s = s;
+	return CUDA_SUCCESS;
+}
+static CUresult z_wait(CUstream s, CUevent e, unsigned f)
+{
+	(void)f;
+	struct zop *z = zop(Z_WAIT);
+	z->e = e, z->s = s;
+	return CUDA_SUCCESS;
+}
+static CUresult z_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+			 unsigned by, unsigned bz, unsigned sh, CUstream s, void **params,
+			 void **extra)
+{
+	(void)f, (void)gx, (void)gy, (void)gz, (void)bx, (void)by, (void)bz, (void)sh, (void)extra;
+	struct zop *z = zop(Z_DECODE);
+	z->src = *(CUdeviceptr *)params[0];
+	z->dst = *(CUdeviceptr *)params[3];
+	z->n = *(uint32_t *)params[5];
+	z->s = s;
+	return CUDA_SUCCESS;
+}
+
+/* Where in zops[0..before) event e was last recorded: its index, or -1. */
+static int recorded_at(CUevent e, int before)
+{
+	for (int i = before - 1; i >= 0; i--)
+		if (zops[i].kind == Z_RECORD && zops[i].e == e)
+			return i;
+	return -1;
+}
+
+/* A coded load copies the trap's image in pieces that fit the staging
+ * slots, as many whole chunks a piece as fit, the slots in turn; each
+ * piece is decoded from the slot it landed in into its chunks' place in
+ * the block, after its copy, and a slot takes its next piece only after
+ * the decode of its last one. */
+static void coded_loads_cut_pieces_to_the_staging_slots(void **state)
+{
+	(void)state;
+	enum { N = 40 }; /* chunks: images of a few bytes to 64 KiB */
+	uint16_t *w = malloc((size_t)N * FT_Z_CHUNK);
+	assert_non_null(w);
+	uint32_t g = 12345;
+	for (size_t i = 0; i < (size_t)N * FT_Z_VALS; i++) {
+		g = g * 1664525u + 1013904223u;
+		unsigned c = (unsigned)(i / FT_Z_VALS) % 4;
+		w[i] = c == 0 ? 0 : c == 1 ? (uint16_t)(g >> 16) :
+		       (uint16_t)(0x3c00 | ((g >> 16) & (c == 2 ? 0x80ff : 0x807f)));
+	}
+	static struct ft_offload o;
+	static struct ft_off_trap x;
+	static struct ft_gpu codec;
+	static struct ft_stats st;
+	struct ft_real r = { 0 };
+	stub_engine_driver(&r);
+	r.cuMemAlloc_v2 = count_alloc;
+	r.cuMemFree_v2 = count_free;
+	r.cuEventCreate = z_event;
+	r.cuStreamCreate = z_stream;
+	r.cuEventRecord = z_record;
+	r.cuStreamWaitEvent = z_wait;
+	r.cuMemcpyHtoDAsync_v2 = z_copy;
+	r.cuLaunchKernel = z_launch;
+	codec = (struct ft_gpu){ .real = &r, .state = 1, .decode = (CUfunction)&codec };
+	struct ft_off_block b = { .nchunks = N * FT_Z_CHUNK / CHUNK + 1, .va = 7ull << 40 };
+	memset(&o, 0, sizeof(o));
+	memset(&x, 0, sizeof(x));
+	o.real = &r, o.stats = &st, o.codec = &codec, o.chunk = CHUNK, o.b = &b, o.nblocks = 1;
+	o.mode = FT_TM_RAW_BLOCK, o.t = &x, o.ntraps = 1;
+	nslot_alloc = 0;
+	ft_off_codec_init(&o);
+	assert_non_null(o.codec);
+	assert_int_equal(ft_z_encode(w, (size_t)N * FT_Z_CHUNK, 1, &x.z), 0);
+	x.host = x.z.data, x.zdesc = 5ull << 40;
+	CUstream cs = (CUstream)(uintptr_t)0x99;
+	/* slots of about three average chunks' images: pieces of one to many */
+	for (size_t slot = FT_Z_CHUNK; slot <= 4 * FT_Z_CHUNK; slot += FT_Z_CHUNK + 4096) {
+		o.slot_bytes = slot;
+		o.ring.next = 0; /* the events ft_off_codec_init made stay */
+		memset(o.ring.used, 0, sizeof(o.ring.used));
+		nzops = 0;
+		assert_ptr_equal(ft_off_load_coded(&o, 0, cs), o.decode);
+		uint32_t next = 0; /* the first chunk not yet copied */
+		int piece = 0, last_free[FT_OFF_SLOTS];
+		for (int i = 0; i < FT_OFF_SLOTS; i++)
+			last_free[i] = -1;
+		for (int i = 0; i < nzops; i++) {
+			if (zops[i].kind != Z_COPY)
+				continue;
+			int k = piece++ % FT_OFF_SLOTS;
+			assert_true(zops[i].dst == o.slot[k] && zops[i].s == cs);
+			assert_true(zops[i].n <= slot);
+			uint32_t end = ft_z_piece_end(&x.z, next, x.z.nchunks, slot);
+			assert_int_equal(zops[i].n, ft_z_span(&x.z, next, end));
+			/* as many chunks as fit: one more would not */
+			if (end < x.z.nchunks)
+				assert_true(ft_z_span(&x.z, next, end + 1) > slot);
+			/* a reused slot: the copy stream waited for its last decode */
+			if (last_free[k] >= 0) {
+				int waited = 0;
+				for (int j = last_free[k] + 1; j < i; j++)
+					waited |= zops[j].kind == Z_WAIT && zops[j].s == cs &&
+						  zops[j].e == o.ring.free[k];
+				assert_true(waited);
+			}
+			/* then its decode, after the copy, from the slot into place */
+			int d = i + 1;
+			while (d < nzops && zops[d].kind != Z_DECODE)
+				d++;
+			assert_true(d < nzops);
+			assert_true(zops[d].src == o.slot[k] && zops[d].s == o.decode);
+			assert_int_equal(zops[d].n, end - next);
+			assert_true(zops[d].dst == b.va + (CUdeviceptr)next * FT_Z_CHUNK);
+			int full = recorded_at(o.ring.full[k], d), wait = -1;
+			for (int j = full + 1; j < d; j++)
+				if (zops[j].kind == Z_WAIT && zops[j].s == o.decode &&
+				    zops[j].e == o.ring.full[k])
+					wait = j;
+			assert_true(full > i && zops[full].s == cs && wait > full);
+			int fr = d + 1;
+			while (fr < nzops && !(zops[fr].kind == Z_RECORD && zops[fr].e == o.ring.free[k]))
+				fr++;
+			assert_true(fr < nzops && zops[fr].s == o.decode);
+			last_free[k] = fr;
+			next = end;
+		}
+		assert_int_equal(next, x.z.nchunks);
+		assert_true(piece > FT_OFF_SLOTS); /* the ring wrapped */
+	}
+	ft_z_free(&x.z);
+	memset(&x.z, 0, sizeof(x.z));
+	ft_off_codec_release(&o);
+	free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2283,6 +2461,7 @@ int main(void)
 		cmocka_unit_test(an_expert_inside_a_slice_asks_for_it),
 		cmocka_unit_test(experts_no_pass_routed_to_are_loaded_alone),
 		cmocka_unit_test(staging_slots_fit_the_largest_offloaded_trap),
+		cmocka_unit_test(coded_loads_cut_pieces_to_the_staging_slots),
 		cmocka_unit_test(a_tensor_after_the_experts_is_copied_whole),
 		cmocka_unit_test(a_slice_copied_later_is_waited_for_by_every_stream),
 		cmocka_unit_test(a_capture_loads_every_expert_and_eager_slices_stay),
