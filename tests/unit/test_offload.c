@@ -2304,6 +2304,16 @@ static CUresult z_launch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, un
 	return CUDA_SUCCESS;
 }
 
+/* The first call of kind in zops[from..to) on event e and stream s (0:
+ * any; no handle the stubs make is 0): its index, or -1. */
+static int find_op(int from, int to, int kind, CUevent e, CUstream s)
+{
+	for (int i = from; i < to; i++)
+		if (zops[i].kind == kind && (!e || zops[i].e == e) && (!s || zops[i].s == s))
+			return i;
+	return -1;
+}
+
 /* Where in zops[0..before) event e was last recorded: its index, or -1. */
 static int recorded_at(CUevent e, int before)
 {
@@ -2357,7 +2367,7 @@ static void coded_loads_cut_pieces_to_the_staging_slots(void **state)
 	assert_int_equal(ft_z_encode(w, (size_t)N * FT_Z_CHUNK, 1, &x.z), 0);
 	x.host = x.z.data, x.zdesc = 5ull << 40;
 	CUstream cs = (CUstream)(uintptr_t)0x99;
-	/* slots of about three average chunks' images: pieces of one to many */
+	/* slots of one raw chunk to about three: pieces of one chunk to many */
 	for (size_t slot = FT_Z_CHUNK; slot <= 4 * FT_Z_CHUNK; slot += FT_Z_CHUNK + 4096) {
 		o.slot_bytes = slot;
 		o.ring.next = 0; /* the events ft_off_codec_init made stay */
@@ -2380,31 +2390,19 @@ static void coded_loads_cut_pieces_to_the_staging_slots(void **state)
 			if (end < x.z.nchunks)
 				assert_true(ft_z_span(&x.z, next, end + 1) > slot);
 			/* a reused slot: the copy stream waited for its last decode */
-			if (last_free[k] >= 0) {
-				int waited = 0;
-				for (int j = last_free[k] + 1; j < i; j++)
-					waited |= zops[j].kind == Z_WAIT && zops[j].s == cs &&
-						  zops[j].e == o.ring.free[k];
-				assert_true(waited);
-			}
+			if (last_free[k] >= 0)
+				assert_true(find_op(last_free[k] + 1, i, Z_WAIT, o.ring.free[k], cs) >= 0);
 			/* then its decode, after the copy, from the slot into place */
-			int d = i + 1;
-			while (d < nzops && zops[d].kind != Z_DECODE)
-				d++;
-			assert_true(d < nzops);
+			int d = find_op(i + 1, nzops, Z_DECODE, 0, 0);
+			assert_true(d >= 0);
 			assert_true(zops[d].src == o.slot[k] && zops[d].s == o.decode);
 			assert_int_equal(zops[d].n, end - next);
 			assert_true(zops[d].dst == b.va + (CUdeviceptr)next * FT_Z_CHUNK);
-			int full = recorded_at(o.ring.full[k], d), wait = -1;
-			for (int j = full + 1; j < d; j++)
-				if (zops[j].kind == Z_WAIT && zops[j].s == o.decode &&
-				    zops[j].e == o.ring.full[k])
-					wait = j;
-			assert_true(full > i && zops[full].s == cs && wait > full);
-			int fr = d + 1;
-			while (fr < nzops && !(zops[fr].kind == Z_RECORD && zops[fr].e == o.ring.free[k]))
-				fr++;
-			assert_true(fr < nzops && zops[fr].s == o.decode);
+			int full = recorded_at(o.ring.full[k], d);
+			assert_true(full > i && zops[full].s == cs &&
+				    find_op(full + 1, d, Z_WAIT, o.ring.full[k], o.decode) >= 0);
+			int fr = find_op(d + 1, nzops, Z_RECORD, o.ring.free[k], 0);
+			assert_true(fr >= 0 && zops[fr].s == o.decode);
 			last_free[k] = fr;
 			next = end;
 		}
